@@ -1,0 +1,322 @@
+"""Incremental permutation feature importance (iPFI), the paper's Algorithm 1.
+
+For each row ``(x_t, y_t)`` and each feature (or group) ``j``, and for each of ``M``
+independent realisations, iPFI replaces ``x_t``'s value(s) of ``j`` with those of an
+earlier row drawn from that realisation's reservoir, and takes the loss difference
+``lambda = loss(h_t(x_t with j replaced), y_t) - loss(h_t(x_t), y_t)``. The ``M``
+differences are averaged and folded into a bias-corrected exponentially weighted mean
+with rate ``alpha`` (see :mod:`ipfi_cli.core.smoothing`).
+
+One row costs one unperturbed and ``G * M`` perturbed predictions (``G`` groups).
+With a predictor that ``supports_batch`` they go to the model in one call, and
+:meth:`IncrementalPFI.explain_many` (static models only) puts the rows of many time
+steps into one call. Every random choice comes from one generator seeded by ``seed``,
+drawn in the same order on every path: same seed, same numbers.
+
+The explainer only predicts: it never changes the model. For an incrementally learned
+model explain row ``t`` with ``h_t`` and then learn it
+(:func:`ipfi_cli.core.prequential.explain_then_learn`).
+
+>>> import numpy as np
+>>> from ipfi_cli.models import FunctionPredictor
+>>> model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))   # uses only "a"
+>>> explainer = IncrementalPFI(model, ["a", "b"], loss="zero-one", alpha=0.01, seed=1)
+>>> rng = np.random.default_rng(0)
+>>> for _ in range(2000):
+...     a, b = rng.random(2)
+...     _ = explainer.explain_one({"a": a, "b": b}, int(a > 0.5))
+>>> {k: round(v, 1) for k, v in explainer.importances.items()}   # truth: a = 0.5, b = 0
+{'a': 0.5, 'b': 0.0}
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ipfi_cli.core.groups import resolve_groups
+from ipfi_cli.core.losses import Loss, Output, get_loss
+from ipfi_cli.core.predictor import Predictor
+from ipfi_cli.core.samplers import Reservoir, make_sampler
+from ipfi_cli.core.smoothing import ExponentialMean
+
+
+class RowError(ValueError):
+    """A row cannot be explained; ``column`` names the offending column when known."""
+
+    def __init__(self, message: str, column: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
+
+
+_PLAIN_NUMBERS = (int, float)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _all_numbers(values: Sequence[Any]) -> bool:
+    """True when every value is a real number (not a bool), so it can live in a float array."""
+    plain = _PLAIN_NUMBERS
+    return all(type(v) in plain for v in values) or all(_is_number(v) for v in values)
+
+
+class IncrementalPFI:
+    """Anytime permutation feature importance of a model on a stream.
+
+    Parameters
+    ----------
+    model
+        A :class:`~ipfi_cli.core.predictor.Predictor` (see ``ipfi_cli.models.as_predictor``).
+    columns
+        All the model's input columns, in the order the model expects them.
+    loss
+        ``zero-one``, ``absolute``, ``squared``, ``log`` or a :class:`Loss`.
+    alpha
+        Smoothing rate: each new row weighs ``alpha`` (window of about ``2/alpha - 1`` rows).
+    n_repeats
+        ``M``, the number of independent realisations averaged (the paper uses 10).
+    sampling
+        ``geometric`` (recent rows preferred; follows drift) or ``uniform`` (all rows alike).
+    reservoir_size
+        ``L``, rows remembered per realisation.
+    features, groups
+        What to explain: columns one by one (default all) and named column groups
+        permuted jointly (see :func:`~ipfi_cli.core.groups.resolve_groups`).
+    seed
+        Seeds the one random generator every draw comes from.
+    """
+
+    def __init__(
+        self,
+        model: Predictor,
+        columns: Sequence[str],
+        *,
+        loss: str | Loss = "zero-one",
+        alpha: float = 0.001,
+        n_repeats: int = 10,
+        sampling: str = "geometric",
+        reservoir_size: int = 100,
+        features: Sequence[str] | None = None,
+        groups: Mapping[str, Sequence[str]] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if n_repeats < 1:
+            raise ValueError(f"n_repeats must be at least 1, got {n_repeats}")
+        self.model = model
+        self.columns = [str(c) for c in columns]
+        self.loss = get_loss(loss)
+        self.alpha = float(alpha)
+        self.n_repeats = int(n_repeats)
+        self.sampling = sampling
+        self.reservoir_size = int(reservoir_size)
+        self.seed = seed
+        self.groups = resolve_groups(self.columns, features, groups)
+        self.names = list(self.groups)
+        self._tracker = ExponentialMean(self.alpha, len(self.names))
+        self._rng = np.random.default_rng(np.random.SeedSequence(seed))
+        self._sampler: Reservoir | None = None  # built at the first row, when the value types are known
+        self.n_seen = 0
+        self.last_contributions = np.full((self.n_repeats, len(self.names)), np.nan)
+        self.last_loss = float("nan")
+        self._loss_sum = 0.0
+        self._build_layout()
+
+    # -- layout of the perturbed rows of one time step ------------------------------------
+    def _build_layout(self) -> None:
+        """Precompute where each replacement value goes in the evaluation block of one row.
+
+        Block row 0 is the unperturbed row; row ``1 + m * G + g`` has group ``g``
+        replaced by realisation ``m``'s draw. ``_pairs_*`` list every replaced cell.
+        """
+        n_groups = len(self.names)
+        rows, reps, grps, cols = [], [], [], []
+        for m in range(self.n_repeats):
+            for g, name in enumerate(self.names):
+                for c in self.groups[name]:
+                    rows.append(1 + m * n_groups + g)
+                    reps.append(m)
+                    grps.append(g)
+                    cols.append(c)
+        self._pair_row = np.array(rows, dtype=np.intp)
+        self._pair_rep = np.array(reps, dtype=np.intp)
+        self._pair_group = np.array(grps, dtype=np.intp)
+        self._pair_col = np.array(cols, dtype=np.intp)
+        self.block_rows = 1 + self.n_repeats * n_groups
+        # for the records path: per perturbed record, the (column name, pair index) list
+        names = self.columns
+        self._record_layout: list[list[tuple[str, int]]] = [[] for _ in range(self.block_rows - 1)]
+        for pair, (row, col) in enumerate(zip(rows, cols)):
+            self._record_layout[row - 1].append((names[col], pair))
+
+    # -- public API -------------------------------------------------------------------------
+    @property
+    def use_batch(self) -> bool:
+        return bool(getattr(self.model, "supports_batch", False))
+
+    def explain_one(self, x: Mapping[str, Any], y: Any) -> np.ndarray:
+        """Explain one row with the model as it is now; returns the estimates after it.
+
+        The first row only fills the reservoir (there is nothing earlier to draw
+        from), so its estimates are NaN.
+        """
+        values = self._row_values(x)
+        self._ensure_sampler(values)
+        if self._sampler.filled > 0:
+            if self.use_batch:
+                predicted = self._predict_block(self._perturbed_block(values), [y])
+            else:
+                predicted = self._predict_records(x, values, y)
+            self._fold(self._losses(predicted, [y])[0])
+        self._store(values)
+        return self.importance_array()
+
+    def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any]) -> np.ndarray:
+        """Explain consecutive rows of a *static* model; returns estimates, shape ``(T, G)``.
+
+        With a batch predictor all rows' evaluations go to the model in one call; the
+        numbers are exactly those of calling :meth:`explain_one` row by row.
+        ``rows`` are dicts, or a 2-D array in ``columns`` order.
+        """
+        if isinstance(rows, np.ndarray):
+            value_rows = [list(r) for r in rows.tolist()] if rows.ndim == 2 else []
+        else:
+            value_rows = [self._row_values(x) for x in rows]
+        targets = list(targets)
+        if len(targets) != len(value_rows):
+            raise ValueError(f"{len(value_rows)} rows but {len(targets)} targets")
+        if not self.use_batch:
+            estimates = [self.explain_one(dict(zip(self.columns, v)), y) for v, y in zip(value_rows, targets)]
+            return np.array(estimates).reshape(-1, len(self.names))
+        blocks: list[np.ndarray] = []
+        explained = np.zeros(len(value_rows), dtype=bool)
+        for t, values in enumerate(value_rows):
+            self._ensure_sampler(values)
+            if self._sampler.filled > 0:
+                blocks.append(self._perturbed_block(values))
+                explained[t] = True
+            self._store(values)
+        out = np.full((len(value_rows), len(self.names)), np.nan)
+        if blocks:
+            block = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+            explained_targets = [y for y, e in zip(targets, explained) if e]
+            losses = self._losses(self._predict_block(block, explained_targets), explained_targets)
+        step = 0
+        for t in range(len(value_rows)):
+            if explained[t]:
+                self._fold(losses[step])
+                step += 1
+            out[t] = self._tracker.mean
+        return out
+    # -- results ----------------------------------------------------------------------------
+    def importance_array(self) -> np.ndarray:
+        """Current estimates in ``names`` order (NaN before the first explained row)."""
+        return np.array(self._tracker.mean, dtype=np.float64)
+
+    @property
+    def importances(self) -> dict[str, float]:
+        """Current estimate per feature or group."""
+        return dict(zip(self.names, self.importance_array().tolist()))
+
+    @property
+    def variances(self) -> dict[str, float]:
+        """Weighted variance of the per-row contributions (each the mean over the M realisations)."""
+        return dict(zip(self.names, self._tracker.variance.tolist()))
+
+    def bound_array(self, delta: float = 0.05) -> np.ndarray:
+        """Chebyshev confidence half-widths (see :meth:`ExponentialMean.confidence_bound`)."""
+        return self._tracker.confidence_bound(delta)
+
+    def bounds(self, delta: float = 0.05) -> dict[str, float]:
+        """``P(|estimate - expected estimate| > bound) <= delta`` per feature, for a static model,
+        treating rows' contributions as independent (they share reservoir rows, so it is approximate)."""
+        return dict(zip(self.names, self.bound_array(delta).tolist()))
+
+    @property
+    def n_explained(self) -> int:
+        return self._tracker.count
+
+    @property
+    def mean_loss(self) -> float:
+        """The model's mean loss on the explained rows (unperturbed predictions)."""
+        return self._loss_sum / self._tracker.count if self._tracker.count else float("nan")
+
+    # -- internals --------------------------------------------------------------------------
+    def _row_values(self, x: Mapping[str, Any]) -> list[Any]:
+        try:
+            return [x[c] for c in self.columns]
+        except KeyError as error:
+            raise RowError(f"the row has no column {error.args[0]!r}", column=str(error.args[0])) from None
+
+    def _ensure_sampler(self, values: Sequence[Any]) -> None:
+        if self._sampler is not None and self._sampler.rows.dtype == object:
+            return
+        numeric = _all_numbers(values)
+        if self._sampler is None:
+            # float storage only helps block predictors; records keep the values as they came
+            dtype = np.float64 if (numeric and self.use_batch) else object
+            self._sampler = make_sampler(self.sampling, self.reservoir_size, self.n_repeats,
+                                         len(self.columns), dtype)
+        elif not numeric and self._sampler.rows.dtype != object:
+            self._sampler.as_dtype(object)
+
+    def _store(self, values: Sequence[Any] | np.ndarray) -> None:
+        self._sampler.insert(self._rng, np.asarray(values, dtype=self._sampler.rows.dtype))
+        self.n_seen += 1
+
+    def _draw_replacements(self) -> np.ndarray:
+        """Draw one earlier row per (realisation, group); return the value of every replaced cell."""
+        draws = self._sampler.draw(self._rng, len(self.names))
+        return self._sampler.rows[self._pair_rep, draws[self._pair_rep, self._pair_group], self._pair_col]
+
+    def _perturbed_block(self, values: Sequence[Any]) -> np.ndarray:
+        """The evaluation block of one row: the row itself, then every perturbed copy."""
+        row = np.asarray(values, dtype=self._sampler.rows.dtype)
+        block = np.repeat(row[None, :], self.block_rows, axis=0)
+        block[self._pair_row, self._pair_col] = self._draw_replacements()
+        return block
+
+    def _predict_block(self, block: np.ndarray, targets: list[Any]) -> np.ndarray:
+        row_targets = self._repeat_targets(targets) if self.loss.output is Output.PROBA else None
+        return self.model.predict_block(block, self.columns, self.loss.output, row_targets)
+
+    def _predict_records(self, x: Mapping[str, Any], values: list[Any], y: Any) -> np.ndarray:
+        if type(x) is dict and len(x) == len(self.columns):
+            base = x
+        else:  # keep only the model's columns
+            base = dict(zip(self.columns, values))
+        replaced = self._draw_replacements().tolist()
+        records = [base]
+        for layout in self._record_layout:
+            record = base.copy()
+            for name, pair in layout:
+                record[name] = replaced[pair]
+            records.append(record)
+        return self.model.predict_records(records, self.loss.output, y)
+
+    def _repeat_targets(self, targets: list[Any]) -> np.ndarray:
+        """Each step's target repeated for every row of its evaluation block (object array)."""
+        repeated = np.empty(len(targets) * self.block_rows, dtype=object)
+        for i, y in enumerate(targets):
+            repeated[i * self.block_rows:(i + 1) * self.block_rows] = [y] * self.block_rows
+        return repeated
+
+    def _losses(self, predicted: Any, targets: list[Any]) -> np.ndarray:
+        """Loss of every evaluation, shape ``(len(targets), block_rows)``."""
+        predicted = np.asarray(predicted)
+        if predicted.dtype.kind in "US":
+            predicted = predicted.astype(object)
+        losses = self.loss.compute(self._repeat_targets(targets), predicted)
+        return losses.reshape(len(targets), self.block_rows)
+
+    def _fold(self, losses: np.ndarray) -> None:
+        """Fold one time step's losses (the unperturbed one first) into the estimates."""
+        unperturbed = float(losses[0])
+        contributions = (losses[1:] - unperturbed).reshape(self.n_repeats, len(self.names))
+        self.last_contributions = contributions
+        self.last_loss = unperturbed
+        self._loss_sum += unperturbed
+        self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)

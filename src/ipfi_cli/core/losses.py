@@ -1,0 +1,103 @@
+"""Per-row losses, vectorised over the rows of one evaluation block.
+
+Each loss says which model output it needs (:class:`Output`) and maps the true
+targets and that output to one loss value per row. iPFI only ever uses loss
+*differences* between a perturbed and the unperturbed prediction of one row.
+
+>>> import numpy as np
+>>> ZERO_ONE.compute(np.array([1, 0, 1], dtype=object), np.array([1, 1, 1], dtype=object)).tolist()
+[0.0, 1.0, 0.0]
+>>> ABSOLUTE.compute(np.array([1.0, 2.0]), np.array([1.5, 0.0])).tolist()
+[0.5, 2.0]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable
+
+import numpy as np
+
+#: probabilities are clipped to this before taking the log (scikit-learn's log_loss uses machine epsilon)
+LOG_LOSS_EPS = 1e-15
+
+
+class Output(str, Enum):
+    """What a loss needs from the model for each row."""
+
+    LABEL = "label"  # a predicted class label (predict / predict_one)
+    VALUE = "value"  # a predicted number (regression predict / predict_one)
+    PROBA = "proba"  # the probability the model gives the row's true label (predict_proba)
+
+
+class LossMismatchError(ValueError):
+    """The chosen loss does not fit what the model predicts."""
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A named per-row loss: ``compute(y_true, model_output) -> losses``."""
+
+    name: str
+    output: Output
+    function: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    description: str
+
+    def compute(self, y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+        return self.function(y_true, predicted)
+
+
+def _zero_one(y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    return (predicted != y_true).astype(np.float64)
+
+
+def _as_numbers(values: np.ndarray, what: str) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        sample = next((v for v in np.ravel(values) if not isinstance(v, (int, float))), None)
+        raise LossMismatchError(
+            f"the loss needs numeric {what}, got {sample!r}; "
+            "for a classifier use the zero-one or log loss"
+        ) from None
+
+
+def _absolute(y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    return np.abs(_as_numbers(predicted, "predictions") - _as_numbers(y_true, "targets"))
+
+
+def _squared(y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    diff = _as_numbers(predicted, "predictions") - _as_numbers(y_true, "targets")
+    return diff * diff
+
+
+def _log(y_true: np.ndarray, proba_of_true: np.ndarray) -> np.ndarray:
+    return -np.log(np.clip(np.asarray(proba_of_true, dtype=np.float64), LOG_LOSS_EPS, 1.0))
+
+
+ZERO_ONE = Loss("zero-one", Output.LABEL, _zero_one, "1 if the predicted label is wrong, else 0")
+ABSOLUTE = Loss("absolute", Output.VALUE, _absolute, "|prediction - target|")
+SQUARED = Loss("squared", Output.VALUE, _squared, "(prediction - target)^2")
+LOG = Loss("log", Output.PROBA, _log, "-log(probability of the true label), clipped at 1e-15")
+
+LOSSES: dict[str, Loss] = {loss.name: loss for loss in (ZERO_ONE, ABSOLUTE, SQUARED, LOG)}
+
+
+def get_loss(name: str | Loss) -> Loss:
+    """Look a loss up by name (``zero-one``, ``absolute``, ``squared``, ``log``)."""
+    if isinstance(name, Loss):
+        return name
+    key = name.strip().lower().replace("_", "-")
+    aliases = {"zero-one": "zero-one", "zeroone": "zero-one", "01": "zero-one", "mae": "absolute",
+               "abs": "absolute", "mse": "squared", "log-loss": "log", "logloss": "log",
+               "cross-entropy": "log"}
+    key = aliases.get(key, key)
+    if key not in LOSSES:
+        raise ValueError(f"unknown loss {name!r}; choose one of {', '.join(LOSSES)}")
+    return LOSSES[key]
+
+
+def default_loss(is_classifier: bool) -> Loss:
+    """The paper's defaults: zero-one for classification, absolute error for regression."""
+    return ZERO_ONE if is_classifier else ABSOLUTE

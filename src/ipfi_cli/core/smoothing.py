@@ -1,0 +1,87 @@
+"""Exponentially weighted mean and variance with bias correction.
+
+The paper's iPFI update is ``phi_t = (1 - alpha) * phi_{t-1} + alpha * lambda_t``. How
+it starts matters for the first ``~1/alpha`` rows:
+
+* the paper's literal start ``phi_t0 = lambda_t0`` is unbiased for a static model but
+  keeps a weight of ``(1 - alpha) ** t`` on that one row;
+* a zero start (iXAI) is biased towards 0 by a factor ``(1 - alpha) ** t``
+  (40 % low after 500 rows at ``alpha = 0.001``).
+
+Here every row's weight is ``alpha * (1 - alpha) ** age`` as in the paper, and the sum
+is divided by the sum of the weights. The result is a convex combination of the
+per-row contributions, so it is unbiased for a static model from the first explained
+row, no row weighs more than a recent one, and after ``~3/alpha`` rows it equals
+the paper's estimator. The variance is the weighted variance of the contributions
+(West's update); ``sum_sq_weights`` tracks ``sum(w_i^2)`` so that the variance of the
+estimate itself, if the contributions were independent, is
+``variance * sum_sq_weights / weight ** 2``.
+
+>>> import numpy as np
+>>> m = ExponentialMean(alpha=0.5, n=1)
+>>> for value in (1.0, 3.0):
+...     _ = m.update(np.array([value]))
+>>> m.mean.tolist()   # (0.25 * 1 + 0.5 * 3) / 0.75
+[2.333333333333333]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class ExponentialMean:
+    """Bias-corrected exponentially weighted mean and variance of ``n`` parallel series."""
+
+    def __init__(self, alpha: float, n: int) -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        self.alpha = float(alpha)
+        self._decay = 1.0 - self.alpha
+        self.mean = np.full(n, np.nan)
+        self._sum_sq_dev = np.zeros(n)  # weighted sum of squared deviations
+        self.weight = 0.0  # sum of the weights
+        self.sum_sq_weights = 0.0  # sum of the squared weights
+        self.count = 0
+
+    def update(self, values: np.ndarray) -> np.ndarray:
+        """Fold one value per series in; returns the new means (a view, do not modify)."""
+        alpha = self.alpha
+        if self.count == 0:
+            self.mean = np.array(values, dtype=np.float64)
+            self.weight = alpha
+            self.sum_sq_weights = alpha * alpha
+        else:
+            self.weight = self.weight * self._decay + alpha
+            self.sum_sq_weights = self.sum_sq_weights * self._decay * self._decay + alpha * alpha
+            delta = values - self.mean
+            self.mean = self.mean + (alpha / self.weight) * delta
+            self._sum_sq_dev = self._sum_sq_dev * self._decay + alpha * delta * (values - self.mean)
+        self.count += 1
+        return self.mean
+
+    @property
+    def variance(self) -> np.ndarray:
+        """Weighted variance of the values (population form); NaN before two values."""
+        if self.count < 2:
+            return np.full_like(self.mean, np.nan)
+        return np.maximum(self._sum_sq_dev / self.weight, 0.0)
+
+    @property
+    def effective_count(self) -> float:
+        """Kish's effective sample size ``weight**2 / sum_sq_weights`` (tends to ``2/alpha - 1``)."""
+        return self.weight * self.weight / self.sum_sq_weights if self.count else 0.0
+
+    def standard_error(self) -> np.ndarray:
+        """Standard deviation of the mean if the values were independent."""
+        if self.count < 2:
+            return np.full_like(self.mean, np.nan)
+        return np.sqrt(self.variance / self.effective_count)
+
+    def confidence_bound(self, delta: float = 0.05) -> np.ndarray:
+        """Chebyshev half-width: ``P(|mean - E[mean]| > bound) <= delta`` for independent values."""
+        if not 0.0 < delta < 1.0:
+            raise ValueError(f"delta must be in (0, 1), got {delta}")
+        return self.standard_error() / math.sqrt(delta)

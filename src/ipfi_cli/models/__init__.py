@@ -1,0 +1,12 @@
+"""Adapters that give scikit-learn estimators, river models and plain functions the
+:class:`~ipfi_cli.core.predictor.Predictor` interface the core needs."""
+
+from ipfi_cli.models.adapters import (
+    FunctionPredictor,
+    ModelError,
+    RiverPredictor,
+    SklearnPredictor,
+    as_predictor,
+)
+
+__all__ = ["FunctionPredictor", "ModelError", "RiverPredictor", "SklearnPredictor", "as_predictor"]
