@@ -1,0 +1,57 @@
+"""Shared fixtures: the Agrawal classification-function-1 oracle and cached river streams.
+
+The oracle is the generator's own labelling rule written as a vectorised function of a
+block (columns in river's order: salary is column 0, age column 2), so the model is
+exactly right and the true permutation importances are known in closed form.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+import pytest
+
+AGRAWAL_COLUMNS = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
+
+
+def agrawal_rule_1(block: np.ndarray) -> np.ndarray:
+    """river's ``Agrawal._classification_function_1`` on every row of a block."""
+    salary = np.asarray(block[:, 0], dtype=np.float64)
+    age = np.asarray(block[:, 2], dtype=np.float64)
+    young = (50000 <= salary) & (salary <= 100000)
+    middle = (75000 <= salary) & (salary <= 125000)
+    old = (25000 <= salary) & (salary <= 75000)
+    return np.where(age < 40, young, np.where(age < 60, middle, old)).astype(np.int64)
+
+
+@functools.lru_cache(maxsize=None)
+def _agrawal_stream(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from river.datasets import synth
+
+    X = np.empty((n_rows, len(AGRAWAL_COLUMNS)))
+    y = np.empty(n_rows, dtype=np.int64)
+    stream = synth.Agrawal(classification_function=1, seed=seed)
+    for t, (x, label) in enumerate(itertools.islice(stream, n_rows)):
+        X[t] = [x[c] for c in AGRAWAL_COLUMNS]
+        y[t] = label
+    X.flags.writeable = False  # shared between tests through the cache
+    y.flags.writeable = False
+    return X, y
+
+
+@pytest.fixture(scope="session")
+def agrawal_stream():
+    """``agrawal_stream(n_rows, seed) -> (X, y)``: river Agrawal fn 1 rows as a float block (cached)."""
+    return _agrawal_stream
+
+
+@pytest.fixture(scope="session")
+def agrawal_rule():
+    return agrawal_rule_1
+
+
+@pytest.fixture(scope="session")
+def agrawal_columns():
+    return list(AGRAWAL_COLUMNS)
