@@ -1,0 +1,191 @@
+"""Trace writers (CSV, JSONL) and atomic file writes.
+
+A trace is one record per explained row (or per ``every`` rows): the input's 1-based
+data row number, then the current importance of each feature or group, then, when
+asked, the confidence bound of each (``<name>_bound``). The header is fixed when the
+writer is made, so every record has the same fields in the same order.
+
+* CSV: a header line, ``\\n`` line ends, floats as Python's ``repr`` (the shortest text
+  that reads back to the same float), NaN as an empty field (a missing value, as in the
+  input). Names holding a comma, quote or newline are quoted.
+* JSONL: one flat JSON object per line, strict JSON: NaN and infinities become ``null``.
+
+Writers write bytes to a binary stream and flush on :meth:`TraceWriter.flush`; the
+caller flushes after each record or micro-batch, so ``tail -f`` follows the file and an
+interrupted run leaves only complete records.
+
+>>> import io
+>>> out = io.BytesIO()
+>>> writer = CsvTraceWriter(out, ["age", "salary"], bounds=True)
+>>> writer.write(1, [float("nan"), float("nan")], [float("nan"), float("nan")])
+>>> writer.write(2, [0.25, 0.1], [0.5, 0.125])
+>>> print(out.getvalue().decode(), end="")
+row,age,salary,age_bound,salary_bound
+1,,,,
+2,0.25,0.1,0.5,0.125
+>>> out = io.BytesIO()
+>>> JsonlTraceWriter(out, ["age"]).write(7, [float("nan")])
+>>> out.getvalue()
+b'{"row":7,"age":null}\\n'
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import IO, Any, BinaryIO, Callable, Sequence
+
+OUTPUT_FORMATS = ("csv", "jsonl")
+
+
+def trace_columns(names: Sequence[str], bounds: bool = False) -> list[str]:
+    """The trace header: ``row``, each name, then ``<name>_bound`` for each name if ``bounds``."""
+    columns = ["row", *names]
+    if bounds:
+        columns += [f"{name}_bound" for name in names]
+    return columns
+
+
+def _csv_field(text: str) -> str:
+    if any(c in text for c in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _csv_number(value: float) -> str:
+    if value != value:  # NaN: missing
+        return ""
+    return repr(value)
+
+
+class TraceWriter:
+    """Base class: fixed header, one record per :meth:`write`, explicit :meth:`flush`."""
+
+    format = ""
+
+    def __init__(self, stream: BinaryIO, names: Sequence[str], *, bounds: bool = False,
+                 close: bool = False) -> None:
+        self.stream = stream
+        self.names = [str(n) for n in names]
+        self.bounds = bounds
+        self.columns = trace_columns(self.names, bounds)
+        self._close = close
+        self.records = 0
+        self._write = stream.write
+        self._start()
+
+    def _start(self) -> None:
+        """Write whatever precedes the first record (the CSV header)."""
+
+    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
+        """Write one record; ``values`` (and ``bounds``) in ``names`` order, as Python floats."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            if self._close:
+                self.stream.close()
+
+
+class CsvTraceWriter(TraceWriter):
+    format = "csv"
+
+    def _start(self) -> None:
+        self._write((",".join(_csv_field(c) for c in self.columns) + "\n").encode())
+
+    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
+        fields = [str(row)]
+        fields += map(_csv_number, values)
+        if self.bounds:
+            fields += map(_csv_number, bounds if bounds is not None else [float("nan")] * len(self.names))
+        self._write((",".join(fields) + "\n").encode())
+        self.records += 1
+
+
+class JsonlTraceWriter(TraceWriter):
+    format = "jsonl"
+
+    def _start(self) -> None:
+        import orjson
+
+        self._dumps = orjson.dumps
+
+    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
+        record: dict[str, Any] = {"row": row}
+        record.update(zip(self.names, values))
+        if self.bounds:
+            nan = float("nan")
+            record.update(zip(self.columns[1 + len(self.names):],
+                              bounds if bounds is not None else [nan] * len(self.names)))
+        self._write(self._dumps(record) + b"\n")  # orjson writes NaN and inf as null
+        self.records += 1
+
+
+WRITERS: dict[str, type[TraceWriter]] = {"csv": CsvTraceWriter, "jsonl": JsonlTraceWriter}
+
+
+def output_format_for(path: str | None, explicit: str | None = None) -> str:
+    """The trace format: ``explicit``, else from ``path``'s extension (``.jsonl``/``.ndjson``), else csv."""
+    if explicit:
+        if explicit not in WRITERS:
+            raise ValueError(f"unknown output format {explicit!r}; choose csv or jsonl")
+        return explicit
+    if path and path != "-" and path.lower().endswith((".jsonl", ".ndjson", ".json")):
+        return "jsonl"
+    return "csv"
+
+
+def open_trace_writer(path: str | None, names: Sequence[str], *, format: str | None = None,
+                      bounds: bool = False) -> TraceWriter:
+    """A writer to ``path`` (``None`` or ``-``: stdout), truncating an existing file."""
+    fmt = output_format_for(path, format)
+    if not path or path == "-":
+        stream: BinaryIO = sys.stdout.buffer
+        close = False
+    else:
+        stream = open(path, "wb")
+        close = True
+    return WRITERS[fmt](stream, names, bounds=bounds, close=close)
+
+
+# -- atomic writes ------------------------------------------------------------------------------
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]) -> None:
+    """Write a file so that readers see either the old or the complete new content.
+
+    ``write(f)`` writes to a temporary file in the same directory; it is flushed, synced
+    and then renamed over ``path`` with ``os.replace`` (atomic on POSIX and Windows). On
+    any error the temporary file is removed and ``path`` is left untouched.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """:func:`atomic_write` of ``data``."""
+    atomic_write(path, lambda f: f.write(data))
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as indented strict JSON (NaN -> null), atomically."""
+    import orjson
+
+    atomic_write_bytes(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
