@@ -1,0 +1,164 @@
+"""Experiment B: iPFI vs interval PFI for an adaptive random forest learning agrawal with a drift.
+
+Two streams of 20,000 rows with an abrupt concept drift at row 10,000:
+
+* function drift: river ``Agrawal`` labelling function 1 (salary, age) then 2 (age, elevel);
+* feature drift: function 2 throughout, and from row 10,000 on the values of ``age`` and
+  ``salary``, and of ``elevel`` and ``car``, are swapped.
+
+A river ``forest.ARFClassifier`` learns prequentially; iPFI (geometric sampling, both
+alphas from one pass) explains each row before it is learned; interval PFI is batch PFI
+of the current model on each window of ``--interval`` rows. The error at each window's
+end is the paper's (see experiment A); the page gives its median and IQR over the whole
+stream, before and after the drift, beside the supplement's table.
+
+    python experiments/experiment_b.py [--out DIR] [--trees 5] [--samplings geometric]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DEFAULT_OUT, environment, log, write_json, write_text  # noqa: E402
+from _learning import run_scenario, summary_table  # noqa: E402
+
+# the supplement's Table (agrawal "fu. 1" and "fe. 1"): whole Q2 IQR Q1 Q3, before ..., after ...
+PAPER = {
+    "function": {
+        "ipfi-uniform-0.001": (0.050, 0.054, 0.025, 0.079, 0.075, 0.018, 0.063, 0.080, 0.024, 0.028, 0.009, 0.038),
+        "ipfi-geometric-0.001": (0.052, 0.060, 0.024, 0.084, 0.071, 0.020, 0.068, 0.088, 0.022, 0.023, 0.014, 0.037),
+        "ipfi-uniform-0.01": (0.047, 0.075, 0.021, 0.096, 0.098, 0.020, 0.091, 0.111, 0.018, 0.011, 0.017, 0.029),
+        "ipfi-geometric-0.01": (0.040, 0.080, 0.027, 0.107, 0.116, 0.044, 0.078, 0.122, 0.027, 0.008, 0.021, 0.029),
+    },
+    "feature": {
+        "ipfi-uniform-0.001": (0.048, 0.102, 0.018, 0.121, 0.021, 0.036, 0.017, 0.054, 0.087, 0.177, 0.043, 0.220),
+        "ipfi-geometric-0.001": (0.035, 0.091, 0.015, 0.106, 0.023, 0.031, 0.018, 0.049, 0.047, 0.117, 0.008, 0.125),
+        "ipfi-uniform-0.01": (0.062, 0.044, 0.034, 0.077, 0.072, 0.023, 0.056, 0.079, 0.046, 0.037, 0.030, 0.067),
+        "ipfi-geometric-0.01": (0.044, 0.052, 0.035, 0.087, 0.079, 0.047, 0.042, 0.089, 0.043, 0.014, 0.032, 0.046),
+    },
+}
+SWAPS = {"age": "salary", "elevel": "car"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=None, help="unused: the agrawal streams are generated")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--drift-at", type=int, default=10_000)
+    parser.add_argument("--interval", type=int, default=2000)
+    parser.add_argument("--trees", type=int, default=5, help="ARF ensemble size (the paper: 50)")
+    parser.add_argument("--samplings", default="geometric")
+    parser.add_argument("--alphas", default="0.001,0.01")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--reservoir", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scenarios", default="function,feature")
+    parser.add_argument("--notes", type=Path, default=None, help="markdown bullet notes to add to the page")
+    parser.add_argument("--page-only", action="store_true", help="rebuild the page from OUT/experiment_b.json")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    samplings = [s.strip() for s in args.samplings.split(",") if s.strip()]
+    alphas = [float(a) for a in args.alphas.split(",") if a.strip()]
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    json_path, md_path = args.out / "experiment_b.json", args.out / "experiment_b.md"
+
+    from river import forest
+
+    from ipfi_cli.evaluation.drift import agrawal_function_drift, agrawal_rows, swap_features
+
+    def model():
+        return forest.ARFClassifier(n_models=args.trees, seed=args.seed)
+
+    results: dict = {"_args": vars(args) | {"out": str(args.out), "data": None, "notes": None}}
+    if args.page_only:
+        import json
+
+        results = json.loads(json_path.read_text())
+    notes = []
+    if args.notes and args.notes.is_file():
+        notes = [line[2:].strip() for line in args.notes.read_text().splitlines() if line.startswith("- ")]
+    started = time.perf_counter()
+
+    def write_page() -> None:
+        a = results["_args"]
+        text = [
+            "# Experiment B: iPFI vs interval PFI under concept drift (agrawal, adaptive random forest)",
+            "",
+            "Error between iPFI's estimate and interval PFI at the end of each interval window (the paper's "
+            "error: both vectors clipped at 0 and divided by their sum, then the L1 distance): median (IQR) "
+            "[Q1, Q3] over the windows of the whole stream, before the drift (windows ending at or before row "
+            f"{a['drift_at']:,}) and after it, beside the supplement's table (agrawal fu. 1 = function drift, "
+            "fe. 1 = feature drift).",
+            "",
+        ]
+        for scenario in scenarios:
+            entry = results.get(scenario)
+            if entry is None:
+                text += [f"## {scenario} drift", "", "(not run yet)", ""]
+                continue
+            text += [f"## {entry['title']}", "",
+                     f"{entry['n_rows']:,} rows, {len(entry['intervals'])} interval windows, runtime "
+                     f"{entry['seconds'] / 60:.1f} min, ARF accuracy over the last 2,000 rows "
+                     f"{entry['final_accuracy']:.1%}.", "",
+                     summary_table(entry, PAPER[scenario]), ""]
+            text += [f"![{scenario} alpha]({f})" for f in entry["figures"]] + [""]
+        text += [
+            "## Settings", "",
+            f"- Command: `python experiments/experiment_b.py --trees {a['trees']} --samplings {a['samplings']} "
+            f"--alphas {a['alphas']} --interval {a['interval']} --repeats {a['repeats']} --reservoir "
+            f"{a['reservoir']} --seed {a['seed']}`",
+            f"- Seed {a['seed']}: the streams (river Agrawal seeds derived from it), the forest and every explainer.",
+            f"- Streams: {a['rows']:,} rows, drift at row {a['drift_at']:,}. Function drift: river "
+            "`Agrawal(classification_function=1)` (salary and age) then `classification_function=2` "
+            "(age and elevel); river numbers the functions from 0, as the paper's code (which used river) did. "
+            "Feature drift: function 2 throughout, and from the drift on the values of age and salary, and of "
+            "elevel and car, are swapped.",
+            f"- Model: river `forest.ARFClassifier(n_models={a['trees']}, seed={a['seed']})`, otherwise default, "
+            "learning each row after it is explained (prequential).",
+            f"- iPFI: {a['samplings']} sampling, reservoir {a['reservoir']} rows, M = {a['repeats']}, alpha "
+            f"{a['alphas']} (the second alpha re-smooths the same per-row contributions, so both come from one "
+            "pass and share their random draws), zero-one loss.",
+            f"- Interval PFI: batch PFI (M = {a['repeats']} permutations) of the model as it is at the end of each "
+            f"window of {a['interval']:,} rows, on that window's rows.",
+            f"- Environment: {environment()}.",
+            f"- Total runtime: {results.get('_total_seconds', float('nan')) / 60:.1f} min.",
+            "",
+        ]
+        if notes or results.get("_notes"):
+            text += ["## Where and why our numbers differ from the paper's", ""]
+            text += [f"- {n}" for n in (notes or results.get("_notes"))] + [""]
+        write_text(md_path, "\n".join(text))
+
+    if args.page_only:
+        results["_notes"] = notes or results.get("_notes", [])
+        write_page()
+        return
+    results["_notes"] = notes
+    seeds = {"function": args.seed, "feature": args.seed + 1}
+    for scenario in scenarios:
+        log(f"scenario {scenario} drift")
+        if scenario == "function":
+            rows = agrawal_function_drift(args.rows, args.drift_at, functions=(1, 2), seed=seeds[scenario])
+            title = "agrawal, function drift (fn 1 -> fn 2), ARF"
+        elif scenario == "feature":
+            rows = swap_features(agrawal_rows(args.rows, 2, seeds[scenario]), SWAPS, args.drift_at)
+            title = "agrawal, feature drift (age<->salary, elevel<->car), ARF"
+        else:
+            parser.error(f"unknown scenario {scenario!r}")
+        columns = list(rows[0][0])
+        results[scenario] = run_scenario(f"experiment_b_{scenario}", title, rows, columns, model,
+                                         samplings=samplings, alphas=alphas, interval=args.interval,
+                                         n_repeats=args.repeats, reservoir=args.reservoir, seed=args.seed,
+                                         drift_at=args.drift_at, out=args.out)
+        results["_total_seconds"] = time.perf_counter() - started
+        write_json(json_path, results)
+        write_page()
+
+
+if __name__ == "__main__":
+    main()
