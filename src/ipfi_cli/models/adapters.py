@@ -120,9 +120,9 @@ class RiverPredictor:
 
     @property
     def is_classifier(self) -> bool:
-        from river import utils
+        from river import base  # river 0.26 has no utils.inspect; pipelines pass this check too
 
-        return bool(utils.inspect.isclassifier(self.model))
+        return isinstance(self.model, base.Classifier)
 
     @property
     def has_proba(self) -> bool:
