@@ -135,7 +135,7 @@ def plot_importance(
             labels.append("iPFI")
             if steps is not None:
                 handles.append(Line2D([], [], color="black", ls="--", lw=1.2))
-                labels.append("interval PFI")
+                labels.append(interval.label if interval is not None else "interval PFI")
             ax.legend(handles, labels, fontsize=8, loc="best", ncol=2 if len(labels) > 6 else 1)
         if performance is not None:
             top_ax = axes[0, i]

@@ -1,0 +1,133 @@
+"""``ipfi plot``: importance over rows, from a trace file, as a PNG (the paper's figure style).
+
+Reads the traces ``ipfi explain`` writes (``row`` then one column per feature, bound
+columns ignored) or ``ipfi compare --traces`` writes (``method,row,<features>``: every
+``ipfi-*`` method becomes a panel, ``interval``/``batch`` rows are drawn dashed), CSV
+or JSONL. ``--interval-traces`` adds interval PFI from another file of the same shape
+(its ``row`` is each window's last row).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ipfi_cli.cli.common import EXIT_ERROR, CliError, DebugOpt, QuietOpt, reporting, say, split_names, usage_error
+
+REFERENCE_METHODS = ("interval", "batch")
+
+TracesArg = Annotated[str, typer.Argument(
+    help="Trace file (CSV or JSONL) from `ipfi explain` or `ipfi compare --traces`.", show_default=False,
+    metavar="TRACES")]
+PlotOutputOpt = Annotated[str, typer.Option(
+    "--output", "-o", help="Image to write (PNG; the extension picks the format, e.g. .svg, .pdf).",
+    show_default=False, metavar="FILE")]
+PlotDriftOpt = Annotated[Optional[int], typer.Option(
+    "--drift-at", help="Draw a vertical line at this row.", show_default=False, metavar="ROW")]
+TopKOpt = Annotated[int, typer.Option(
+    "--top-k", "-k", min=0, help="Colour the K features with the largest mean importance; the others are grey.")]
+IntervalTracesOpt = Annotated[Optional[str], typer.Option(
+    "--interval-traces", help="Interval (or batch) PFI to draw dashed: a file with row (each window's last "
+    "row) and one column per feature.", show_default=False, metavar="FILE")]
+TitleOpt = Annotated[Optional[str], typer.Option("--title", help="Figure title.", show_default=False)]
+PlotFeaturesOpt = Annotated[Optional[list[str]], typer.Option(
+    "--features", help="Plot only these features (comma-separated, repeatable).", show_default=False,
+    metavar="COLS")]
+
+
+def read_traces(path: str) -> Any:
+    """A trace file as a DataFrame (CSV, or JSONL by extension or content)."""
+    import pandas as pd
+
+    try:
+        with open(path, "rb") as f:
+            start = f.read(1).lstrip()
+        if path.lower().endswith((".jsonl", ".ndjson", ".json")) or start == b"{":
+            frame = pd.read_json(path, lines=True)
+        else:
+            frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except (ValueError, OSError, UnicodeDecodeError) as error:
+        raise CliError(f"{path}: cannot read the traces ({str(error).splitlines()[0] if str(error) else error})") from None
+    frame.columns = [str(c) for c in frame.columns]
+    if "row" not in frame.columns:
+        raise CliError(f"{path}: no 'row' column; expected the traces of `ipfi explain` or `ipfi compare --traces`")
+    if frame.empty:
+        raise CliError(f"{path}: no trace rows")
+    return frame
+
+
+def feature_columns(frame: Any, path: str) -> list[str]:
+    """The importance columns: numeric, not row/method, not a ``<name>_bound`` of another column."""
+    names = [c for c in frame.columns if c not in ("row", "method")]
+    names = [c for c in names if not (c.endswith("_bound") and c[: -len("_bound")] in names)]
+    import pandas as pd
+
+    names = [c for c in names if pd.api.types.is_numeric_dtype(frame[c]) or frame[c].isna().all()]
+    if not names:
+        raise CliError(f"{path}: no importance columns besides 'row'")
+    return names
+
+
+def plot(
+    traces: TracesArg,
+    output: PlotOutputOpt,
+    drift_at: PlotDriftOpt = None,
+    top_k: TopKOpt = 5,
+    interval_traces: IntervalTracesOpt = None,
+    features: PlotFeaturesOpt = None,
+    title: TitleOpt = None,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Plot importance over rows from a trace file as an image.
+
+    Solid lines for iPFI (one panel per iPFI trace), dashed for interval or batch PFI, a vertical line at --drift-at, the --top-k features coloured and the others grey. Needs matplotlib: pip install 'ipfi-cli[plot]'.
+    """
+    with reporting(debug):
+        from ipfi_cli.plotting import PlottingUnavailable, Series, plot_importance, pyplot
+
+        try:
+            pyplot()
+        except PlottingUnavailable as error:
+            say(str(error), "error")
+            raise typer.Exit(EXIT_ERROR) from None
+        frame = read_traces(traces)
+        names = feature_columns(frame, traces)
+        wanted = split_names(features)
+        if wanted:
+            unknown = [n for n in wanted if n not in names]
+            if unknown:
+                raise usage_error(f"not in the traces: {', '.join(unknown)} (they have: {', '.join(names)})",
+                                  "--features")
+            names = wanted
+        panels, reference = [], None
+        if "method" in frame.columns:
+            for method, part in frame.groupby("method", sort=False):
+                label = f"{method} PFI" if str(method) in REFERENCE_METHODS else str(method)
+                series = Series(label, part["row"].to_numpy(), part[names].to_numpy(dtype=float))
+                if str(method) in REFERENCE_METHODS:
+                    reference = series if reference is None else reference
+                else:
+                    panels.append(series)
+        else:
+            panels.append(Series("iPFI", frame["row"].to_numpy(), frame[names].to_numpy(dtype=float)))
+        if interval_traces:
+            other = read_traces(interval_traces)
+            if "method" in other.columns:
+                other = other[other["method"].isin(REFERENCE_METHODS)]
+            missing = [n for n in names if n not in other.columns]
+            if missing:
+                raise CliError(f"{interval_traces}: no column(s) {', '.join(missing)} of the traces")
+            reference = Series("interval PFI", other["row"].to_numpy(), other[names].to_numpy(dtype=float))
+        if not panels:
+            raise CliError(f"{traces}: no iPFI traces (only {', '.join(REFERENCE_METHODS)} rows)")
+        try:
+            path = plot_importance(output, names, panels, interval=reference, drift_at=drift_at, top_k=top_k,
+                                   title=title)
+        except (ValueError, OSError) as error:
+            raise CliError(f"{output}: cannot write the figure ({error})") from None
+        if not quiet:
+            say(f"wrote {path} ({len(panels)} panel(s), {len(names)} features)")
