@@ -1,0 +1,70 @@
+"""Experiment B runner: one prequential pass, interval points, alphas from one pass, drift split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ipfi_cli.evaluation import compare_learning, importance_error
+from ipfi_cli.models import FunctionPredictor, as_predictor
+
+
+def stream(n=500, seed=0):
+    rng = np.random.default_rng(seed)
+    return [({"a": float(a), "b": float(b), "c": float(c)}, 3.0 * a + 0.5 * b) for a, b, c in rng.random((n, 3))]
+
+
+def model():
+    from river import linear_model, optim
+
+    return as_predictor(linear_model.LinearRegression(optimizer=optim.SGD(0.05)))
+
+
+def run(**kw):
+    options = dict(interval=100, loss="absolute", n_repeats=3, seed=3)
+    options.update(kw)
+    return compare_learning(model(), stream(), ["a", "b", "c"], **options)
+
+
+def test_interval_points_and_their_errors():
+    result = run(drift_at=250)
+    assert [p.row for p in result.intervals] == [100, 200, 300, 400, 500]
+    assert [p.start for p in result.intervals] == [0, 100, 200, 300, 400]
+    label = "ipfi-geometric-0.001"
+    for point in result.intervals:
+        assert point.errors[label] == pytest.approx(importance_error(point.ipfi[label], point.result.mean))
+    assert len(result.errors(label, "before")) == 2 and len(result.errors(label, "after")) == 3
+    summary = result.summary()[label]
+    assert summary["whole"].n == 5 and summary["before"].n == 2 and summary["after"].n == 3
+    assert result.n_rows == 500 and len(result.losses) == 500
+
+
+def test_a_second_alpha_equals_a_separate_run_with_that_alpha():
+    together = run(alphas=(0.01, 0.05), samplings=("uniform", "geometric"))
+    alone = run(alphas=(0.05,), samplings=("uniform", "geometric"))
+    by_label = {t.label: t for t in together.traces}
+    for trace in alone.traces:
+        np.testing.assert_allclose(by_label[trace.label].array(), trace.array(), rtol=1e-12, atol=1e-15)
+
+
+def test_traces_are_thinned_but_keep_window_ends_and_the_last_row():
+    result = run(trace_every=30)
+    rows = result.traces[0].rows
+    assert rows[0] == 1 and rows[-1] == 500
+    assert {100, 200, 300, 400} <= set(rows)
+    assert len(rows) < 60
+    table = result.trace_table()
+    assert table[-1]["method"] == "interval" and table[-1]["row"] == 500
+
+
+def test_records_hold_interval_then_ipfi_per_window():
+    result = run(alphas=(0.01, 0.05))
+    records = result.records()
+    assert len(records) == 5 * (3 + 2 * 3)
+    assert [r.method for r in records[:9]] == ["interval"] * 3 + ["ipfi"] * 6
+    assert records[3].alpha == 0.01 and records[6].alpha == 0.05 and records[3].row == 100
+
+
+def test_a_model_that_cannot_learn_is_refused():
+    with pytest.raises(ValueError, match="cannot learn"):
+        compare_learning(FunctionPredictor(lambda B: B[:, 0]), stream(10), ["a", "b", "c"], interval=5)
