@@ -144,7 +144,9 @@ def page(results: dict, args, total_seconds: float) -> str:
         "",
         f"- Command: `python experiments/experiment_a.py --orderings {args.orderings} --repeats {args.repeats} "
         f"--alpha {args.alpha} --reservoir {args.reservoir} --seed {args.seed}"
-        + (f" --max-rows {args.max_rows}" if args.max_rows else "") + "`",
+        + (f" --max-rows {args.max_rows}" if args.max_rows else "")
+        + (" --orderings-for " + ",".join(f"{k}={v}" for k, v in results.get("_args", {}).get("orderings_for", {}).items())
+           if results.get("_args", {}).get("orderings_for") else "") + "`",
         f"- Seed {args.seed} (model fitting, the 67/33 split, the orderings and every explainer derive from it).",
         f"- iPFI: alpha = {args.alpha}, M = {args.repeats} realisations, reservoir of {args.reservoir} rows "
         "(the paper's published runs used alpha 0.001 and 1000), uniform and geometric sampling; zero-one loss "
@@ -191,6 +193,10 @@ def main() -> None:
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--notes", type=Path, default=None, help="markdown bullet notes to add to the page")
     parser.add_argument("--page-only", action="store_true", help="rebuild the page from OUT/experiment_a.json")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the data sets already finished in OUT/experiment_a.json and run the others")
+    parser.add_argument("--orderings-for", default="",
+                        help="per data set orderings, e.g. bank=5,adult=5 (default: --orderings)")
     args = parser.parse_args()
     args.datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     unknown = [d for d in args.datasets if d not in PAPER]
@@ -223,8 +229,19 @@ def main() -> None:
 
     results: dict = {"_notes": notes, "_args": {k: getattr(args, k) for k in
                                                 ("orderings", "repeats", "alpha", "reservoir", "seed", "max_rows")}}
-    started = time.perf_counter()
+    if args.resume and json_path.is_file():
+        import json
+
+        results = json.loads(json_path.read_text())
+        results["_notes"] = notes or results.get("_notes", [])
+    per_dataset = {k.strip(): int(v) for k, v in (item.split("=") for item in args.orderings_for.split(",") if item)}
+    results["_args"]["orderings_for"] = {**results["_args"].get("orderings_for", {}), **per_dataset}
+    started = time.perf_counter() - results.get("_total_seconds", 0.0)
     for name in args.datasets:
+        if args.resume and "summary" in results.get(name, {}):
+            log(f"{name}: already done, kept")
+            continue
+        orderings = per_dataset.get(name, args.orderings)
         t0 = time.perf_counter()
         X, y, classification = load(name, args.data, args.seed)
         if args.max_rows and len(X) > args.max_rows:
@@ -249,7 +266,7 @@ def main() -> None:
             write_json(json_path, results)
 
         results[name] = entry
-        result = compare_static(predictor, X, y, list(X.columns), orderings=args.orderings, loss=loss,
+        result = compare_static(predictor, X, y, list(X.columns), orderings=orderings, loss=loss,
                                 alpha=args.alpha, n_repeats=args.repeats, reservoir_size=args.reservoir,
                                 seed=args.seed, n_jobs=args.n_jobs, on_run=on_run)
         log(f"{name}: batch PFI took {result.batch_seconds:.0f} s")
@@ -258,14 +275,14 @@ def main() -> None:
             "names": result.names, "batch_mean": result.batch.mean, "batch_std": result.batch.std,
             "batch_values": result.batch.values.tolist(), "batch_seconds": result.batch_seconds,
             "summary": {s: v.as_dict() for s, v in summary.items()},
-            "orderings_done": args.orderings,
+            "orderings_done": orderings,
             "median_estimates": {s: dict(zip(result.names, np.median([r.estimates for r in result.runs
                                                                      if r.sampling == s], axis=0).tolist()))
                                  for s in result.samplings},
             "seconds": time.perf_counter() - t0,
         })
         boxplot(args.out / f"experiment_a_{name}.png", result,
-                f"{name}: PFI per feature, batch vs iPFI ({args.orderings} orderings)")
+                f"{name}: PFI per feature, batch vs iPFI ({orderings} orderings)")
         results["_total_seconds"] = time.perf_counter() - started
         write_json(json_path, results)
         write_text(md_path, page(results, args, time.perf_counter() - started))

@@ -245,10 +245,10 @@ def _learning_summary(result: Any) -> None:
     table.add_column("iPFI trace")
     parts = ["whole", "before", "after"] if result.drift_at is not None else ["whole"]
     for part in parts:
-        label = {"whole": "whole stream", "before": f"windows ending <= {result.drift_at:,}",
-                 "after": f"windows ending > {result.drift_at:,}" if result.drift_at is not None else ""}[part]
+        label = {"whole": "whole stream", "before": f"before (<= {result.drift_at})",
+                 "after": f"after (> {result.drift_at})"}[part]
         table.add_column(label, justify="right")
     for label, summary in result.summary().items():
-        table.add_row(label, *(f"{number(summary[p].median)} ({number(summary[p].iqr)}), n={summary[p].n}"
+        table.add_row(label, *(f"{number(summary[p].median, 3)} ({number(summary[p].iqr, 3)}) n={summary[p].n}"
                                for p in parts))
     console.print(table)
