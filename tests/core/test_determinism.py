@@ -108,6 +108,8 @@ def test_explain_many_equals_explain_one_for_a_sklearn_pipeline(pipeline_stream,
     many = IncrementalPFI(predictor, columns, loss=loss, seed=3).explain_many(rows, labels)
     assert np.array_equal(one, many, equal_nan=True)
     final = dict(zip(columns, one[-1]))
+    # sanity (labels: x > 0 XOR colour == red; z unused): measured x 0.52 / 1.37, colour 0.41 / 1.07
+    # (zero-one / log), z exactly 0: far from the thresholds
     assert final["x"] > 0.1 and final["colour"] > 0.1 and abs(final["z"]) < final["x"]
 
 
