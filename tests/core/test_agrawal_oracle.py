@@ -47,8 +47,9 @@ def _ideal_sd(changes: np.ndarray, n_explained: int) -> float:
 
     ``changes[i, k]`` = P(prediction changes | row in cell (i, k)). A row's contribution,
     the mean of M Bernoulli draws, has variance Var(g) + E[g(1 - g)] / M; the estimate
-    weighs rows by alpha (1 - alpha)^age, giving variance var / n_eff (Kish). iPFI's
-    reservoirs share rows between nearby time steps, which can only add to this.
+    weighs rows by alpha (1 - alpha)^age, giving variance var / n_eff (Kish). iPFI draws
+    earlier rows of the same stream (a row's deviation enters as the explained row and
+    again as a replacement) from reservoirs shared by nearby steps: that adds to this.
     """
     var_row = changes.var() + (changes * (1 - changes)).mean() / M
     weights = ALPHA * (1 - ALPHA) ** np.arange(n_explained)
