@@ -66,8 +66,8 @@ def load_model(path: str | os.PathLike[str]) -> tuple[Any, list[str]]:
         raise ModelFileError(path, f"the model was saved with other library versions and cannot be loaded "
                                    f"with these ({error})") from None
     except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError) as error:
-        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ModelFileError(path, f"not a joblib/pickle model file, or a damaged one ({detail})") from None
+        raise ModelFileError(path, "not a joblib/pickle model file, or a damaged one "
+                                   f"(unpickling failed with {type(error).__name__})") from None
     except OSError as error:
         raise ModelFileError(path, f"cannot read the model file ({error.strerror or error})") from None
     for item in caught:

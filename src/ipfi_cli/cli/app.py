@@ -1,0 +1,62 @@
+"""The ``ipfi`` Typer application and its console-script entry point :func:`main`.
+
+Adding a command is one line at the bottom: ``add_command(module.function)``. The
+command's docstring is its help; shared options and helpers live in
+:mod:`ipfi_cli.cli.common`. Command modules import only Typer and the standard library
+at module level (heavy libraries inside the command body), so ``ipfi --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable
+
+import typer
+
+from ipfi_cli import __version__
+from ipfi_cli.cli.common import EXIT_CODES_HELP, PICKLE_WARNING
+
+app = typer.Typer(
+    name="ipfi",
+    help="Incremental permutation feature importance (iPFI) for models on data streams.\n\n"
+         "Run 'ipfi COMMAND --help' for a command's options. " + PICKLE_WARNING,
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ipfi {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    # a plain bool flag: Typer then skips its (pydantic-based) coercion, keeping --help fast
+    version: Annotated[bool, typer.Option(
+        "--version", help="Print the version and exit.", callback=_version, is_eager=True)] = False,
+) -> None:
+    """Incremental permutation feature importance (iPFI) for models on data streams."""
+
+
+def add_command(function: Callable[..., Any], name: str | None = None) -> None:
+    """Register a command; its docstring is the help, the exit codes are the epilog."""
+    app.command(name, epilog=EXIT_CODES_HELP)(function)
+
+
+# -- commands: one line each -----------------------------------------------------------------------
+from ipfi_cli.cli import explain as _explain  # noqa: E402
+
+add_command(_explain.explain)
+from ipfi_cli.cli import batch as _batch, compare as _compare, plot as _plot  # noqa: E402
+add_command(_batch.batch)
+add_command(_compare.compare)
+add_command(_plot.plot)
+
+
+def main() -> None:
+    """Console-script entry point (``ipfi``)."""
+    app()

@@ -1,0 +1,547 @@
+"""``ipfi explain``: stream rows in, write importance traces out.
+
+The Typer function :func:`explain` only parses options; :class:`ExplainRun` does the
+work and can be driven from Python with an :class:`ExplainSettings`. Heavy libraries are
+imported inside the run, so ``ipfi --help`` stays fast.
+
+The loop reads micro-batches of whatever rows are already available
+(:meth:`ipfi_cli.io.readers.RowReader.batches`). A static model explains each batch with
+one ``explain_many`` call (the numbers are those of ``explain_one`` row by row); with
+``--learn`` each row is explained with the current model and then learned.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ipfi_cli.cli.common import (
+    EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PANEL_DISPLAY, PANEL_ESTIMATOR, PANEL_INPUT,
+    PANEL_MODEL, PANEL_OUTPUT, PICKLE_WARNING, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
+    InputArg, LossOpt, ModelOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt,
+    Sampling, SeedOpt, TargetOpt, Task, TaskOpt, VerboseOpt, choose_loss, choose_task, label_converter,
+    first_line, library_versions, live_display_allowed, load_predictor, model_columns, parse_groups, quiet_broken_pipe,
+    reporting, say, select_features, split_names, stream_is_terminal, usage_error,
+)
+
+HELP = f"""Explain a model on a stream: incremental permutation feature importance (iPFI) per row.
+
+Reads rows (CSV with a header, or JSONL) from INPUT or standard input, explains each with the model, and writes one trace record per row: the row number, then the current importance of every feature (the smoothed increase of the loss when that feature's value is replaced by an earlier row's). Traces go to standard output (or --output); a live table goes to stderr when it is a terminal and the traces do not.
+
+Examples:
+
+  cat data.csv | ipfi explain -m model.joblib -t class > traces.csv
+
+  ipfi explain stream.csv -m river_model.pkl -t class --learn --every 1000
+
+{PICKLE_WARNING}
+"""
+
+
+@dataclass
+class ExplainSettings:
+    """Everything ``ipfi explain`` was asked to do (also written to ``--meta``)."""
+
+    model: str
+    target: str
+    input: str | None = None
+    format: str | None = None
+    task: str = "auto"
+    loss: str | None = None
+    learn: bool = False
+    save_model: str | None = None
+    alpha: float = 0.001
+    repeats: int = 10
+    sampling: str = "geometric"
+    reservoir_size: int = 100
+    seed: int | None = None
+    features: list[str] | None = None
+    drop: list[str] | None = None
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    output: str | None = None
+    output_format: str | None = None
+    every: int = 1
+    bounds: bool = False
+    delta: float = 0.05
+    meta: str | None = None
+    batch_size: int = 1000
+    on_bad_row: str = "fail"
+    verbose: bool = False
+    quiet: bool = False
+    live: bool = True
+    debug: bool = False
+
+
+def explain(
+    input: InputArg = None,
+    model: ModelOpt = ...,  # type: ignore[assignment]
+    target: TargetOpt = ...,  # type: ignore[assignment]
+    format: FormatOpt = None,
+    task: TaskOpt = Task.auto,
+    loss: LossOpt = None,
+    learn: Annotated[bool, typer.Option(
+        "--learn", help="Prequential learning: explain each row with the current model, then learn it "
+        "(river models, learn_one).", rich_help_panel=PANEL_MODEL)] = False,
+    save_model: Annotated[Optional[str], typer.Option(
+        "--save-model", help="With --learn: write the learned model here at the end (joblib, atomic).",
+        rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")] = None,
+    alpha: Annotated[float, typer.Option(
+        "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
+        "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
+    repeats: RepeatsOpt = 10,
+    sampling: Annotated[Sampling, typer.Option(
+        "--sampling", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
+        "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)] = Sampling.geometric,
+    reservoir_size: Annotated[int, typer.Option(
+        "--reservoir-size", min=1, help="Earlier rows remembered per permutation.",
+        rich_help_panel=PANEL_ESTIMATOR)] = 100,
+    seed: SeedOpt = None,
+    features: FeaturesOpt = None,
+    drop: DropOpt = None,
+    group: GroupOpt = None,
+    output: OutputOpt = None,
+    output_format: OutputFormatOpt = None,
+    every: Annotated[int, typer.Option(
+        "--every", "-e", min=1, help="Write a record every N rows (the last row is always written).",
+        rich_help_panel=PANEL_OUTPUT)] = 1,
+    bounds: Annotated[bool, typer.Option(
+        "--bounds", help="Add a <feature>_bound column per feature: the Chebyshev confidence half-width "
+        "at level --delta.", rich_help_panel=PANEL_OUTPUT)] = False,
+    delta: Annotated[float, typer.Option(
+        "--delta", help="Bounds hold with probability 1 - delta (approximately; see the docs).",
+        rich_help_panel=PANEL_OUTPUT)] = 0.05,
+    meta: Annotated[Optional[str], typer.Option(
+        "--meta", help="Write a JSON sidecar here at the end: seed, all settings, library versions, rows "
+        "seen, final importances.", rich_help_panel=PANEL_OUTPUT, show_default=False, metavar="FILE")] = None,
+    batch_size: Annotated[int, typer.Option(
+        "--batch-size", min=1, help="At most this many rows per model call for a static model (rows already "
+        "waiting are batched; a slow stream is never held back).", rich_help_panel=PANEL_INPUT)] = 1000,
+    on_bad_row: OnBadRowOpt = OnBadRow.fail,
+    verbose: VerboseOpt = False,
+    quiet: QuietOpt = False,
+    no_live: Annotated[bool, typer.Option(
+        "--no-live", help="No live table on stderr; a summary table at the end instead.",
+        rich_help_panel=PANEL_DISPLAY)] = False,
+    debug: DebugOpt = False,
+) -> None:
+    if quiet and verbose:
+        raise usage_error("use either --quiet or --verbose, not both", "--quiet")
+    if not 0.0 < alpha <= 1.0:
+        raise usage_error(f"must be in (0, 1], got {alpha}", "--alpha")
+    if not 0.0 < delta < 1.0:
+        raise usage_error(f"must be in (0, 1), got {delta}", "--delta")
+    if save_model and not learn:
+        raise usage_error("needs --learn (without it the model does not change)", "--save-model")
+    settings = ExplainSettings(
+        model=model, target=target, input=input, format=format.value if format else None, task=task.value,
+        loss=loss.value if loss else None, learn=learn, save_model=save_model, alpha=alpha, repeats=repeats,
+        sampling=sampling.value, reservoir_size=reservoir_size, seed=seed, features=split_names(features),
+        drop=split_names(drop), groups=parse_groups(group), output=output,
+        output_format=output_format.value if output_format else None, every=every, bounds=bounds, delta=delta,
+        meta=meta, batch_size=batch_size, on_bad_row=on_bad_row.value, verbose=verbose, quiet=quiet,
+        live=not no_live, debug=debug)
+    with reporting(debug):
+        code = ExplainRun(settings).execute()
+    if code != EXIT_OK:
+        raise typer.Exit(code)
+
+
+explain.__doc__ = HELP
+
+
+# -- the run ------------------------------------------------------------------------------------
+class ExplainRun:
+    """One ``ipfi explain`` run. :meth:`execute` returns the exit code."""
+
+    def __init__(self, settings: ExplainSettings) -> None:
+        self.s = settings
+        self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
+        self.rows = 0  # good rows processed
+        self.skipped = 0
+        self.first_skip: str | None = None
+        self.last_written = 0  # row number of the last record written
+        self.last: tuple[int, list[float]] | None = None  # last row's number and estimates
+        self.status = "starting"
+        self.error: str | None = None
+        self.started = time.time()
+        self.first_row_time: float | None = None
+        self._rate = float("nan")
+        self._recent_loss = float("nan")
+        self._mark: tuple[float, int, int, float] | None = None  # time, rows, explained, loss sum
+        self.explainer: Any = None
+        self.writer: Any = None
+        self.reader: Any = None
+        self.loaded: Any = None
+        self.dashboard: Any = None
+        self.columns: list[str] = []
+        self.input_columns: list[str] = []
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def execute(self) -> int:
+        s = self.s
+        from ipfi_cli.io.readers import open_rows
+
+        self.loaded = loaded = load_predictor(s.model, learn=s.learn)
+        if not s.quiet:
+            for line in loaded.warnings:
+                say(line, "warning")
+        classification = choose_task(loaded, Task(s.task))
+        self.loss = loss = choose_loss(loaded, classification, s.loss)
+        self.classification = classification
+        self.to_label = label_converter(loaded, classification)
+        if loaded.kind == "river" and not s.learn and not s.quiet:
+            say("note: the river model is explained as it is and does not learn; add --learn to "
+                "explain each row and then learn it")
+
+        self.reader = reader = open_rows(s.input, format=s.format)
+        try:
+            return self._run_reader(reader, loaded, loss)
+        finally:
+            reader.close()
+
+    def _run_reader(self, reader: Any, loaded: Any, loss: Any) -> int:
+        s = self.s
+        source = reader.name
+        self.input_columns = reader.columns
+        if not self.input_columns and reader.format == "jsonl" and not getattr(loaded.predictor, "columns", None):
+            if not s.quiet:
+                say(f"{source}: no rows; nothing to explain")
+            return EXIT_OK
+        self.columns = columns = model_columns(loaded, self.input_columns or loaded.predictor.columns, s.target,
+                                               source, check_target=bool(self.input_columns))
+        features, groups = select_features(columns, s.features, s.drop, s.groups)
+
+        from ipfi_cli.core import IncrementalPFI
+
+        self.explainer = IncrementalPFI(
+            loaded.predictor, columns, loss=loss, alpha=s.alpha, n_repeats=s.repeats, sampling=s.sampling,
+            reservoir_size=s.reservoir_size, features=features, groups=groups or None, seed=self.seed)
+        if s.verbose:
+            self._describe(source, reader.format)
+        self.writer = self._open_writer()
+        self.live = (s.live and live_display_allowed(s.quiet, False)
+                     and not (s.output in (None, "-") and stream_is_terminal(__import__("sys").stdout)))
+        if self.live:
+            from ipfi_cli.cli.live import Dashboard
+
+            self.dashboard = Dashboard(self._title(), live=True)
+            self.dashboard.start()
+        return self._stream(reader)
+
+    def _open_writer(self) -> Any:
+        from ipfi_cli.io.writers import open_trace_writer
+
+        s = self.s
+        try:
+            writer = open_trace_writer(s.output, self.explainer.names, format=s.output_format, bounds=s.bounds)
+            writer.flush()  # the header, for `tail -f`
+        except OSError as error:
+            if isinstance(error, BrokenPipeError):
+                raise
+            raise CliError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
+        return writer
+
+    def _title(self) -> str:
+        mode = "learning" if self.s.learn else "static"
+        return f"ipfi explain · {type(self.loaded.model).__name__} · {mode} · {self.loss.name} loss"
+
+    def _describe(self, source: str, fmt: str) -> None:
+        s, loaded, explainer = self.s, self.loaded, self.explainer
+        task = "classification" if self.classification else "regression"
+        mode = "learning (explain each row, then learn it)" if s.learn else "static"
+        say(f"model {s.model}: {loaded.description}; {task}, loss {self.loss.name}; {mode}")
+        unused = [c for c in self.input_columns if c not in self.columns and c != s.target]
+        say(f"input {source} ({fmt}); target {s.target!r}; model inputs ({len(self.columns)}): "
+            f"{', '.join(self.columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
+        say(f"explaining ({len(explainer.names)}): "
+            + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in explainer.names))
+        say(f"alpha {s.alpha}, repeats {s.repeats}, sampling {s.sampling}, reservoir {s.reservoir_size}, "
+            f"seed {self.seed} (--seed {self.seed} repeats this run)")
+
+    # -- the loop -------------------------------------------------------------------------------
+    def _stream(self, reader: Any) -> int:
+        s = self.s
+        self.status = "running"
+        idle = self._refresh if self.dashboard is not None else None
+        try:
+            for batch in reader.batches(s.batch_size, idle=idle):
+                if self.first_row_time is None:
+                    self.first_row_time = time.monotonic()
+                good = self._check_rows(batch)
+                if good:
+                    if s.learn:
+                        self._learn_rows(good)
+                    else:
+                        self._explain_static(good)
+                    self.writer.flush()
+                if self.dashboard is not None and self.dashboard.due():
+                    self._refresh()
+            self._write_last()
+            self.writer.flush()
+            self.status = "ok"
+        except KeyboardInterrupt:
+            self.status = "interrupted"
+        except BrokenPipeError:
+            self.status = "broken-pipe"
+        except BaseException as error:
+            self.status = "error"
+            self.error = str(error)
+            raise
+        finally:
+            self._close()
+        return self._report()
+
+    def _close(self) -> None:
+        """Flush and close the output, stop the live view; runs whatever happened."""
+        if self.dashboard is not None:
+            try:
+                self.dashboard.stop(self._snapshot() if self.status != "broken-pipe" else None)
+            except Exception:  # noqa: BLE001 - never hide the real outcome behind a display error
+                pass
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except BrokenPipeError:
+                self.status = "broken-pipe"
+            except KeyboardInterrupt:
+                self.status = "interrupted"
+        if self.status == "broken-pipe":
+            quiet_broken_pipe()
+        if self.s.meta and self.status != "starting":
+            try:
+                self._write_meta()
+            except OSError as error:
+                say(f"{self.s.meta}: cannot write the metadata file ({error.strerror or error})", "error")
+                if self.status == "ok":
+                    self.status = "error"
+
+    def _report(self) -> int:
+        s = self.s
+        if self.status == "broken-pipe":
+            return EXIT_ERROR
+        if self.status == "error":
+            return EXIT_ERROR
+        if self.status == "ok" and s.save_model:
+            from ipfi_cli.io.model_files import save_model
+
+            save_model(s.save_model, self.loaded.model)
+            if s.verbose:
+                say(f"saved the learned model to {s.save_model}")
+        if self.skipped and not s.quiet:
+            say(f"skipped {self.skipped:,} bad row(s); the first: {self.first_skip}", "warning")
+        if self.status == "interrupted":
+            say(f"interrupted after {self.rows:,} rows; every record written is complete"
+                + ("; the model was not saved" if s.save_model else ""))
+        if not s.quiet and self.dashboard is None:
+            from ipfi_cli.cli.live import Dashboard
+
+            Dashboard(self._title(), live=False).print_final(self._snapshot())
+        if s.verbose and self.writer is not None:
+            say(f"wrote {self.writer.records:,} record(s) to {s.output or '<stdout>'}")
+        return EXIT_INTERRUPTED if self.status == "interrupted" else EXIT_OK
+
+    def _check_rows(self, batch: list[Any]) -> list[tuple[int, int, dict[str, Any], Any]]:
+        """The batch's good rows as ``(number, line, values, label)``; bad rows fail or are skipped."""
+        from ipfi_cli.io.readers import MISSING, InputError
+
+        s = self.s
+        target = s.target
+        to_label = self.to_label
+        check_columns = self.reader.format == "jsonl"
+        columns = self.columns
+        good = []
+        for row in batch:
+            error = row.error
+            if error is None:
+                values = row.values
+                try:
+                    label = to_label(values.get(target, MISSING))
+                except ValueError as problem:
+                    error = InputError(str(problem), source=self.reader.name, row=row.number, line=row.line,
+                                       column=target)
+                else:
+                    if check_columns:
+                        missing = [c for c in columns if c not in values]
+                        if missing:
+                            error = InputError("no value for this model input", source=self.reader.name,
+                                               row=row.number, line=row.line, column=missing[0])
+                    if error is None:
+                        good.append((row.number, row.line, values, label))
+                        continue
+            if s.on_bad_row == "fail":
+                raise error
+            self.skipped += 1
+            if self.first_skip is None:
+                self.first_skip = str(error)
+            if s.verbose:
+                say(f"skipped {error}", "warning")
+        return good
+
+    def _due(self, count: int) -> bool:
+        return count % self.s.every == 0
+
+    def _explain_static(self, good: list[tuple[int, int, dict[str, Any], Any]]) -> None:
+        explainer, writer, s = self.explainer, self.writer, self.s
+        start = self.rows
+        due = [i for i in range(len(good)) if self._due(start + i + 1)]
+        # with --bounds a record needs the bounds after its own row: cut the batch there
+        cuts = [i + 1 for i in due] if s.bounds else []
+        if not cuts or cuts[-1] != len(good):
+            cuts.append(len(good))
+        due_set = set(due)
+        begin = 0
+        for end in cuts:
+            part = good[begin:end]
+            estimates = self._explain_many(part)
+            bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
+            for offset in range(len(part)):
+                i = begin + offset
+                if i in due_set:
+                    writer.write(part[offset][0], estimates[offset].tolist(), bound)
+                    self.last_written = part[offset][0]
+            begin = end
+        self.rows += len(good)
+        self.last = (good[-1][0], estimates[-1].tolist())
+
+    def _explain_many(self, part: list[tuple[int, int, dict[str, Any], Any]]) -> Any:
+        try:
+            return self.explainer.explain_many([p[2] for p in part], [p[3] for p in part])
+        except Exception as error:  # noqa: BLE001 - attribute the model's failure to a row
+            raise CliError(self._model_failure(error, part)) from error
+
+    def _learn_rows(self, good: list[tuple[int, int, dict[str, Any], Any]]) -> None:
+        explainer, writer, s = self.explainer, self.writer, self.s
+        predictor = self.loaded.predictor
+        columns = self.columns
+        dashboard = self.dashboard
+        for number, line, values, label in good:
+            x = {c: values[c] for c in columns}
+            try:
+                estimates = explainer.explain_one(x, label)
+            except Exception as error:  # noqa: BLE001
+                raise CliError(self._model_failure(error, [(number, line, values, label)])) from error
+            try:
+                predictor.learn_one(x, label)
+            except Exception as error:  # noqa: BLE001
+                raise CliError(f"{self.reader.name}: row {number} (line {line}): the model failed to learn "
+                               f"the row: {type(error).__name__}: {first_line(error)}") from error
+            self.rows += 1
+            if self._due(self.rows):
+                writer.write(number, estimates.tolist(), explainer.bound_array(s.delta).tolist() if s.bounds else None)
+                writer.flush()
+                self.last_written = number
+            self.last = (number, estimates)
+            if dashboard is not None and dashboard.due():
+                self._refresh()
+        if self.last is not None and not isinstance(self.last[1], list):
+            self.last = (self.last[0], self.last[1].tolist())
+
+    def _write_last(self) -> None:
+        """Always end with the last row's record (``--every`` may have skipped it)."""
+        if self.last is not None and self.last_written != self.last[0]:
+            bound = self.explainer.bound_array(self.s.delta).tolist() if self.s.bounds else None
+            values = self.last[1] if isinstance(self.last[1], list) else self.last[1].tolist()
+            self.writer.write(self.last[0], values, bound)
+            self.last_written = self.last[0]
+
+    def _model_failure(self, error: BaseException, part: list[tuple[int, int, dict[str, Any], Any]]) -> str:
+        """A one-line message naming the row and column that most likely made the model fail."""
+        source = self.reader.name
+        message = first_line(error)
+        columns = self.columns
+        match = re.search(r"could not convert string to float: '(.*)'", message)
+        if match or "string" in message.lower() or "dtype" in message.lower():
+            for number, line, values, _ in part:
+                for c in columns:
+                    v = values[c]
+                    if isinstance(v, str) and (match is None or v == match.group(1)):
+                        return (f"{source}: row {number} (line {line}), column {c!r}: the model needs a number, "
+                                f"got {v!r} ({message})")
+        if "nan" in message.lower() or "missing" in message.lower():
+            for number, line, values, _ in part:
+                for c in columns:
+                    v = values[c]
+                    if isinstance(v, float) and math.isnan(v):
+                        return (f"{source}: row {number} (line {line}), column {c!r}: missing value, which this "
+                                f"model does not accept ({message})")
+        first, last = part[0], part[-1]
+        rows = f"row {first[0]} (line {first[1]})" if len(part) == 1 else f"rows {first[0]}-{last[0]}"
+        return f"{source}: {rows}: the model failed: {type(error).__name__}: {message}"
+
+    # -- display --------------------------------------------------------------------------------
+    def _snapshot(self) -> Any:
+        from ipfi_cli.cli.live import Snapshot
+
+        explainer = self.explainer
+        now = time.monotonic()
+        explained = explainer.n_explained
+        loss_sum = explainer.mean_loss * explained if explained else 0.0
+        if self._mark is not None:
+            t0, rows0, explained0, loss0 = self._mark
+            if now - t0 >= 0.2:
+                rate = (self.rows - rows0) / (now - t0)
+                self._rate = rate if self._rate != self._rate else 0.5 * self._rate + 0.5 * rate
+                if explained > explained0:
+                    recent = (loss_sum - loss0) / (explained - explained0)
+                    self._recent_loss = (recent if self._recent_loss != self._recent_loss
+                                         else 0.5 * self._recent_loss + 0.5 * recent)
+                self._mark = (now, self.rows, explained, loss_sum)
+        else:
+            self._mark = (now, self.rows, explained, loss_sum)
+        elapsed = now - self.first_row_time if self.first_row_time is not None else 0.0
+        rate = self._rate
+        if self.status not in ("running", "starting") and elapsed > 0:
+            rate = self.rows / elapsed  # the whole run's average in the final table
+        return Snapshot(names=explainer.names, importances=explainer.importance_array().tolist(),
+                        bounds=explainer.bound_array(self.s.delta).tolist(), rows=self.rows, explained=explained,
+                        skipped=self.skipped, elapsed=elapsed, rate=rate, loss=explainer.mean_loss,
+                        recent_loss=self._recent_loss if self.s.learn else float("nan"), seed=self.seed,
+                        learning=self.s.learn)
+
+    def _refresh(self) -> None:
+        if self.dashboard is not None:
+            self.dashboard.update(self._snapshot())
+
+    # -- metadata -------------------------------------------------------------------------------
+    def _write_meta(self) -> None:
+        from ipfi_cli.io.writers import write_json
+
+        s, explainer = self.s, self.explainer
+        settings = asdict(s)
+        settings["seed"] = self.seed
+        settings["loss"] = self.loss.name if getattr(self, "loss", None) else s.loss
+        settings["task"] = ("classification" if self.classification else "regression") \
+            if hasattr(self, "classification") else s.task
+        finished = time.time()
+        meta: dict[str, Any] = {
+            "command": "explain",
+            "status": self.status,
+            "error": self.error,
+            "seed": self.seed,
+            "settings": settings,
+            "model": {"path": s.model, "type": type(self.loaded.model).__name__, "kind": self.loaded.kind}
+            if self.loaded is not None else None,
+            "input": {"source": self.reader.name if self.reader else s.input,
+                      "format": self.reader.format if self.reader and self.reader._format else s.format,
+                      "columns": self.input_columns},
+            "model_columns": self.columns,
+            "names": explainer.names if explainer is not None else None,
+            "rows": {"processed": self.rows, "skipped": self.skipped,
+                     "explained": explainer.n_explained if explainer is not None else 0,
+                     "records_written": self.writer.records if self.writer is not None else 0},
+            "final": {"importances": explainer.importances, "bounds": explainer.bounds(s.delta),
+                      "mean_loss": explainer.mean_loss} if explainer is not None else None,
+            "versions": library_versions(),
+            "started": _dt.datetime.fromtimestamp(self.started, _dt.timezone.utc).isoformat(timespec="seconds"),
+            "finished": _dt.datetime.fromtimestamp(finished, _dt.timezone.utc).isoformat(timespec="seconds"),
+            "elapsed_seconds": round(finished - self.started, 3),
+        }
+        write_json(s.meta, meta)
+
