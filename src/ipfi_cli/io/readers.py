@@ -487,9 +487,8 @@ class RowReader:
             for row in self._iter_rows():
                 self._peeked.append(row)
                 if row.error is None:
-                    self._columns = list(row.values)
                     break
-            else:
+            if self._columns is None:
                 self._columns = []
         return self._columns
 
@@ -625,6 +624,8 @@ class RowReader:
                 yield self._bad(problem[0], line, problem[1])
                 continue
             self.rows_read += 1
+            if self._columns is None:
+                self._columns = list(obj)
             yield Row(self.rows_read, line, obj)
 
     # -- micro-batches ----------------------------------------------------------------------

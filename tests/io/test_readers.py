@@ -1,0 +1,224 @@
+"""The streaming row reader: parsing, locations in messages, gzip, micro-batches through real pipes."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+import os
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ipfi_cli.io.readers import MISSING, InputError, RowReader, detect_format, open_rows, parse_value
+
+
+def read(data: bytes, **kw):
+    reader = RowReader(io.BytesIO(data), name="t.csv", **kw)
+    return reader, list(reader)
+
+
+def good(rows):
+    return [r.values for r in rows if r.error is None]
+
+
+# -- values -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, expected", [
+    ("12", 12), ("-4", -4), ("+3", 3), ("2.0", 2.0), ("-3.5", -3.5), ("1e3", 1000.0), ("0.1", 0.1),
+    (" 7 ", 7), ("abc", "abc"), ("1_000", "1_000"), ("12a", "12a"), ("UP", "UP"), ("²", "²"),
+])
+def test_parse_value(text, expected):
+    value = parse_value(text)
+    assert value == expected and type(value) is type(expected)
+
+
+def test_empty_field_is_nan():
+    assert math.isnan(parse_value("")) and MISSING != MISSING
+
+
+def test_detect_format():
+    assert detect_format("a.csv") == "csv"
+    assert detect_format("a.CSV.gz") == "csv"
+    assert detect_format("a.jsonl.gz") == "jsonl"
+    assert detect_format("a.ndjson") == "jsonl"
+    assert detect_format("a.dat") is None
+    assert detect_format("-") is None
+    assert detect_format("a.csv", "jsonl") == "jsonl"
+    with pytest.raises(ValueError, match="unknown input format"):
+        detect_format(None, "xml")
+
+
+# -- CSV ----------------------------------------------------------------------------------------
+def test_csv_quotes_bom_crlf_blank_lines_and_locations():
+    data = b'\xef\xbb\xbfa,b\r\n1,"x,\ny"\r\n\r\n2,"say ""hi"""\n'
+    reader, rows = read(data)
+    assert reader.columns == ["a", "b"]
+    assert [(r.number, r.line) for r in rows] == [(1, 2), (2, 5)]
+    assert good(rows) == [{"a": 1, "b": "x,\ny"}, {"a": 2, "b": 'say "hi"'}]
+
+
+def test_csv_last_line_without_newline():
+    _, rows = read(b"a,b\n1,2\n3,4")
+    assert good(rows) == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+
+
+def test_csv_missing_values_are_nan():
+    _, rows = read(b"a,b\n1,\n,x\n")
+    values = good(rows)
+    assert math.isnan(values[0]["b"]) and math.isnan(values[1]["a"]) and values[1]["b"] == "x"
+
+
+def test_csv_wrong_number_of_fields_is_a_bad_row_and_reading_goes_on():
+    _, rows = read(b"a,b\n1,2\n3\n4,5,6\n7,8\n")
+    assert [r.error is None for r in rows] == [True, False, False, True]
+    assert str(rows[1].error) == "t.csv: row 2 (line 3): expected 2 fields (as in the header), got 1"
+    assert str(rows[2].error) == "t.csv: row 3 (line 4): expected 2 fields (as in the header), got 3"
+    assert rows[3].number == 4 and rows[3].values == {"a": 7, "b": 8}
+
+
+def test_csv_numeric_column_rejects_text_later():
+    _, rows = read(b"age,c\n30,x\n,y\nabc,z\n41,w\n")
+    assert rows[2].error.column == "age" and rows[2].error.row == 3 and rows[2].error.line == 4
+    assert "expected a number" in str(rows[2].error) and "'abc'" in str(rows[2].error)
+    assert rows[3].values == {"age": 41, "c": "w"}
+
+
+def test_csv_text_column_keeps_number_like_text():
+    _, rows = read(b"zip,n\nA1,1\n07,2\n,3\n")
+    assert [v["zip"] for v in good(rows)][:2] == ["A1", "07"]
+    assert math.isnan(good(rows)[2]["zip"])
+
+
+def test_csv_invalid_utf8_is_a_bad_row():
+    _, rows = read(b"a,b\n1,2\n3,\xff\n5,6\n")
+    assert rows[1].error is not None and rows[1].error.line == 3
+    assert "not valid UTF-8" in str(rows[1].error)
+    assert rows[2].values == {"a": 5, "b": 6}
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "empty"), (b"\n\n", "empty"), (b"a,a\n1,2\n", "duplicate column"), (b"a,,b\n", "field 2 is empty"),
+])
+def test_csv_header_problems_raise(data, message):
+    reader = RowReader(io.BytesIO(data), name="t.csv")
+    with pytest.raises(InputError, match=message):
+        reader.columns
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.text(alphabet='ab ,"\n\r', min_size=1, max_size=6), min_size=3, max_size=3),
+                min_size=1, max_size=8))
+def test_csv_round_trip_of_quoted_text(table):
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)  # excel dialect: quotes fields holding \r or \n
+    writer.writerow(["x", "y", "z"])
+    writer.writerows(table)
+    _, rows = read(buffer.getvalue().encode())
+    assert [r.error for r in rows] == [None] * len(table)
+    assert [list(r.values.values()) for r in rows] == table
+
+
+# -- JSONL --------------------------------------------------------------------------------------
+def test_jsonl_types_nulls_blank_lines_and_bad_lines():
+    data = (b'{"a": 1, "b": "x", "c": true}\n\n{"a": null, "b": "y", "c": false}\n[1]\n{bad\n'
+            b'{"a": "s", "b": "z"}\n{"a": 2, "b": {"n": 1}}\n{"a": 3.5, "b": "w"}')
+    reader, rows = read(data)
+    assert reader.format == "jsonl" and reader.columns == ["a", "b", "c"]
+    assert rows[0].values == {"a": 1, "b": "x", "c": True}
+    assert math.isnan(rows[1].values["a"]) and rows[1].line == 3
+    errors = [(r.number, r.line, r.error.column) for r in rows if r.error]
+    assert errors == [(3, 4, None), (4, 5, None), (5, 6, "a"), (6, 7, "b")]
+    assert "expected a JSON object" in str(rows[2].error)
+    assert "not valid JSON" in str(rows[3].error)
+    assert rows[-1].values == {"a": 3.5, "b": "w"} and rows[-1].number == 7
+
+
+def test_format_is_sniffed_on_unnamed_input():
+    assert RowReader(io.BytesIO(b'  {"a": 1}\n')).format == "jsonl"
+    assert RowReader(io.BytesIO(b"a,b\n")).format == "csv"
+
+
+# -- gzip ---------------------------------------------------------------------------------------
+def test_gzip_file_and_multi_member_stream(tmp_path):
+    path = tmp_path / "d.csv.gz"
+    path.write_bytes(gzip.compress(b"a,b\n1,2\n") + gzip.compress(b"3,4\n"))
+    with open_rows(str(path)) as reader:
+        assert reader.format == "csv"
+        assert good(list(reader)) == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+
+
+def test_truncated_gzip_raises():
+    data = gzip.compress(b"a,b\n" + b"1,2\n" * 1000)
+    reader = RowReader(io.BytesIO(data[: len(data) // 2]), name="t.csv.gz")
+    with pytest.raises(InputError, match="ends early"):
+        list(reader)
+
+
+# -- opening ------------------------------------------------------------------------------------
+def test_open_missing_file_and_directory(tmp_path):
+    with pytest.raises(InputError, match="no such file") as error:
+        open_rows(str(tmp_path / "nope.csv"))
+    assert str(tmp_path / "nope.csv") in str(error.value)
+    with pytest.raises(InputError, match="directory"):
+        open_rows(str(tmp_path))
+
+
+# -- micro-batches ------------------------------------------------------------------------------
+def test_batches_respect_the_cap_and_keep_every_row():
+    data = b"a\n" + b"".join(b"%d\n" % i for i in range(2500))
+    reader = RowReader(io.BytesIO(data))
+    batches = list(reader.batches(1000))
+    assert [len(b) for b in batches] == [1000, 1000, 500]
+    assert [r.values["a"] for b in batches for r in b] == list(range(2500))
+
+
+def _slow_writer(fd: int, parts: list[bytes], pause: float) -> None:
+    with os.fdopen(fd, "wb", buffering=0) as out:
+        for part in parts:
+            out.write(part)
+            time.sleep(pause)
+
+
+def test_batches_through_a_pipe_hand_on_available_rows_at_once():
+    """A fast burst becomes one batch; a row written later comes as its own batch, without waiting."""
+    read_fd, write_fd = os.pipe()
+    burst = b"a,b\n" + b"".join(b"%d,%d\n" % (i, i) for i in range(50))
+    writer = threading.Thread(target=_slow_writer, args=(write_fd, [burst, b"50,50\n", b"51,51\n"], 0.4))
+    writer.start()
+    reader = RowReader(read_fd, name="pipe")
+    seen = []
+    for batch in reader.batches(1000):
+        seen.append((time.monotonic(), [r.number for r in batch]))
+    writer.join()
+    os.close(read_fd)
+    assert [numbers for _, numbers in seen] == [list(range(1, 51)), [51], [52]]
+    # the second batch arrived ~0.4 s after the first, not at the end of the input
+    assert seen[1][0] - seen[0][0] < 0.8
+
+
+def test_idle_callback_runs_while_waiting():
+    read_fd, write_fd = os.pipe()
+    writer = threading.Thread(target=_slow_writer, args=(write_fd, [b"a\n1\n", b"2\n"], 0.6))
+    writer.start()
+    calls = []
+    reader = RowReader(read_fd)
+    batches = list(reader.batches(10, idle=lambda: calls.append(1), idle_interval=0.05))
+    writer.join()
+    os.close(read_fd)
+    assert [len(b) for b in batches] == [1, 1]
+    assert len(calls) >= 3
+
+
+def test_partial_line_is_not_handed_on_until_complete():
+    read_fd, write_fd = os.pipe()
+    writer = threading.Thread(target=_slow_writer, args=(write_fd, [b"a,b\n1,", b"2\n"], 0.3))
+    writer.start()
+    reader = RowReader(read_fd)
+    rows = [r.values for b in reader.batches(10) for r in b]
+    writer.join()
+    os.close(read_fd)
+    assert rows == [{"a": 1, "b": 2}]

@@ -1,0 +1,133 @@
+"""Trace writers, atomic writes and model files."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import pickle
+
+import joblib
+import pytest
+
+from ipfi_cli.io.model_files import ModelFileError, load_model, save_model
+from ipfi_cli.io.writers import (
+    CsvTraceWriter, JsonlTraceWriter, atomic_write, output_format_for, trace_columns, write_json,
+)
+
+NAN = float("nan")
+
+
+def strict_json(line: bytes):
+    def refuse(name):
+        raise ValueError(f"not strict JSON: {name}")
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_trace_columns():
+    assert trace_columns(["a", "b"]) == ["row", "a", "b"]
+    assert trace_columns(["a", "b"], bounds=True) == ["row", "a", "b", "a_bound", "b_bound"]
+
+
+def test_csv_writer_header_nan_repr_and_quoting():
+    out = io.BytesIO()
+    writer = CsvTraceWriter(out, ["a", 'we,ird "name"'], bounds=True)
+    writer.write(1, [NAN, NAN], [NAN, NAN])
+    writer.write(2, [0.1 + 0.2, 1e-20], [1 / 3, float("inf")])
+    lines = out.getvalue().decode().split("\n")
+    assert lines[0] == 'row,a,"we,ird ""name""",a_bound,"we,ird ""name""_bound"'
+    assert lines[1] == "1,,,,"
+    assert lines[2] == "2,0.30000000000000004,1e-20,0.3333333333333333,inf"
+    assert lines[3] == "" and b"\r" not in out.getvalue()
+    assert float(lines[2].split(",")[1]) == 0.1 + 0.2  # round-trips exactly
+    assert writer.records == 2
+
+
+def test_jsonl_writer_is_strict_json():
+    out = io.BytesIO()
+    writer = JsonlTraceWriter(out, ["a", "b"], bounds=True)
+    writer.write(3, [NAN, 0.25], [float("inf"), 0.5])
+    record = strict_json(out.getvalue().splitlines()[0])
+    assert record == {"row": 3, "a": None, "b": 0.25, "a_bound": None, "b_bound": 0.5}
+    assert list(record) == trace_columns(["a", "b"], True)
+
+
+def test_output_format_for():
+    assert output_format_for(None) == "csv"
+    assert output_format_for("t.jsonl") == "jsonl"
+    assert output_format_for("t.ndjson") == "jsonl"
+    assert output_format_for("t.csv") == "csv"
+    assert output_format_for("t.jsonl", "csv") == "csv"
+
+
+def test_atomic_write_keeps_old_file_on_error(tmp_path):
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"old")
+
+    def failing(f):
+        f.write(b"partial")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(path, failing)
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["f.bin"]
+    atomic_write(path, lambda f: f.write(b"new"))
+    assert path.read_bytes() == b"new" and os.listdir(tmp_path) == ["f.bin"]
+
+
+def test_write_json_is_strict(tmp_path):
+    write_json(tmp_path / "m.json", {"x": NAN, "y": [1.5]})
+    assert strict_json((tmp_path / "m.json").read_bytes()) == {"x": None, "y": [1.5]}
+
+
+# -- model files --------------------------------------------------------------------------------
+def test_load_model_errors_name_the_file(tmp_path):
+    with pytest.raises(ModelFileError, match="no such model file") as error:
+        load_model(tmp_path / "missing.pkl")
+    assert "missing.pkl" in str(error.value)
+    with pytest.raises(ModelFileError, match="directory"):
+        load_model(tmp_path)
+    junk = tmp_path / "junk.pkl"
+    junk.write_bytes(b"this is not a pickle at all")
+    with pytest.raises(ModelFileError, match="not a joblib/pickle model file") as error:
+        load_model(junk)
+    assert str(error.value).startswith(str(junk))
+
+
+def test_load_model_missing_module(tmp_path):
+    path = tmp_path / "m.pkl"
+    path.write_bytes(b"cno_such_module_xyz\nThing\n.")
+    with pytest.raises(ModelFileError, match="no_such_module_xyz"):
+        load_model(path)
+
+
+def test_sklearn_version_mismatch_becomes_one_line(tmp_path):
+    from sklearn import __version__
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    model = make_pipeline(StandardScaler(), LogisticRegression()).fit([[0.0], [1.0], [2.0], [3.0]], [0, 0, 1, 1])
+    data = pickle.dumps(model)
+    fake = "0.0." + "9" * (len(__version__) - 4)  # same length: the pickle's string sizes stay right
+    assert len(fake) == len(__version__)
+    path = tmp_path / "old.pkl"
+    path.write_bytes(data.replace(__version__.encode(), fake.encode()))
+    loaded, warnings = load_model(path)
+    assert len(warnings) == 1  # three estimators warn; one line
+    assert f"saved with scikit-learn {fake}" in warnings[0] and f"loaded with scikit-learn {__version__}" in warnings[0]
+    assert str(path) in warnings[0] and "\n" not in warnings[0]
+    assert loaded.predict([[3.0]]).tolist() == [1]
+
+
+def test_save_model_round_trip(tmp_path):
+    path = tmp_path / "m.joblib"
+    save_model(path, {"weights": [1, 2, 3]})
+    model, warnings = load_model(path)
+    assert model == {"weights": [1, 2, 3]} and warnings == []
+    assert os.listdir(tmp_path) == ["m.joblib"]
+    assert joblib.load(path) == model
+
+
