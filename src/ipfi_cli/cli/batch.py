@@ -16,7 +16,7 @@ import typer
 
 from ipfi_cli.cli.common import (
     PANEL_ESTIMATOR, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
-    LoadedModel, LossOpt, ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, SeedOpt, TargetOpt, Task,
+    LoadedModel, LossOpt, ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, SeedOpt, TargetOpt, Task, TrustOpt,
     TaskOpt, VerboseOpt, choose_loss, choose_task, label_converter, load_predictor, model_columns, parse_groups,
     reporting, say, select_features, split_names,
 )
@@ -86,10 +86,10 @@ def read_frame(path: str, input_format: str | None) -> Any:
 
 def prepare(data: str, model: str, target: str, *, input_format: str | None, task: Task, loss: Any,
             features: Sequence[str] | None, drop: Sequence[str] | None, group: Sequence[str] | None,
-            learn: bool = False) -> Prepared:
+            learn: bool = False, trust: Sequence[str] | None = None) -> Prepared:
     """Load the model and the data, check the columns and options, convert the labels."""
     groups = parse_groups(group)
-    loaded = load_predictor(model, learn=learn)
+    loaded = load_predictor(model, learn=learn, trust=trust)
     for line in loaded.warnings:
         say(line, "warning")
     frame = read_frame(data, input_format)
@@ -175,6 +175,7 @@ def batch(
     data: DataArg,
     model: ModelOpt,
     target: TargetOpt,
+    trust: TrustOpt = None,
     repeats: BatchRepeatsOpt = 10,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,
@@ -196,7 +197,7 @@ def batch(
     """
     with reporting(debug):
         prepared = prepare(data, model, target, input_format=input_format.value if input_format else None,
-                           task=task, loss=loss, features=features, drop=drop, group=group)
+                           task=task, loss=loss, features=features, drop=drop, group=group, trust=trust)
         from ipfi_cli.core import batch_pfi
 
         if verbose and not quiet:

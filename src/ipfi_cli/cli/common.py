@@ -34,7 +34,8 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 data or model error (or the output pipe closed early, as with "
     "`| head`); 2 usage error; 130 interrupted (Ctrl-C)."
 )
-PICKLE_WARNING = "Loading a joblib/pickle model file runs code stored in it: only load files you trust."
+PICKLE_WARNING = ("Loading a joblib/pickle model file runs code stored in it: only load files you trust "
+                  "(a .skops file loads safely, see --trust).")
 
 PROG = "ipfi"
 
@@ -87,8 +88,13 @@ FormatOpt = Annotated[Optional[InputFormat], typer.Option(
     "--format", "-f", help="Input format. Default: from the file extension; on stdin, JSONL if the "
     "first line starts with '{', else CSV.", rich_help_panel=PANEL_INPUT, show_default=False)]
 ModelOpt = Annotated[str, typer.Option(
-    "--model", "-m", help="Model file (joblib/pickle; scikit-learn or river, pipelines included). "
-    + PICKLE_WARNING, rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")]
+    "--model", "-m", help="Model file: .skops (loaded safely with skops.io; needs ipfi-cli[safe]) or "
+    "joblib/pickle (scikit-learn or river, pipelines included). " + PICKLE_WARNING,
+    rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")]
+TrustOpt = Annotated[Optional[list[str]], typer.Option(
+    "--trust", help="For a .skops model: allow this type, which skops does not trust by default "
+    "(repeatable or comma-separated; the error for a refused file lists the types).",
+    rich_help_panel=PANEL_MODEL, show_default=False, metavar="TYPE")]
 TargetOpt = Annotated[str, typer.Option(
     "--target", "-t", help="Name of the label column in the input.", rich_help_panel=PANEL_MODEL,
     show_default=False, metavar="COL")]
@@ -266,15 +272,16 @@ class LoadedModel:
         return f"{self.kind} {type(self.model).__name__}"
 
 
-def load_predictor(path: str, *, learn: bool = False) -> LoadedModel:
+def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | None = None) -> LoadedModel:
     """Load a model file and wrap it for the core; errors name the file (exit 1).
 
     With ``learn``, the model must learn one row at a time (river's ``learn_one``).
+    ``trust``: the ``--trust`` values (types a ``.skops`` file may hold).
     """
     from ipfi_cli.io.model_files import load_model
     from ipfi_cli.models.adapters import ModelError, RiverPredictor, SklearnPredictor, as_predictor
 
-    model, warnings = load_model(path)
+    model, warnings = load_model(path, split_names(trust) or ())
     try:
         predictor = as_predictor(model)
     except ModelError as error:

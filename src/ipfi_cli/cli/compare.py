@@ -24,7 +24,7 @@ from ipfi_cli.cli.batch import (DataArg, NJobsOpt, RecordWriter, number, prepare
 from ipfi_cli.cli.common import (
     PANEL_ESTIMATOR, PANEL_OUTPUT, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt, LossOpt,
     ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt, Sampling, SeedOpt, TargetOpt, Task, TaskOpt,
-    VerboseOpt, reporting, say, usage_error,
+    TrustOpt, VerboseOpt, reporting, say, usage_error,
 )
 
 PANEL_COMPARE = "Comparison"
@@ -68,6 +68,7 @@ def compare(
     data: DataArg,
     model: ModelOpt,
     target: TargetOpt,
+    trust: TrustOpt = None,
     learn: LearnOpt = False,
     orderings: OrderingsOpt = 1,
     keep_order: KeepOrderOpt = False,
@@ -116,7 +117,8 @@ def compare(
                 raise usage_error(f"alpha must be in (0, 1], got {a}", "--alpha")
         samplings = [s.value for s in sampling] if sampling else (["geometric"] if learn else ["uniform", "geometric"])
         prepared = prepare(data, model, target, input_format=input_format.value if input_format else None,
-                           task=task, loss=loss, features=features, drop=drop, group=group, learn=learn)
+                           task=task, loss=loss, features=features, drop=drop, group=group, learn=learn,
+                           trust=trust)
         fmt = output_format.value if output_format else None
         if verbose and not quiet:
             say(f"model {prepared.loaded.description}; {len(prepared.frame)} rows; loss {prepared.loss.name}; "

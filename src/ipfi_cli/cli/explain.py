@@ -26,7 +26,7 @@ from ipfi_cli.cli.common import (
     EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PANEL_DISPLAY, PANEL_ESTIMATOR, PANEL_INPUT,
     PANEL_MODEL, PANEL_OUTPUT, PICKLE_WARNING, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
     InputArg, LossOpt, ModelOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt,
-    Sampling, SeedOpt, TargetOpt, Task, TaskOpt, VerboseOpt, choose_loss, choose_task, label_converter,
+    Sampling, SeedOpt, TargetOpt, Task, TaskOpt, TrustOpt, VerboseOpt, choose_loss, choose_task, label_converter,
     first_line, library_versions, live_display_allowed, load_predictor, model_columns, parse_groups, quiet_broken_pipe,
     reporting, say, select_features, split_names, stream_is_terminal, usage_error,
 )
@@ -52,6 +52,7 @@ class ExplainSettings:
     model: str
     target: str
     input: str | None = None
+    trust: list[str] | None = None
     format: str | None = None
     task: str = "auto"
     loss: str | None = None
@@ -83,6 +84,7 @@ def explain(
     input: InputArg = None,
     model: ModelOpt = ...,  # type: ignore[assignment]
     target: TargetOpt = ...,  # type: ignore[assignment]
+    trust: TrustOpt = None,
     format: FormatOpt = None,
     task: TaskOpt = Task.auto,
     loss: LossOpt = None,
@@ -140,7 +142,7 @@ def explain(
     if save_model and not learn:
         raise usage_error("needs --learn (without it the model does not change)", "--save-model")
     settings = ExplainSettings(
-        model=model, target=target, input=input, format=format.value if format else None, task=task.value,
+        model=model, target=target, input=input, trust=split_names(trust), format=format.value if format else None, task=task.value,
         loss=loss.value if loss else None, learn=learn, save_model=save_model, alpha=alpha, repeats=repeats,
         sampling=sampling.value, reservoir_size=reservoir_size, seed=seed, features=split_names(features),
         drop=split_names(drop), groups=parse_groups(group), output=output,
@@ -188,7 +190,7 @@ class ExplainRun:
         s = self.s
         from ipfi_cli.io.readers import open_rows
 
-        self.loaded = loaded = load_predictor(s.model, learn=s.learn)
+        self.loaded = loaded = load_predictor(s.model, learn=s.learn, trust=s.trust)
         if not s.quiet:
             for line in loaded.warnings:
                 say(line, "warning")
@@ -274,13 +276,15 @@ class ExplainRun:
             for batch in reader.batches(s.batch_size, idle=idle):
                 if self.first_row_time is None:
                     self.first_row_time = time.monotonic()
-                good = self._check_rows(batch)
+                good, failure = self._check_rows(batch)
                 if good:
                     if s.learn:
                         self._learn_rows(good)
                     else:
                         self._explain_static(good)
                     self.writer.flush()
+                if failure is not None:  # after the rows before it are explained and written
+                    raise failure
                 if self.dashboard is not None and self.dashboard.due():
                     self._refresh()
             self._write_last()
@@ -347,8 +351,12 @@ class ExplainRun:
             say(f"wrote {self.writer.records:,} record(s) to {s.output or '<stdout>'}")
         return EXIT_INTERRUPTED if self.status == "interrupted" else EXIT_OK
 
-    def _check_rows(self, batch: list[Any]) -> list[tuple[int, int, dict[str, Any], Any]]:
-        """The batch's good rows as ``(number, line, values, label)``; bad rows fail or are skipped."""
+    def _check_rows(self, batch: list[Any]) -> tuple[list[tuple[int, int, dict[str, Any], Any]], Exception | None]:
+        """The batch's good rows as ``(number, line, values, label)``, and the error to stop with.
+
+        With ``--on-bad-row fail`` the rows before the first bad one are returned with its
+        error; with ``skip`` bad rows are counted and left out.
+        """
         from ipfi_cli.io.readers import MISSING, InputError
 
         s = self.s
@@ -376,13 +384,13 @@ class ExplainRun:
                         good.append((row.number, row.line, values, label))
                         continue
             if s.on_bad_row == "fail":
-                raise error
+                return good, error
             self.skipped += 1
             if self.first_skip is None:
                 self.first_skip = str(error)
             if s.verbose:
                 say(f"skipped {error}", "warning")
-        return good
+        return good, None
 
     def _due(self, count: int) -> bool:
         return count % self.s.every == 0

@@ -1,12 +1,20 @@
-"""Loading and saving model files (joblib / pickle).
+"""Loading and saving model files: skops (safe) and joblib / pickle (runs code).
 
-**Loading a pickle runs code**: a joblib or pickle file can execute anything when it is
-loaded. Only load model files you trust.
+* ``.skops`` files (zip archives written by ``skops.io.dump``) load with ``skops.io``,
+  which rebuilds only known types. A file holding types skops does not trust by default
+  is refused with the list of those types; the user names each one they trust
+  (``trusted``, the CLI's ``--trust TYPE``). skops is an optional dependency
+  (``pip install 'ipfi-cli[safe]'``).
+* **Loading a joblib or pickle file runs code**: such a file can execute anything when
+  it is loaded. Only load model files you trust. They remain the common case (river
+  models, most saved scikit-learn models), so they still load.
 
-Pickled models load only with (nearly) the library versions they were saved with.
-scikit-learn warns with ``InconsistentVersionWarning`` when the versions differ; here
-that warning becomes one clear line naming both versions (see :func:`load_model`).
-Every failure raises :class:`ModelFileError`, whose message names the file.
+The kind is found from the file's first bytes (a zip archive is skops), and a ``.skops``
+name that is not a zip archive is an error rather than a pickle. Pickled models load
+only with (nearly) the library versions they were saved with. scikit-learn warns with
+``InconsistentVersionWarning`` when the versions differ; here that warning becomes one
+clear line naming both versions (see :func:`load_model`). Every failure raises
+:class:`ModelFileError`, whose message names the file.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from __future__ import annotations
 import os
 import pickle
 import warnings
-from typing import Any
+from typing import Any, Sequence
 
 from ipfi_cli.io.writers import atomic_write
 
@@ -39,12 +47,31 @@ def _version_warning(path: str, warning: Warning) -> str | None:
             f"scikit-learn=={saved}.")
 
 
-def load_model(path: str | os.PathLike[str]) -> tuple[Any, list[str]]:
-    """Load a joblib/pickle model file; returns ``(model, warnings)``.
+#: the first bytes of a zip archive, which is what a .skops file is
+_ZIP_MAGIC = b"PK\x03\x04"
+SKOPS_SUFFIX = ".skops"
+SKOPS_MISSING = "reading .skops files needs the skops package: pip install 'ipfi-cli[safe]' (or: pip install skops)"
 
-    ``warnings`` are one-line messages (e.g. a scikit-learn version mismatch, reported
-    once however many estimators inside the file warn). Raises :class:`ModelFileError`
-    for a missing, unreadable or non-model file.
+
+def model_file_kind(path: str | os.PathLike[str]) -> str:
+    """``"skops"`` for a zip archive or a ``.skops`` name, else ``"pickle"`` (joblib/pickle)."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == _ZIP_MAGIC or path.lower().endswith(SKOPS_SUFFIX):
+        return "skops"
+    return "pickle"
+
+
+def load_model(path: str | os.PathLike[str], trusted: Sequence[str] = ()) -> tuple[Any, list[str]]:
+    """Load a skops or joblib/pickle model file; returns ``(model, warnings)``.
+
+    ``trusted`` names the types a ``.skops`` file may hold beyond those skops trusts by
+    default (e.g. ``river.linear_model.log_reg.LogisticRegression``); any other type is
+    refused and the error lists them all. ``warnings`` are one-line messages (e.g. a
+    scikit-learn version mismatch, reported once however many estimators inside the
+    file warn). Raises :class:`ModelFileError` for a missing, unreadable, refused or
+    non-model file.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -53,23 +80,20 @@ def load_model(path: str | os.PathLike[str]) -> tuple[Any, list[str]]:
         raise ModelFileError(path, "is a directory, not a model file")
     if not os.access(path, os.R_OK):
         raise ModelFileError(path, "permission denied: cannot read the model file")
-    import joblib
-
-    messages: list[str] = []
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model = joblib.load(path)
-    except ModuleNotFoundError as error:
-        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None
-    except (AttributeError, ImportError) as error:
-        raise ModelFileError(path, f"the model was saved with other library versions and cannot be loaded "
-                                   f"with these ({error})") from None
-    except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError) as error:
-        raise ModelFileError(path, "not a joblib/pickle model file, or a damaged one "
-                                   f"(unpickling failed with {type(error).__name__})") from None
+        kind = model_file_kind(path)
     except OSError as error:
         raise ModelFileError(path, f"cannot read the model file ({error.strerror or error})") from None
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if kind == "skops":
+            model = _load_skops(path, list(trusted))
+        else:
+            model = _load_pickle(path)
+            if trusted:
+                messages.append(f"{path}: --trust applies to .skops files only; this joblib/pickle file was "
+                                "loaded with pickle, which runs any code the file holds")
     for item in caught:
         line = _version_warning(path, item.message)
         if line is None:
@@ -81,11 +105,79 @@ def load_model(path: str | os.PathLike[str]) -> tuple[Any, list[str]]:
     return model, messages
 
 
-def save_model(path: str | os.PathLike[str], model: Any) -> None:
-    """Write ``model`` with joblib, atomically (a crash leaves the old file or the new one)."""
+def _load_pickle(path: str) -> Any:
     import joblib
 
     try:
-        atomic_write(path, lambda f: joblib.dump(model, f))
+        return joblib.load(path)
+    except ModuleNotFoundError as error:
+        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None
+    except (AttributeError, ImportError) as error:
+        raise ModelFileError(path, f"the model was saved with other library versions and cannot be loaded "
+                                   f"with these ({error})") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError) as error:
+        raise ModelFileError(path, "not a joblib/pickle model file nor a .skops one, or a damaged "
+                                   f"file (unpickling failed with {type(error).__name__})") from None
+    except OSError as error:
+        raise ModelFileError(path, f"cannot read the model file ({error.strerror or error})") from None
+
+
+def _load_skops(path: str, trusted: list[str]) -> Any:
+    """Load with ``skops.io``: refuse (listing them) the untrusted types not in ``trusted``."""
+    try:
+        import skops.io as sio
+    except ImportError:
+        raise ModelFileError(path, SKOPS_MISSING) from None
+    import zipfile
+
+    damaged = "not a .skops model file (skops files are zip archives written by skops.io.dump), or a damaged one"
+    try:
+        untrusted = list(sio.get_untrusted_types(file=path))
+    except (zipfile.BadZipFile, KeyError, ValueError, TypeError, EOFError) as error:
+        raise ModelFileError(path, f"{damaged} ({type(error).__name__}: {first_line(error)})") from None
+    except OSError as error:
+        raise ModelFileError(path, f"cannot read the model file ({error.strerror or error})") from None
+    refused = [name for name in untrusted if name not in trusted]
+    if refused:
+        raise ModelFileError(
+            path, f"refused to load {len(refused)} type(s) that skops does not trust by default: "
+                  f"{', '.join(refused)}. Loading a type can run its code; if you trust this file, name each "
+                  f"type: " + " ".join(f"--trust {name}" for name in refused))
+    try:
+        return sio.load(path, trusted=untrusted)
+    except ModuleNotFoundError as error:
+        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None
+    except (AttributeError, ImportError) as error:
+        raise ModelFileError(path, f"the model was saved with other library versions and cannot be loaded "
+                                   f"with these ({first_line(error)})") from None
+    except Exception as error:  # noqa: BLE001 - skops raises many kinds for a damaged archive
+        raise ModelFileError(path, f"{damaged} ({type(error).__name__}: {first_line(error)})") from None
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def save_model(path: str | os.PathLike[str], model: Any) -> None:
+    """Write ``model`` atomically (a crash leaves the old file or the new one): with skops
+    for a ``.skops`` name, else with joblib."""
+    import joblib
+
+    if os.fspath(path).lower().endswith(SKOPS_SUFFIX):
+        try:
+            import skops.io as sio
+        except ImportError:
+            raise ModelFileError(path, SKOPS_MISSING.replace("reading", "writing")) from None
+        try:
+            data = sio.dumps(model)
+        except Exception as error:  # noqa: BLE001 - skops cannot persist every object
+            raise ModelFileError(path, f"skops cannot save this {type(model).__name__} "
+                                       f"({type(error).__name__}: {first_line(error)}); save it as .joblib") from None
+        write = lambda f: f.write(data)  # noqa: E731
+    else:
+        write = lambda f: joblib.dump(model, f)  # noqa: E731
+    try:
+        atomic_write(path, write)
     except OSError as error:
         raise ModelFileError(path, f"cannot write the model file ({error.strerror or error})") from None
