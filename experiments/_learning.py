@@ -13,8 +13,11 @@ from _common import fmt, log, table
 
 
 def write_traces(path: Path, names: Sequence[str], records: list[dict[str, Any]]) -> None:
-    """The wide trace table (``method,row,<features>``) as CSV, the format ``ipfi plot`` reads."""
-    with open(path, "w", newline="") as f:
+    """The wide trace table (``method,row,<features>``) as CSV (gzip for ``.gz``), the format ``ipfi plot`` reads."""
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(["method", "row", *names])
         for record in records:
@@ -39,7 +42,7 @@ def run_scenario(key: str, title: str, rows: list, columns: Sequence[str], make_
     result = compare_learning(predictor, rows, columns, interval=interval, samplings=samplings, alphas=alphas,
                               loss="zero-one", n_repeats=n_repeats, reservoir_size=reservoir, seed=seed,
                               drift_at=drift_at, trace_every=trace_every, on_row=progress)
-    write_traces(out / f"{key}_traces.csv", result.names, result.trace_table())
+    write_traces(out / f"{key}_traces.csv.gz", result.names, result.trace_table())
     accuracy = 1.0 - rolling_mean(result.losses, 500)
     performance = Series("accuracy", np.asarray(result.loss_rows), accuracy[:, None])
     interval_series = Series("interval PFI", np.array([p.row for p in result.intervals]),

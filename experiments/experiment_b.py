@@ -107,6 +107,9 @@ def main() -> None:
                      f"{entry['final_accuracy']:.1%}.", "",
                      summary_table(entry, PAPER[scenario]), ""]
             text += [f"![{scenario} alpha]({f})" for f in entry["figures"]] + [""]
+            text += [f"Traces of both methods: `experiment_b_{scenario}_traces.csv.gz` (redraw with "
+                     f"`ipfi plot experiments/results/experiment_b_{scenario}_traces.csv.gz -o out.png "
+                     f"--drift-at {a['drift_at']}`).", ""]
         text += [
             "## Settings", "",
             f"- Command: `python experiments/experiment_b.py --trees {a['trees']} --samplings {a['samplings']} "

@@ -97,6 +97,9 @@ def main() -> None:
         "",
         *[f"![elec2]({f})" for f in entry["figures"]],
         "",
+        "Traces of both samplings and interval PFI: `experiment_c_traces.csv.gz` (redraw with `ipfi plot "
+        f"experiments/results/experiment_c_traces.csv.gz -o out.png --drift-at {results['drift_at']}`).",
+        "",
         "## Settings",
         "",
         f"- Command: `python experiments/experiment_c.py --rows {a['rows']} --trees {a['trees']} --alpha {a['alpha']} "
