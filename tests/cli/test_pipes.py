@@ -1,0 +1,174 @@
+"""``ipfi`` as a separate process on real pipes: cat |, | head, a slow writer, Ctrl-C, a terminal.
+
+Exit codes, stdout and stderr are checked separately. These start Python processes that
+import scikit-learn, so they take a second or two each.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import ROOT, SAMPLE, head_lines, ipfi_command, run_shell, subprocess_env
+
+pytestmark = pytest.mark.slow
+
+HGB = str(SAMPLE / "agrawal_hgb.joblib")
+HOEFFDING = str(SAMPLE / "agrawal_hoeffding.pkl")
+
+
+def quoted(args):
+    return " ".join(f"'{a}'" for a in args)
+
+
+def test_help_does_not_import_heavy_libraries():
+    code = ("import sys; sys.argv = ['ipfi', '--help']\n"
+            "from ipfi_cli.cli.app import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print([m for m in ('sklearn', 'river', 'pandas', 'numpy') if m in sys.modules], file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "Usage" in result.stdout
+    assert result.stderr.strip() == "[]"
+
+
+def test_python_dash_m_and_console_script():
+    result = subprocess.run([*ipfi_command(), "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("ipfi ")
+
+
+def test_cat_pipe_equals_file_input(static_csv):
+    args = ["-m", HGB, "-t", "class", "-M", "2", "--seed", "5"]
+    piped = run_shell(f"cat '{static_csv}' | {quoted(ipfi_command())} explain {quoted(args)}")
+    direct = run_shell(f"{quoted(ipfi_command())} explain '{static_csv}' {quoted(args)} -q")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == direct.stdout and piped.stdout.count(b"\n") == 41
+    assert b"importance" in piped.stderr  # the summary table, on stderr only
+    assert direct.stderr == b""
+
+
+def test_head_exits_quietly(tmp_path):
+    data = tmp_path / "big.csv"
+    data.write_text(head_lines(SAMPLE / "agrawal_static.csv", 3000))
+    result = run_shell(f"{quoted(ipfi_command())} explain '{data}' -m '{HGB}' -t class -M 1 --seed 1 "
+                       f"--batch-size 200 | head -1; echo \"status=${{PIPESTATUS[0]}}\" >&2")
+    assert result.stdout.decode().startswith("row,salary")
+    assert result.stdout.count(b"\n") == 1
+    stderr = result.stderr.decode()
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr and "Broken pipe" not in stderr
+    assert stderr.strip() == "status=1"  # quiet, and no summary table
+
+
+def test_slow_writer_row_appears_within_a_second(static_csv):
+    lines = static_csv.read_text().splitlines(keepends=True)
+    process = subprocess.Popen([*ipfi_command(), "explain", "-m", HGB, "-t", "class", "-M", "2", "--seed", "1", "-q"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=subprocess_env(), cwd=ROOT)
+    out = process.stdout
+
+    def next_line(timeout):
+        ready, _, _ = select.select([out], [], [], timeout)
+        assert ready, "no output in time"
+        return out.readline()
+
+    try:
+        process.stdin.write("".join(lines[:3]).encode())  # header and two rows
+        process.stdin.flush()
+        assert next_line(60).startswith(b"row,")  # start-up (imports, model) may take a while
+        assert next_line(10).startswith(b"1,")
+        assert next_line(10).startswith(b"2,")
+        for n in (3, 4):  # the process now waits for input: each new row must come out at once
+            time.sleep(0.5)
+            sent = time.monotonic()
+            process.stdin.write(lines[n].encode())
+            process.stdin.flush()
+            line = next_line(5)
+            assert line.startswith(f"{n},".encode())
+            assert time.monotonic() - sent < 1.0
+        process.stdin.close()
+        assert process.wait(30) == 0
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_sigint_exits_130_with_complete_records_only(tmp_path):
+    meta = tmp_path / "meta.json"
+    cat = subprocess.Popen(["cat", str(SAMPLE / "agrawal_drift.csv")], stdout=subprocess.PIPE)
+    process = subprocess.Popen([*ipfi_command(), "explain", "-m", HOEFFDING, "-t", "class", "--learn", "-M", "1",
+                                "--seed", "1", "--meta", str(meta)],
+                               stdin=cat.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=subprocess_env(), cwd=ROOT)
+    cat.stdout.close()
+    try:
+        first = process.stdout.readline()  # the header: the run has started
+        assert first.startswith(b"row,salary")
+        first += process.stdout.readline()
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        rest, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        cat.kill()
+    assert process.returncode == 130
+    out = first + rest
+    assert out.endswith(b"\n")
+    lines = out.decode().splitlines()
+    assert 2 < len(lines) < 20001
+    assert all(line.count(",") == 9 for line in lines)
+    assert [int(line.split(",")[0]) for line in lines[1:]] == list(range(1, len(lines)))
+    stderr = err.decode()
+    assert "interrupted after" in stderr and "Traceback" not in stderr
+    assert "importance" in stderr  # the last importances
+    import json
+
+    assert json.loads(meta.read_text())["status"] == "interrupted"
+
+
+def _run_with_terminal_stderr(args, env):
+    """Run with stderr on a pseudo-terminal and stdout on a pipe; returns (code, stdout, stderr)."""
+    import pty
+
+    master, slave = pty.openpty()
+    process = subprocess.Popen([*ipfi_command(), *args], stdout=subprocess.PIPE, stderr=slave,
+                               stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+    os.close(slave)
+    out, err = b"", b""
+    streams = [master, process.stdout.fileno()]
+    deadline = time.monotonic() + 120
+    while streams and time.monotonic() < deadline:
+        ready, _, _ = select.select(streams, [], [], 1.0)
+        for fd in ready:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:  # the pty reports EIO once the child has closed it
+                chunk = b""
+            if not chunk:
+                streams.remove(fd)
+            elif fd == master:
+                err += chunk
+            else:
+                out += chunk
+    os.close(master)
+    return process.wait(30), out, err
+
+
+def test_live_table_on_a_terminal_never_swallows_stdout(drift_csv):
+    args = ["explain", str(drift_csv), "-m", HOEFFDING, "-t", "class", "--learn", "-M", "1", "--seed", "2"]
+    code, out, err = _run_with_terminal_stderr(args, subprocess_env(TERM="xterm"))
+    assert code == 0
+    assert out.count(b"\n") == 61 and out.startswith(b"row,")  # every record reached stdout
+    assert b"\x1b[" in err and "importance".encode() in err  # Rich drew the table on the terminal
+    assert b"row," not in err
+
+
+def test_no_live_table_for_a_dumb_terminal(drift_csv):
+    args = ["explain", str(drift_csv), "-m", HOEFFDING, "-t", "class", "--learn", "-M", "1", "--seed", "2"]
+    code, out, err = _run_with_terminal_stderr(args, subprocess_env(TERM="dumb"))
+    assert code == 0 and out.count(b"\n") == 61
+    assert err.count("importance".encode()) == 1  # one summary table, no refreshing frames
