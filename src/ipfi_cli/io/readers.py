@@ -12,8 +12,10 @@
 * A column's kind is fixed by its first non-missing value: once a column has held a
   number, a later non-numeric value in it is a bad row (``column 'age': expected a
   number``); once it has held a string, later number-like fields keep their text
-  (``"07"`` stays ``"07"``), so a categorical column never mixes types.
-* Memory is constant: the reader keeps one read chunk and the current row.
+  (``"07"`` stays ``"07"``), so a categorical column never mixes types. Only good rows
+  fix a column's kind: a row that is bad for another reason does not.
+* Memory is constant: the reader keeps one read chunk and the current row. A line longer
+  than :data:`MAX_LINE_BYTES` (32 MiB) is a bad row and the rest of it is dropped unread.
 
 Rows come out as :class:`Row` objects that know their 1-based data row number and the
 line they start on. A row that cannot be read (wrong number of fields, invalid UTF-8 or
@@ -60,6 +62,9 @@ CHUNK_SIZE = 1 << 16
 _MAX_INFLATE = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = codecs.BOM_UTF8
+#: a line longer than this (no line end in sight) is a bad row and its bytes are dropped,
+#: so a stream without line ends cannot fill memory
+MAX_LINE_BYTES = 1 << 25
 
 _NUMBER, _STRING = 1, 2
 
@@ -300,27 +305,58 @@ class _LineBuffer:
         self._eof = False
         self.lines_read = 0  # lines handed out so far
         self._next_line = 1  # number of the next line to enter the buffer
-        #: line number -> message, for lines that were not valid UTF-8
+        #: line number -> message, for lines that were not valid UTF-8 or too long
         self.bad_lines: dict[int, str] = {}
+        self._skipping = False  # dropping the rest of a line longer than MAX_LINE_BYTES
 
     def _take(self, chunk: bytes) -> None:
         if self._start:
+            head = self._partial + chunk
+            if chunk and len(head) < len(_BOM) and _BOM.startswith(head):
+                self._partial = head  # perhaps a byte-order mark split across reads: wait for more
+                return
             self._start = False
-            if chunk.startswith(_BOM):
-                chunk = chunk[len(_BOM):]
+            self._partial = b""
+            if head.startswith(_BOM):
+                head = head[len(_BOM):]
+            if not chunk:
+                self._partial = head  # end of input, handled below
+            elif not head:
+                return
+            else:
+                chunk = head
         if not chunk:  # end of input: the last line may lack its newline
             self._eof = True
             if self._partial:
                 self._add(self._partial)
                 self._partial = b""
             return
+        if self._skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                return
+            self._skipping = False
+            chunk = chunk[end + 1:]
+            if not chunk:
+                return
         data = self._partial + chunk if self._partial else chunk
         cut = data.rfind(b"\n") + 1
         if cut == 0:
             self._partial = data
-            return
-        self._partial = data[cut:]
-        self._add(data[:cut])
+        else:
+            self._partial = data[cut:]
+            self._add(data[:cut])
+        if len(self._partial) > MAX_LINE_BYTES:
+            self._too_long()
+
+    def _too_long(self) -> None:
+        """The current line passed MAX_LINE_BYTES: mark it bad, hand on a stand-in, drop the rest."""
+        self.bad_lines[self._next_line] = (f"the line is longer than {MAX_LINE_BYTES:,} bytes without a line end "
+                                           "(is the input really CSV or JSONL?)")
+        self._partial = b""
+        self._lines.append("\x00\n")  # a non-blank stand-in, so the line becomes a (bad) row
+        self._next_line += 1
+        self._skipping = True
 
     def _add(self, data: bytes) -> None:
         try:
@@ -395,6 +431,17 @@ class _LineBuffer:
             yield line
 
 
+def _csv_problem(error: csv.Error) -> str:
+    """The csv module's message in the user's terms."""
+    text = str(error)
+    if "new-line character seen in unquoted field" in text:
+        return ("a carriage return (CR) inside an unquoted field: quote the field, or, if the lines end with CR "
+                "alone (old Mac style), convert the line ends to LF or CRLF")
+    if "field larger than field limit" in text:
+        return f"a field is longer than {csv.field_size_limit():,} characters, the csv module's limit"
+    return text
+
+
 def _split_newlines(data: bytes) -> list[bytes]:
     parts = data.split(b"\n")
     last = parts.pop()
@@ -460,7 +507,8 @@ class RowReader:
         except StopIteration:
             raise InputError("the input is empty (no header line)", source=self.name) from None
         except csv.Error as error:
-            raise InputError(f"cannot read the header: {error}", source=self.name, line=self._csv.line_num) from None
+            raise InputError(f"cannot read the header: {_csv_problem(error)}", source=self.name,
+                             line=self._csv.line_num) from None
         bad = [n for n in self._lines.bad_lines if n <= self._csv.line_num]
         if bad:
             raise InputError(self._lines.bad_lines[bad[0]], source=self.name, line=bad[0])
@@ -525,7 +573,7 @@ class RowReader:
             except csv.Error as error:
                 line = last_line + 1
                 last_line = reader.line_num
-                yield self._bad(f"cannot parse the line: {error}", line)
+                yield self._bad(f"cannot parse the line: {_csv_problem(error)}", line)
                 continue
             line = last_line + 1
             last_line = reader.line_num
@@ -540,7 +588,11 @@ class RowReader:
                     yield self._bad(message, line)
                     continue
             if len(fields) != n_fields:
-                yield self._bad(f"expected {n_fields} fields (as in the header), got {len(fields)}", line)
+                hint = ""
+                if last_line > line and any("\n" in f for f in fields):
+                    hint = (f"; a quoted field runs from line {line} to line {last_line}: is a closing quote "
+                            "missing?")
+                yield self._bad(f"expected {n_fields} fields (as in the header), got {len(fields)}{hint}", line)
                 continue
             if converters is not None:  # fast path: every column's kind is known
                 try:
@@ -555,6 +607,7 @@ class RowReader:
                 continue
             values = {}
             problem = None
+            learned = []  # (column index, kind) fixed by this row, kept only if the row is good
             for i, text in enumerate(fields):
                 kind = kinds[i]
                 if kind == _STRING:
@@ -565,13 +618,15 @@ class RowReader:
                     if kind == _NUMBER:
                         problem = (f"expected a number (the column held numbers before), got {text!r}", header[i])
                         break
-                    kinds[i] = _STRING
+                    learned.append((i, _STRING))
                 elif kind == 0 and text:
-                    kinds[i] = _NUMBER
+                    learned.append((i, _NUMBER))
                 values[header[i]] = value
             if problem:
                 yield self._bad(problem[0], line, problem[1])
                 continue
+            for i, kind in learned:
+                kinds[i] = kind
             if 0 not in kinds:
                 converters = [_number if k == _NUMBER else _string for k in kinds]
             self.rows_read += 1
@@ -603,6 +658,7 @@ class RowReader:
                                 line)
                 continue
             problem = None
+            learned = []  # (key, kind) fixed by this row, kept only if the row is good
             for key, value in obj.items():
                 if value is None:
                     obj[key] = MISSING
@@ -619,10 +675,11 @@ class RowReader:
                     problem = (f"expected a string (the column held strings before), got {value!r}", key)
                     break
                 if kind == 0:
-                    kinds[key] = _STRING if is_text else _NUMBER
+                    learned.append((key, _STRING if is_text else _NUMBER))
             if problem:
                 yield self._bad(problem[0], line, problem[1])
                 continue
+            kinds.update(learned)
             self.rows_read += 1
             if self._columns is None:
                 self._columns = list(obj)
