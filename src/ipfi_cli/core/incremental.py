@@ -151,6 +151,20 @@ class IncrementalPFI:
         self._record_layout: list[list[tuple[str, int]]] = [[] for _ in range(self.block_rows - 1)]
         for pair, (row, col) in enumerate(zip(rows, cols)):
             self._record_layout[row - 1].append((names[col], pair))
+        # one column per group (the default): perturbed record i replaces one column, with pair i
+        single = all(len(layout) == 1 for layout in self._record_layout)
+        self._record_names = [layout[0][0] for layout in self._record_layout] if single else None
+        # flat positions: of each pair's slot in the (M, G) draws (None: in order), and of its
+        # cell in the (M, L, C) reservoir rows before adding slot * C
+        self._pair_draw: np.ndarray | None = self._pair_rep * n_groups + self._pair_group
+        if np.array_equal(self._pair_draw, np.arange(len(self._pair_draw))):
+            self._pair_draw = None
+        self._pair_offset = self._pair_rep * (self.reservoir_size * len(names)) + self._pair_col
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "_pair_offset" not in state:  # pickled before these lookup tables existed
+            self._build_layout()
 
     # -- public API -------------------------------------------------------------------------
     @property
@@ -269,8 +283,11 @@ class IncrementalPFI:
 
     def _draw_replacements(self) -> np.ndarray:
         """Draw one earlier row per (realisation, group); return the value of every replaced cell."""
-        draws = self._sampler.draw(self._rng, len(self.names))
-        return self._sampler.rows[self._pair_rep, draws[self._pair_rep, self._pair_group], self._pair_col]
+        rows = self._sampler.rows
+        slots = self._sampler.draw(self._rng, len(self.names)).reshape(-1)
+        if self._pair_draw is not None:
+            slots = slots[self._pair_draw]
+        return rows.reshape(-1)[self._pair_offset + slots * rows.shape[2]]
 
     def _perturbed_block(self, values: Sequence[Any]) -> np.ndarray:
         """The evaluation block of one row: the row itself, then every perturbed copy."""
@@ -290,18 +307,26 @@ class IncrementalPFI:
             base = dict(zip(self.columns, values))
         replaced = self._draw_replacements().tolist()
         records = [base]
-        for layout in self._record_layout:
-            record = base.copy()
-            for name, pair in layout:
-                record[name] = replaced[pair]
-            records.append(record)
+        append, copy = records.append, base.copy
+        if self._record_names is not None:
+            for name, value in zip(self._record_names, replaced):
+                record = copy()
+                record[name] = value
+                append(record)
+        else:
+            for layout in self._record_layout:
+                record = copy()
+                for name, pair in layout:
+                    record[name] = replaced[pair]
+                append(record)
         return self.model.predict_records(records, self.loss.output, y)
 
     def _repeat_targets(self, targets: list[Any]) -> np.ndarray:
         """Each step's target repeated for every row of its evaluation block (object array)."""
-        repeated = np.empty(len(targets) * self.block_rows, dtype=object)
+        n = self.block_rows
+        repeated = np.empty(len(targets) * n, dtype=object)
         for i, y in enumerate(targets):
-            repeated[i * self.block_rows:(i + 1) * self.block_rows] = [y] * self.block_rows
+            repeated[i * n:(i + 1) * n].fill(y)
         return repeated
 
     def _losses(self, predicted: Any, targets: list[Any]) -> np.ndarray:

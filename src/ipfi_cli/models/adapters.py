@@ -131,10 +131,8 @@ class RiverPredictor:
     def predict_records(self, records: list[dict[str, Any]], output: Output, target: Any) -> np.ndarray:
         model = self.model
         if output is Output.PROBA:
-            out = np.empty(len(records))
-            for i, record in enumerate(records):
-                out[i] = model.predict_proba_one(record).get(target, 0.0)
-            return out
+            proba = model.predict_proba_one
+            return np.array([proba(record).get(target, 0.0) for record in records], dtype=np.float64)
         predict = model.predict_one
         predictions = [predict(record) for record in records]
         if output is Output.VALUE:
