@@ -407,16 +407,15 @@ class ExplainRun:
         begin = 0
         for end in cuts:
             part = good[begin:end]
-            estimates = self._explain_many(part)
+            estimates = self._explain_many(part).tolist()
             bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
             for offset in range(len(part)):
-                i = begin + offset
-                if i in due_set:
-                    writer.write(part[offset][0], estimates[offset].tolist(), bound)
+                if begin + offset in due_set:
+                    writer.write(part[offset][0], estimates[offset], bound)
                     self.last_written = part[offset][0]
             begin = end
         self.rows += len(good)
-        self.last = (good[-1][0], estimates[-1].tolist())
+        self.last = (good[-1][0], estimates[-1])
 
     def _explain_many(self, part: list[tuple[int, int, dict[str, Any], Any]]) -> Any:
         try:

@@ -100,11 +100,12 @@ class CsvTraceWriter(TraceWriter):
         self._write((",".join(_csv_field(c) for c in self.columns) + "\n").encode())
 
     def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
-        fields = [str(row)]
-        fields += map(_csv_number, values)
         if self.bounds:
-            fields += map(_csv_number, bounds if bounds is not None else [float("nan")] * len(self.names))
-        self._write((",".join(fields) + "\n").encode())
+            values = [*values, *(bounds if bounds is not None else [float("nan")] * len(self.names))]
+        text = ",".join(map(repr, values))
+        if "nan" in text:  # only NaN's repr holds "nan": write it as an empty field
+            text = ",".join(map(_csv_number, values))
+        self._write(f"{row},{text}\n".encode())
         self.records += 1
 
 
