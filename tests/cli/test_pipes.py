@@ -172,3 +172,28 @@ def test_no_live_table_for_a_dumb_terminal(drift_csv):
     code, out, err = _run_with_terminal_stderr(args, subprocess_env(TERM="dumb"))
     assert code == 0 and out.count(b"\n") == 61
     assert err.count("importance".encode()) == 1  # one summary table, no refreshing frames
+
+
+def test_terminal_stdin_gets_the_hint_and_ctrl_c_exits_130():
+    import pty
+
+    master, slave = pty.openpty()
+    process = subprocess.Popen([*ipfi_command(), "explain", "-m", HGB, "-t", "class"], stdin=slave,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(), cwd=ROOT)
+    os.close(slave)
+    try:
+        err = b""
+        deadline = time.monotonic() + 60
+        while b"Waiting for standard input" not in err and time.monotonic() < deadline:
+            ready, _, _ = select.select([process.stderr], [], [], 1.0)
+            if ready:
+                err += os.read(process.stderr.fileno(), 4096)
+        assert b"No input file or piped data provided. Waiting for standard input:" in err
+        time.sleep(0.3)
+        process.send_signal(signal.SIGINT)  # while it waits for input
+        out, rest = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        os.close(master)
+    assert process.returncode == 130
+    assert out == b"" and b"Traceback" not in err + rest
