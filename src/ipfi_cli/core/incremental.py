@@ -160,10 +160,11 @@ class IncrementalPFI:
         if np.array_equal(self._pair_draw, np.arange(len(self._pair_draw))):
             self._pair_draw = None
         self._pair_offset = self._pair_rep * (self.reservoir_size * len(names)) + self._pair_col
+        self._pair_cell = self._pair_row * len(names) + self._pair_col  # in the (block_rows, C) block
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if "_pair_offset" not in state:  # pickled before these lookup tables existed
+        if "_pair_cell" not in state:  # pickled before these lookup tables existed
             self._build_layout()
 
     # -- public API -------------------------------------------------------------------------
@@ -179,13 +180,16 @@ class IncrementalPFI:
         """
         values = self._row_values(x)
         self._ensure_sampler(values)
+        row = np.asarray(values, dtype=self._sampler.rows.dtype)
         if self._sampler.filled > 0:
             if self.use_batch:
-                predicted = self._predict_block(self._perturbed_block(values), [y])
+                block = np.empty((self.block_rows, len(self.columns)), dtype=row.dtype)
+                self._fill_block(block, row)
+                predicted = self._predict_block(block, [y])
             else:
                 predicted = self._predict_records(x, values, y)
             self._fold(self._losses(predicted, [y])[0])
-        self._store(values)
+        self._store(row)
         return self.importance_array()
 
     def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any]) -> np.ndarray:
@@ -205,17 +209,26 @@ class IncrementalPFI:
         if not self.use_batch:
             estimates = [self.explain_one(dict(zip(self.columns, v)), y) for v, y in zip(value_rows, targets)]
             return np.array(estimates).reshape(-1, len(self.names))
-        blocks: list[np.ndarray] = []
+        # the evaluation blocks of all explained rows, one after the other in one array
+        n_block = self.block_rows
+        block: np.ndarray | None = None
         explained = np.zeros(len(value_rows), dtype=bool)
+        n_explained = 0
         for t, values in enumerate(value_rows):
             self._ensure_sampler(values)
+            row = np.asarray(values, dtype=self._sampler.rows.dtype)
             if self._sampler.filled > 0:
-                blocks.append(self._perturbed_block(values))
+                if block is None:
+                    block = np.empty((len(value_rows) * n_block, len(self.columns)), dtype=row.dtype)
+                elif block.dtype != row.dtype:  # a non-numeric value arrived: object from here on
+                    block = block.astype(row.dtype)
+                self._fill_block(block[n_explained * n_block:(n_explained + 1) * n_block], row)
+                n_explained += 1
                 explained[t] = True
-            self._store(values)
+            self._store(row)
         out = np.full((len(value_rows), len(self.names)), np.nan)
-        if blocks:
-            block = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+        if block is not None:
+            block = block[:n_explained * n_block]
             explained_targets = [y for y, e in zip(targets, explained) if e]
             losses = self._losses(self._predict_block(block, explained_targets), explained_targets)
         step = 0
@@ -289,12 +302,11 @@ class IncrementalPFI:
             slots = slots[self._pair_draw]
         return rows.reshape(-1)[self._pair_offset + slots * rows.shape[2]]
 
-    def _perturbed_block(self, values: Sequence[Any]) -> np.ndarray:
-        """The evaluation block of one row: the row itself, then every perturbed copy."""
-        row = np.asarray(values, dtype=self._sampler.rows.dtype)
-        block = np.repeat(row[None, :], self.block_rows, axis=0)
-        block[self._pair_row, self._pair_col] = self._draw_replacements()
-        return block
+    def _fill_block(self, block: np.ndarray, row: np.ndarray) -> None:
+        """Write one row's evaluation block into ``block`` (``block_rows`` rows): the row
+        itself, then every perturbed copy."""
+        block[...] = row
+        block.put(self._pair_cell, self._draw_replacements())
 
     def _predict_block(self, block: np.ndarray, targets: list[Any]) -> np.ndarray:
         row_targets = self._repeat_targets(targets) if self.loss.output is Output.PROBA else None
