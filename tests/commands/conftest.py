@@ -35,3 +35,13 @@ def hgb_model() -> Path:
 @pytest.fixture(scope="session")
 def river_model() -> Path:
     return SAMPLE / "agrawal_hoeffding.pkl"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_blas_thread():
+    """One OpenMP/BLAS thread: scikit-learn's HistGradientBoosting spins its OpenMP threads, which
+    makes these small predictions many times slower when the machine's cores are busy."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
