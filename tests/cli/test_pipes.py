@@ -69,12 +69,22 @@ def test_slow_writer_row_appears_within_a_second(static_csv):
     process = subprocess.Popen([*ipfi_command(), "explain", "-m", HGB, "-t", "class", "-M", "2", "--seed", "1", "-q"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                env=subprocess_env(), cwd=ROOT)
-    out = process.stdout
+    fd = process.stdout.fileno()
+    pending = bytearray()
 
     def next_line(timeout):
-        ready, _, _ = select.select([out], [], [], timeout)
-        assert ready, "no output in time"
-        return out.readline()
+        """The next line of stdout, read from the raw pipe (a buffered reader would hide lines from select)."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in pending:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, "no output in time"
+            chunk = os.read(fd, 1 << 16)
+            assert chunk, "stdout closed"
+            pending.extend(chunk)
+        end = pending.index(b"\n") + 1
+        line = bytes(pending[:end])
+        del pending[:end]
+        return line
 
     try:
         process.stdin.write("".join(lines[:3]).encode())  # header and two rows
