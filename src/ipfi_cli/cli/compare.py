@@ -189,7 +189,8 @@ def _static_summary(results: list[Any], batch_seconds: float, seconds: float) ->
     n_runs = sum(len(r.runs) for r in results)
     console.print(f"compare: {first.batch.n_rows:,} rows, {first.settings['orderings']} ordering(s), "
                   f"{first.settings['loss']} loss; batch PFI {batch_seconds:.1f} s, {n_runs} iPFI run(s), "
-                  f"{seconds:.1f} s in all. Error: {first.normalisation}-normalised L1 distance to batch PFI.")
+                  f"{seconds:.1f} s in all.")
+    console.print(f"Error: {first.normalisation}-normalised L1 distance of each run's final estimate to batch PFI.")
     table = Table()
     for column in ("sampling", "alpha", "runs", "median error", "IQR", "Q1", "Q3"):
         table.add_column(column, justify="left" if column == "sampling" else "right")
@@ -239,18 +240,22 @@ def _learning_summary(result: Any) -> None:
     from rich.table import Table
 
     console = stderr_console(False)
-    console.print(f"compare --learn: {result.n_rows:,} rows, {len(result.intervals)} interval window(s) of "
-                  f"{result.settings['interval']:,} rows, {result.settings['loss']} loss, {result.seconds:.1f} s. "
-                  f"Error: {result.normalisation}-normalised L1 distance to interval PFI at each window's end; "
+    console.print(f"compare --learn: {result.n_rows:,} rows, {len(result.intervals)} window(s) of "
+                  f"{result.settings['interval']:,} rows, {result.settings['loss']} loss, {result.seconds:.1f} s.")
+    console.print(f"Error: {result.normalisation}-normalised L1 distance to interval PFI at each window's end, "
                   "median (IQR).")
-    table = Table()
-    table.add_column("iPFI trace")
     parts = ["whole", "before", "after"] if result.drift_at is not None else ["whole"]
+    label = result.traces[0].label if result.traces else ""
+    counts = {p: len(result.errors(label, p)) for p in parts} if label else {p: 0 for p in parts}
+    table = Table()
+    table.add_column("sampling")
+    table.add_column("alpha", justify="right")
+    titles = {"whole": "whole", "before": f"before (<= {result.drift_at})", "after": f"after (> {result.drift_at})"}
     for part in parts:
-        label = {"whole": "whole stream", "before": f"before (<= {result.drift_at})",
-                 "after": f"after (> {result.drift_at})"}[part]
-        table.add_column(label, justify="right")
-    for label, summary in result.summary().items():
-        table.add_row(label, *(f"{number(summary[p].median, 3)} ({number(summary[p].iqr, 3)}) n={summary[p].n}"
-                               for p in parts))
+        table.add_column(f"{titles[part]}, n={counts[part]}", justify="right")
+    summary = result.summary()
+    for trace in result.traces:
+        table.add_row(trace.sampling, f"{trace.alpha:g}",
+                      *(f"{number(summary[trace.label][p].median, 3)} ({number(summary[trace.label][p].iqr, 3)})"
+                        for p in parts))
     console.print(table)
