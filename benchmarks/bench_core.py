@@ -17,10 +17,14 @@ Every figure is compared with a *floor* measured in the same run on the same row
    ``learn_one``): per-row time against the bare calls the row needs: the same 91
    ``predict_one`` (zero-one loss) or ``predict_proba_one`` (log loss) calls on the same
    perturbed dicts, built before the timed region, plus one ``learn_one``.
-   Target: <= 1.1. And reservoir size 10,000 against 100 (target: ratio about 1).
+   Target: <= 1.1. And reservoir size 10,000 against 100, both reservoirs full (filled
+   beforehand, untimed): target ratio about 1. The explainer alone (a constant model) is
+   also shown for 100 / 1,000 / 10,000: its work per row does not depend on the size, but
+   the 90 reads per row from a larger reservoir miss the CPU caches more often.
 3. 200 numeric features: iPFI's time beyond the model calls, per feature per row, for a
-   vectorised linear model (block path; target <= 5 microseconds) and for a river-like model
-   whose ``predict_one`` returns a constant (records path: the cost of building the dicts).
+   vectorised linear model (block path; target <= 5 microseconds; cross-checked with a model
+   that returns zeros) and for a river-like model whose ``predict_one`` returns a constant
+   (records path: the cost of building 2,000 dicts of 200 values per row).
 4. Memory: pickled size and tracemalloc-traced memory of an explainer after 1k and 50k rows.
 
 Timing: ``time.perf_counter``; one warm-up run, then every measurement is repeated and the
@@ -28,7 +32,7 @@ repeats of the measurements that are compared are interleaved (A, B, A, B, ...),
 of load from other processes hits both. Ratios use the best (minimum) time of each side;
 the ratio of medians is printed beside it as a check. Model thread pools (OpenMP, BLAS) are
 limited to ``--threads`` (default 1): on a shared 2-core machine multi-threaded predictions
-are too noisy to compare, and iPFI itself runs in one thread.
+are too noisy to compare, and iPFI itself runs in one thread. ``--only 13`` runs parts 1 and 3.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ class Settings:
                        batch=args.batch, floor_chunk=args.floor_chunk, train_rows=5_000,
                        threads=args.threads, seed=args.seed)
         rows = args.rows or 4000
-        return cls(rows=rows, one_rows=min(rows, 600), river_rows=min(rows, 1500), wide_rows=300,
+        return cls(rows=rows, one_rows=min(rows, 600), river_rows=min(rows, 1200), wide_rows=300,
                    wide_record_rows=40, memory_rows=(1_000, 50_000), repeats=args.repeats or 5,
                    batch=args.batch, floor_chunk=args.floor_chunk, train_rows=20_000,
                    threads=args.threads, seed=args.seed)
@@ -130,15 +134,15 @@ class Report:
     @staticmethod
     def section(title: str, columns: tuple[str, str] = ("best", "median")) -> None:
         print(f"\n== {title}")
-        print(f"   {'measurement':<62} {columns[0]:>11} {columns[1]:>11}")
+        print(f"   {'measurement':<72} {columns[0]:>11} {columns[1]:>11}")
 
     @staticmethod
     def timing(label: str, timing: Timing) -> None:
-        print(f"   {label:<62} {fmt_time(timing.best):>11} {fmt_time(timing.median):>11}")
+        print(f"   {label:<72} {fmt_time(timing.best):>11} {fmt_time(timing.median):>11}")
 
     @staticmethod
     def value(label: str, best: str, median: str = "") -> None:
-        print(f"   {label:<62} {best:>11} {median:>11}")
+        print(f"   {label:<72} {best:>11} {median:>11}")
 
     def ratio(self, label: str, num: Timing, den: Timing, target: float | None = None,
               approx: bool = False) -> float:
@@ -150,7 +154,7 @@ class Report:
             goal = f"~1 (within {target:.2f})" if approx else f"<= {target}"
             note = f"   target {goal}: {'MET' if met else 'MISSED'}"
             self.verdicts.append((label, goal, f"{best:.3f}", met))
-        print(f"   {label:<62} {best:>11.3f} {median:>11.3f}{note}")
+        print(f"   {label:<72} {best:>11.3f} {median:>11.3f}{note}")
         return best
 
     def check(self, label: str, goal: str, measured: str, met: bool) -> None:
@@ -204,6 +208,11 @@ class ConstantRiverModel:
 def linear_label(block: np.ndarray) -> np.ndarray:
     """A cheap vectorised classifier of the 200-feature stream (module level so it pickles)."""
     return (block @ WIDE_WEIGHTS > 0.0).astype(np.int64)
+
+
+def zeros_label(block: np.ndarray) -> np.ndarray:
+    """A model that costs (almost) nothing: isolates the explainer's own cost on the block path."""
+    return np.zeros(len(block), dtype=np.int64)
 
 
 WIDE_FEATURES = [f"x{i:03d}" for i in range(200)]
@@ -345,32 +354,38 @@ def bench_river(s: Settings, report: Report) -> None:
             ex.explain_one(x, y)
         filled[size] = pickle.dumps(ex)
 
+    short_stream = stream[:600]
+
     def run_filled_tree(size: int) -> Callable[[], float]:
         def run() -> float:
             ex = pickle.loads(filled[size])
             ex.model = predictor = as_predictor(tree.HoeffdingTreeClassifier())
             start = time.perf_counter()
-            for _ in explain_then_learn(ex, predictor, stream):
+            for _ in explain_then_learn(ex, predictor, short_stream):
                 pass
             return time.perf_counter() - start
         return run
+
+    timed = agrawal(2_000, s.seed + 13)  # the explainer alone is fast: more rows for a stable figure
 
     def run_filled_constant(size: int) -> Callable[[], float]:
         def run() -> float:
             ex = pickle.loads(filled[size])
             start = time.perf_counter()
-            for x, y in stream:
+            for x, y in timed:
                 ex.explain_one(x, y)
             return time.perf_counter() - start
         return run
 
-    t = interleaved({"tree100": (n, run_filled_tree(100)), "tree10000": (n, run_filled_tree(10_000))},
-                    s.repeats)
-    report.timing("full reservoir 100: explain_one + learn_one, per row", t["tree100"])
-    report.timing("full reservoir 10,000: explain_one + learn_one, per row", t["tree10000"])
+    n_short = len(short_stream)
+    t = interleaved({"tree100": (n_short, run_filled_tree(100)),
+                     "tree10000": (n_short, run_filled_tree(10_000))}, s.repeats)
+    report.timing(f"full reservoir 100: explain_one + learn_one, first {n_short} rows, per row", t["tree100"])
+    report.timing(f"full reservoir 10,000: explain_one + learn_one, first {n_short} rows, per row",
+                  t["tree10000"])
     report.ratio("ratio reservoir 10,000 / 100 (tree, full reservoirs)", t["tree10000"], t["tree100"],
                  target=0.1, approx=True)
-    t = interleaved({size: (n, run_filled_constant(size)) for size in sizes}, s.repeats)
+    t = interleaved({size: (len(timed), run_filled_constant(size)) for size in sizes}, s.repeats + 2)
     for size in sizes:
         report.timing(f"explainer alone (constant model), full reservoir {size:,}, per row", t[size])
     report.ratio("ratio reservoir 10,000 / 100 (explainer alone)", t[10_000], t[100])
@@ -420,8 +435,17 @@ def bench_wide(s: Settings, report: Report) -> None:
             linear_label(block)
         return time.perf_counter() - start
 
+    no_op = FunctionPredictor(zeros_label, vectorized=True, is_classifier=True)
+
+    def run_no_op() -> float:  # a cross-check: the explainer's own cost, with a model that costs ~nothing
+        ex = explainer(no_op)
+        start = time.perf_counter()
+        for x, y in zip(xs, ys):
+            ex.explain_one(x, y)
+        return time.perf_counter() - start
+
     n = len(xs)
-    t = interleaved({"one": (n, run_one), "calls": (n, run_calls)}, s.repeats)
+    t = interleaved({"one": (n, run_one), "calls": (n, run_calls), "no_op": (n, run_no_op)}, s.repeats + 2)
     overhead = Timing("overhead", n * d, [a - b for a, b in zip(t["one"].times, t["calls"].times)])
     overhead_best = (t["one"].best - t["calls"].best) / d
     report.section(f"3. {d} numeric features, M={M}: {1 + d * M} model rows per stream row")
@@ -432,6 +456,9 @@ def bench_wide(s: Settings, report: Report) -> None:
                  fmt_time(overhead.median))
     report.check("block path: overhead per feature per row, 200 features", "<= 5 us",
                  f"{overhead_best * 1e6:.2f} us", overhead_best <= 5e-6)
+    report.timing("block path, model returning zeros: explain_one, per row", t["no_op"])
+    report.value("block path, model returning zeros: per feature per row", fmt_time(t["no_op"].best / d),
+                 fmt_time(t["no_op"].median / d))
 
     # records path: one river-like model call per perturbed row, each on its own dict
     n_rec = s.wide_record_rows
@@ -509,9 +536,9 @@ def bench_memory(s: Settings, report: Report) -> None:
             peaks.append(peak - base)
             sizes.append(len(pickle.dumps(ex)))
         tracemalloc.stop()
-        print(f"   {label + ': pickled bytes':<62} {sizes[0]:>11,} {sizes[1]:>11,}")
-        print(f"   {label + ': traced bytes held':<62} {current[0]:>11,} {current[1]:>11,}")
-        print(f"   {label + ': traced peak in the segment':<62} {peaks[0]:>11,} {peaks[1]:>11,}")
+        print(f"   {label + ': pickled bytes':<72} {sizes[0]:>11,} {sizes[1]:>11,}")
+        print(f"   {label + ': traced bytes held':<72} {current[0]:>11,} {current[1]:>11,}")
+        print(f"   {label + ': traced peak in the segment':<72} {peaks[0]:>11,} {peaks[1]:>11,}")
         results.append((label, sizes, current))
     for label, sizes, current in results:
         # object reservoirs pickle the stored values themselves, so the size wobbles with them
@@ -549,15 +576,13 @@ def main(argv: list[str] | None = None) -> int:
     print("   ratios: best / best and median / median of measurements interleaved in the same run")
     report = Report()
     started = time.perf_counter()
+    parts = {"1": bench_hgb, "2": bench_river, "3": bench_wide, "4": bench_memory}
     with threadpool_limits(limits=s.threads):
-        if "1" in args.only:
-            bench_hgb(s, report)
-        if "2" in args.only:
-            bench_river(s, report)
-        if "3" in args.only:
-            bench_wide(s, report)
-        if "4" in args.only:
-            bench_memory(s, report)
+        for key, part in parts.items():
+            if key in args.only:
+                part_started = time.perf_counter()
+                part(s, report)
+                print(f"   ({time.perf_counter() - part_started:.0f} s)")
     report.summary()
     print(f"\n   total {time.perf_counter() - started:.0f} s")
     return 0
