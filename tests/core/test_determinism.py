@@ -138,3 +138,68 @@ def test_pickle_mid_stream_resumes_exactly_for_a_pipeline(pipeline_stream):
     restored = pickle.loads(pickle.dumps(explainer))
     tail = restored.explain_many(rows[30:], labels[30:])
     assert np.array_equal(np.concatenate([head, tail]), uninterrupted, equal_nan=True)
+
+
+class _FailingOnce:
+    """A block predictor that raises on its first call with ``fail`` set, then predicts ``a > 0.5``."""
+
+    supports_batch = True
+
+    def __init__(self, batch: bool = True) -> None:
+        self.fail = False
+        self.supports_batch = batch
+
+    def predict_block(self, block, columns, output, targets):
+        if self.fail:
+            self.fail = False
+            raise RuntimeError("model failed")
+        return (block[:, 0].astype(float) > 0.5).astype(int)
+
+    def predict_records(self, records, output, target):
+        if self.fail:
+            self.fail = False
+            raise RuntimeError("model failed")
+        return np.array([int(r["a"] > 0.5) for r in records])
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_failing_model_call_leaves_no_trace(batch: bool) -> None:
+    # A row whose model call fails is not explained and must not change what comes after:
+    # the run with the failure equals a run that never saw that row, bit for bit.
+    rng = np.random.default_rng(5)
+    rows = [{"a": float(a), "b": float(b)} for a, b in rng.random((60, 2))]
+    targets = [int(r["a"] > 0.5) for r in rows]
+    bad_at = 30
+
+    model = _FailingOnce(batch)
+    with_failure = IncrementalPFI(model, ["a", "b"], n_repeats=3, reservoir_size=8, seed=2)
+    with_failure.explain_many(rows[:bad_at], targets[:bad_at])
+    model.fail = True
+    with pytest.raises(RuntimeError):
+        with_failure.explain_many(rows[bad_at:bad_at + 5], targets[bad_at:bad_at + 5])
+    model.fail = True
+    with pytest.raises(RuntimeError):
+        with_failure.explain_one(rows[bad_at], targets[bad_at])
+    # a failure after some rows of a call went through also rolls the whole call back
+    model.fail = False
+    calls = {"n": 0}
+    original = model.predict_records if not batch else model.predict_block
+
+    def fail_on_third(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("model failed")
+        return original(*args, **kwargs)
+
+    if not batch:
+        model.predict_records = fail_on_third
+        with pytest.raises(RuntimeError):
+            with_failure.explain_many(rows[bad_at:bad_at + 5], targets[bad_at:bad_at + 5])
+        model.predict_records = original
+    after_failure = with_failure.explain_many(rows[bad_at:], targets[bad_at:])
+
+    clean = IncrementalPFI(_FailingOnce(batch), ["a", "b"], n_repeats=3, reservoir_size=8, seed=2)
+    clean.explain_many(rows[:bad_at], targets[:bad_at])
+    expected = clean.explain_many(rows[bad_at:], targets[bad_at:])
+    assert np.array_equal(after_failure, expected)
+    assert with_failure.n_seen == clean.n_seen == len(rows)

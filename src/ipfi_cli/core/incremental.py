@@ -31,6 +31,7 @@ model explain row ``t`` with ``h_t`` and then learn it
 
 from __future__ import annotations
 
+import copy
 import numbers
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -182,13 +183,20 @@ class IncrementalPFI:
         self._ensure_sampler(values)
         row = np.asarray(values, dtype=self._sampler.rows.dtype)
         if self._sampler.filled > 0:
-            if self.use_batch:
-                block = np.empty((self.block_rows, len(self.columns)), dtype=row.dtype)
-                self._fill_block(block, row)
-                predicted = self._predict_block(block, [y])
-            else:
-                predicted = self._predict_records(x, values, y)
-            self._fold(self._losses(predicted, [y])[0])
+            rng_state = self._rng.bit_generator.state
+            try:
+                if self.use_batch:
+                    block = np.empty((self.block_rows, len(self.columns)), dtype=row.dtype)
+                    self._fill_block(block, row)
+                    predicted = self._predict_block(block, [y])
+                else:
+                    predicted = self._predict_records(x, values, y)
+                losses = self._losses(predicted, [y])[0]
+            except Exception:
+                # the row is not explained: leave no trace of it, as if it never came
+                self._rng.bit_generator.state = rng_state
+                raise
+            self._fold(losses)
         self._store(row)
         return self.importance_array()
 
@@ -206,9 +214,34 @@ class IncrementalPFI:
         targets = list(targets)
         if len(targets) != len(value_rows):
             raise ValueError(f"{len(value_rows)} rows but {len(targets)} targets")
-        if not self.use_batch:
-            estimates = [self.explain_one(dict(zip(self.columns, v)), y) for v, y in zip(value_rows, targets)]
-            return np.array(estimates).reshape(-1, len(self.names))
+        saved = self._save_stream_state()
+        try:
+            if not self.use_batch:
+                estimates = [self.explain_one(dict(zip(self.columns, v)), y) for v, y in zip(value_rows, targets)]
+                return np.array(estimates).reshape(-1, len(self.names))
+            return self._explain_many_batched(value_rows, targets)
+        except Exception:
+            # all or nothing: a failing model call leaves the explainer as it was before the call
+            self._restore_stream_state(saved)
+            raise
+
+    def _save_stream_state(self) -> tuple[Any, ...]:
+        sampler = self._sampler
+        sampler_state = None if sampler is None else (sampler.rows.copy(), sampler.filled, sampler.n_seen)
+        results = (copy.deepcopy(self._tracker), self.last_contributions, self.last_loss, self._loss_sum)
+        return self._rng.bit_generator.state, sampler_state, self.n_seen, results
+
+    def _restore_stream_state(self, saved: tuple[Any, ...]) -> None:
+        rng_state, sampler_state, n_seen, results = saved
+        self._tracker, self.last_contributions, self.last_loss, self._loss_sum = results
+        self._rng.bit_generator.state = rng_state
+        if sampler_state is None:
+            self._sampler = None
+        else:
+            self._sampler.rows, self._sampler.filled, self._sampler.n_seen = sampler_state
+        self.n_seen = n_seen
+
+    def _explain_many_batched(self, value_rows: list[list[Any]], targets: list[Any]) -> np.ndarray:
         # the evaluation blocks of all explained rows, one after the other in one array
         n_block = self.block_rows
         block: np.ndarray | None = None
