@@ -15,6 +15,7 @@ with ``--debug``).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import traceback
@@ -86,7 +87,7 @@ InputArg = Annotated[Optional[str], typer.Argument(
     show_default=False, metavar="INPUT")]
 FormatOpt = Annotated[Optional[InputFormat], typer.Option(
     "--format", "-f", help="Input format. Default: from the file extension; on stdin, JSONL if the "
-    "first line starts with '{', else CSV.", rich_help_panel=PANEL_INPUT, show_default=False)]
+    "first line is a JSON object ({...}), else CSV.", rich_help_panel=PANEL_INPUT, show_default=False)]
 ModelOpt = Annotated[str, typer.Option(
     "--model", "-m", help="Model file: .skops (loaded safely with skops.io; needs ipfi-cli[safe]) or "
     "joblib/pickle (scikit-learn or river, pipelines included). " + PICKLE_WARNING,
@@ -331,6 +332,8 @@ def label_converter(loaded: LoadedModel, classification: bool) -> Callable[[Any]
                 raise ValueError("missing label")
             if type(value) not in (int, float):
                 raise ValueError(f"the label {value!r} is not a number (the task is regression)")
+            if type(value) is float and not math.isfinite(value):
+                raise ValueError(f"the label {value} is not a finite number")
             return value
         return regression_label
 

@@ -203,8 +203,12 @@ class ExplainRun:
                 "explain each row and then learn it")
 
         self.reader = reader = open_rows(s.input, format=s.format)
+        import numpy as np
+
         try:
-            return self._run_reader(reader, loaded, loss)
+            # an overflowing loss is reported as one line naming the row, not as numpy warnings
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                return self._run_reader(reader, loaded, loss)
         finally:
             reader.close()
 
@@ -213,11 +217,22 @@ class ExplainRun:
         source = reader.name
         self.input_columns = reader.columns
         if not self.input_columns and reader.format == "jsonl" and not getattr(loaded.predictor, "columns", None):
+            bad = [row.error for row in reader]  # no good row at all: only bad ones, if any
+            if bad and s.on_bad_row == "fail":
+                raise bad[0]
             if not s.quiet:
-                say(f"{source}: no rows; nothing to explain")
+                say(f"{source}: no rows; nothing to explain"
+                    + (f" (skipped {len(bad):,} bad row(s); the first: {bad[0]})" if bad else ""))
             return EXIT_OK
-        self.columns = columns = model_columns(loaded, self.input_columns or loaded.predictor.columns, s.target,
-                                               source, check_target=bool(self.input_columns))
+        if reader.format == "jsonl":
+            # JSONL objects need not share keys: a model that names its inputs gets those, else
+            # the first object's keys are the inputs; each row is checked for them and the target
+            known = getattr(loaded.predictor, "columns", None)
+            inputs = list(known) if known else [c for c in self.input_columns if c != s.target]
+            self.columns = columns = model_columns(loaded, [*inputs, s.target], s.target, source)
+        else:
+            self.columns = columns = model_columns(loaded, self.input_columns or loaded.predictor.columns,
+                                                   s.target, source, check_target=bool(self.input_columns))
         features, groups = select_features(columns, s.features, s.drop, s.groups)
 
         from ipfi_cli.core import IncrementalPFI
@@ -381,6 +396,8 @@ class ExplainRun:
                             error = InputError("no value for this model input", source=self.reader.name,
                                                row=row.number, line=row.line, column=missing[0])
                     if error is None:
+                        error = self._unusable_value(row, values)
+                    if error is None:
                         good.append((row.number, row.line, values, label))
                         continue
             if s.on_bad_row == "fail":
@@ -392,10 +409,38 @@ class ExplainRun:
                 say(f"skipped {error}", "warning")
         return good, None
 
+    def _unusable_value(self, row: Any, values: dict[str, Any]) -> Any:
+        """An error for a model input no model can use: infinity always; a missing value (NaN)
+        when the model learns (it would learn from NaN: a river linear model's weights all
+        become NaN). A static model gets NaN as the missing value (it may handle it or say so)."""
+        isfinite = math.isfinite
+        for c in self.columns:
+            v = values[c]
+            if type(v) is float and not isfinite(v):
+                if v != v:
+                    if not self.s.learn:
+                        continue
+                    message = ("missing value, which a model that learns cannot learn from (fill it in, or skip "
+                               "such rows with --on-bad-row skip)")
+                else:
+                    message = (f"{v} is not a finite number (a number too large for a float, such as 1e400, "
+                               "reads as inf); models cannot use it")
+                from ipfi_cli.io.readers import InputError
+
+                return InputError(message, source=self.reader.name, row=row.number, line=row.line, column=c)
+        return None
+
+    def _nonfinite_loss(self, number: int, line: int) -> CliError:
+        return CliError(f"{self.reader.name}: row {number} (line {line}): the loss is not a finite number (the model's "
+                        "prediction is NaN or infinite, or the label is too large); every later importance would "
+                        "be NaN, so the run stops here")
+
     def _due(self, count: int) -> bool:
         return count % self.s.every == 0
 
     def _explain_static(self, good: list[tuple[int, int, dict[str, Any], Any]]) -> None:
+        import numpy as np
+
         explainer, writer, s = self.explainer, self.writer, self.s
         start = self.rows
         due = [i for i in range(len(good)) if self._due(start + i + 1)]
@@ -407,12 +452,20 @@ class ExplainRun:
         begin = 0
         for end in cuts:
             part = good[begin:end]
-            estimates = self._explain_many(part).tolist()
+            fresh = explainer.n_seen == 0  # the stream's first row has no estimate (NaN)
+            array = self._explain_many(part)
+            broken = np.isnan(array).any(axis=1)
+            broken[0] &= not fresh
+            stop = int(broken.argmax()) if broken.any() else len(part)
+            estimates = array.tolist()
             bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
-            for offset in range(len(part)):
+            for offset in range(stop):
                 if begin + offset in due_set:
                     writer.write(part[offset][0], estimates[offset], bound)
                     self.last_written = part[offset][0]
+            if stop < len(part):
+                self.rows += begin + stop
+                raise self._nonfinite_loss(part[stop][0], part[stop][1])
             begin = end
         self.rows += len(good)
         self.last = (good[-1][0], estimates[-1])
@@ -424,6 +477,8 @@ class ExplainRun:
             raise CliError(self._model_failure(error, part)) from error
 
     def _learn_rows(self, good: list[tuple[int, int, dict[str, Any], Any]]) -> None:
+        import numpy as np
+
         explainer, writer, s = self.explainer, self.writer, self.s
         predictor = self.loaded.predictor
         columns = self.columns
@@ -434,6 +489,8 @@ class ExplainRun:
                 estimates = explainer.explain_one(x, label)
             except Exception as error:  # noqa: BLE001
                 raise CliError(self._model_failure(error, [(number, line, values, label)])) from error
+            if explainer.n_explained and np.isnan(estimates).any():
+                raise self._nonfinite_loss(number, line)  # before the model learns the row
             try:
                 predictor.learn_one(x, label)
             except Exception as error:  # noqa: BLE001
@@ -463,6 +520,17 @@ class ExplainRun:
         source = self.reader.name
         message = first_line(error)
         columns = self.columns
+        if "infinity" in message.lower() or "too large" in message.lower():
+            # e.g. scikit-learn trees take 32-bit floats: 1e39 is already too large
+            for number, line, values, _ in part:
+                for c in columns:
+                    try:
+                        size = abs(float(values[c]))
+                    except (TypeError, ValueError):
+                        continue
+                    if size > 3.4028234663852886e38:  # the largest 32-bit float (NaN is not larger)
+                        return (f"{source}: row {number} (line {line}), column {c!r}: {values[c]!r} is too large "
+                                f"for this model ({message})")
         match = re.search(r"could not convert string to float: '(.*)'", message)
         if match or "string" in message.lower() or "dtype" in message.lower():
             for number, line, values, _ in part:

@@ -462,7 +462,7 @@ class RowReader:
     name
         How messages name the input (a path or ``<stdin>``).
     format
-        ``csv``, ``jsonl`` or ``None`` to sniff it (``{`` first means JSONL).
+        ``csv``, ``jsonl`` or ``None`` to sniff it (a first line ``{...}`` means JSONL).
     close
         Close ``stream`` in :meth:`close`.
     """
@@ -486,7 +486,9 @@ class RowReader:
         """``csv`` or ``jsonl``; when not given, sniffed from the first non-blank line (may block)."""
         if self._format is None:
             first = self._lines.peek_nonblank()
-            self._format = "jsonl" if first is not None and first.lstrip().startswith("{") else "csv"
+            line = first.strip() if first is not None else ""
+            # a JSON object line starts with '{' and ends with '}'; a CSV header may start with '{'
+            self._format = "jsonl" if line.startswith("{") and line.endswith("}") else "csv"
         return self._format
 
     def _start(self) -> None:
