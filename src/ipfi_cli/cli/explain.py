@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import re
+import pickle
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
@@ -41,8 +43,15 @@ Examples:
 
   ipfi explain stream.csv -m river_model.pkl -t class --learn --every 1000
 
+  ipfi explain stream.csv -m model.pkl -t class --learn -o traces.csv --state run.state
+
+With --state the run can stop at any time (Ctrl-C, SIGTERM, a crash) and continue: run the same command again. The traces file then ends exactly as one uninterrupted run would have written it.
+
 {PICKLE_WARNING}
 """
+
+PANEL_STATE = "Checkpoints and resume"
+CHECKPOINT_EVERY = 10_000
 
 
 @dataclass
@@ -74,6 +83,9 @@ class ExplainSettings:
     meta: str | None = None
     batch_size: int = 1000
     on_bad_row: str = "fail"
+    state: str | None = None
+    checkpoint_every: int = CHECKPOINT_EVERY
+    skip_seen: bool = True
     verbose: bool = False
     quiet: bool = False
     live: bool = True
@@ -126,6 +138,18 @@ def explain(
         "--batch-size", min=1, help="At most this many rows per model call for a static model (rows already "
         "waiting are batched; a slow stream is never held back).", rich_help_panel=PANEL_INPUT)] = 1000,
     on_bad_row: OnBadRowOpt = OnBadRow.fail,
+    state: Annotated[Optional[str], typer.Option(
+        "--state", help="Keep the run's whole state in this file (the explainer, the counters, where the traces "
+        "end and, with --learn, the model), saved atomically every --checkpoint-every rows and at exit. If the "
+        "file exists the run continues from it: run the same command again. The file is a pickle: only continue "
+        "from state files you wrote.", rich_help_panel=PANEL_STATE, show_default=False, metavar="PATH")] = None,
+    checkpoint_every: Annotated[int, typer.Option(
+        "--checkpoint-every", min=1, help="With --state: save the state after this many more input rows (at the "
+        "end of the micro-batch that reaches them).", rich_help_panel=PANEL_STATE)] = CHECKPOINT_EVERY,
+    skip_seen: Annotated[bool, typer.Option(
+        "--skip-seen/--no-skip-seen", help="When continuing from --state: the input is the whole stream again and "
+        "the rows the state has read are skipped (the last one is checked), or, with --no-skip-seen, the input "
+        "holds only the rows after them (row numbers continue).", rich_help_panel=PANEL_STATE)] = True,
     verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     no_live: Annotated[bool, typer.Option(
@@ -141,6 +165,16 @@ def explain(
         raise usage_error(f"must be in (0, 1), got {delta}", "--delta")
     if save_model and not learn:
         raise usage_error("needs --learn (without it the model does not change)", "--save-model")
+    if not state and checkpoint_every != CHECKPOINT_EVERY:
+        raise usage_error("needs --state (where to save the checkpoints)", "--checkpoint-every")
+    if not state and not skip_seen:
+        raise usage_error("needs --state (it says how to continue from one)", "--no-skip-seen")
+    if state:
+        same = [(name, path) for name, path in (("--output", output), ("INPUT", input), ("--model", model),
+                                                 ("--meta", meta), ("--save-model", save_model))
+                if path and path != "-" and os.path.abspath(path) == os.path.abspath(state)]
+        if same:
+            raise usage_error(f"is the same file as {same[0][0]}", "--state")
     settings = ExplainSettings(
         model=model, target=target, input=input, trust=split_names(trust), format=format.value if format else None, task=task.value,
         loss=loss.value if loss else None, learn=learn, save_model=save_model, alpha=alpha, repeats=repeats,
@@ -148,7 +182,7 @@ def explain(
         drop=split_names(drop), groups=parse_groups(group), output=output,
         output_format=output_format.value if output_format else None, every=every, bounds=bounds, delta=delta,
         meta=meta, batch_size=batch_size, on_bad_row=on_bad_row.value, verbose=verbose, quiet=quiet,
-        live=not no_live, debug=debug)
+        live=not no_live, debug=debug, state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen)
     with reporting(debug):
         code = ExplainRun(settings).execute()
     if code != EXIT_OK:
@@ -184,13 +218,31 @@ class ExplainRun:
         self.dashboard: Any = None
         self.columns: list[str] = []
         self.input_columns: list[str] = []
+        # --state: what a checkpoint holds besides the explainer, and how this run resumed
+        self.input_rows = 0  # input rows handled (good and bad), the resume point
+        self.resumed: dict[str, Any] | None = None  # the state file's content when continuing
+        self.tracked: Any = None  # the traces' byte count and CRC (TrackedOutput)
+        self.checkpoint_rows = 0  # input_rows at the last checkpoint
+        self.checkpoints = 0
+        self._to_skip = 0  # rows of the input the resumed state has already read
+        self._last_print: int | None = None  # fingerprint of the last input row handled
+        self._run_settings: dict[str, Any] = {}
+        self._busy = False  # in the middle of a micro-batch: Ctrl-C/SIGTERM wait for its end
+        self._stop = False
 
     # -- set-up ---------------------------------------------------------------------------------
     def execute(self) -> int:
         s = self.s
         from ipfi_cli.io.readers import open_rows
 
+        if s.state and os.path.exists(s.state):
+            self._load_state()
         self.loaded = loaded = load_predictor(s.model, learn=s.learn, trust=s.trust)
+        if self.resumed is not None and s.learn:  # continue with the model as it had learned
+            from ipfi_cli.models import as_predictor
+
+            loaded.model = pickle.loads(self.resumed["model"])
+            loaded.predictor = as_predictor(loaded.model)
         if not s.quiet:
             for line in loaded.warnings:
                 say(line, "warning")
@@ -203,6 +255,9 @@ class ExplainRun:
                 "explain each row and then learn it")
 
         self.reader = reader = open_rows(s.input, format=s.format)
+        if self.resumed is not None and not s.skip_seen:  # the input continues the stream
+            reader.rows_read = self.resumed["run"]["input_rows"]
+            reader.assume_kinds(self.resumed["run"]["kinds"])
         import numpy as np
 
         try:
@@ -240,6 +295,8 @@ class ExplainRun:
         self.explainer = IncrementalPFI(
             loaded.predictor, columns, loss=loss, alpha=s.alpha, n_repeats=s.repeats, sampling=s.sampling,
             reservoir_size=s.reservoir_size, features=features, groups=groups or None, seed=self.seed)
+        if s.state:
+            self._prepare_state()
         if s.verbose:
             self._describe(source, reader.format)
         self.writer = self._open_writer()
@@ -256,6 +313,8 @@ class ExplainRun:
         from ipfi_cli.io.writers import open_trace_writer
 
         s = self.s
+        if s.state:
+            return self._open_tracked_writer()
         try:
             writer = open_trace_writer(s.output, self.explainer.names, format=s.output_format, bounds=s.bounds)
             writer.flush()  # the header, for `tail -f`
@@ -282,13 +341,185 @@ class ExplainRun:
         say(f"alpha {s.alpha}, repeats {s.repeats}, sampling {s.sampling}, reservoir {s.reservoir_size}, "
             f"seed {self.seed} (--seed {self.seed} repeats this run)")
 
+    # -- checkpoints and resume (--state) ---------------------------------------------------------
+    def _load_state(self) -> None:
+        """Read the state file of the run to continue; a foreign or other-version file stops here."""
+        from ipfi_cli import __version__
+        from ipfi_cli.io.run_state import StateError, load_state
+
+        s = self.s
+        try:
+            payload = load_state(s.state)
+        except StateError as error:
+            raise CliError(str(error)) from None
+        if payload.get("ipfi") != __version__:
+            raise CliError(f"{s.state}: the state was written by ipfi {payload.get('ipfi')}, and a run continues only "
+                           f"with the version that started it (this is ipfi {__version__}); finish it with that "
+                           "version, or start a new run with a new --state")
+        self.resumed = payload
+        if s.seed is None:
+            self.seed = payload["run"]["seed"]
+
+    def _settings_now(self) -> dict[str, Any]:
+        """Everything that must be the same for a run to continue another: option -> value."""
+        from ipfi_cli.core import checkpoint
+        from ipfi_cli.io.writers import output_format_for
+
+        s = self.s
+        core = checkpoint.settings(self.explainer)
+        return {
+            "model inputs": core["columns"], "explained (--features/--drop/--group)": core["names"],
+            "--group": core["groups"], "--loss": core["loss"], "--alpha": core["alpha"], "--repeats": core["n_repeats"],
+            "--sampling": core["sampling"], "--reservoir-size": core["reservoir_size"], "--seed": core["seed"],
+            "--model": _file_digest(s.model), "--target": s.target, "--learn": s.learn,
+            "--task": "classification" if self.classification else "regression", "--every": s.every,
+            "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
+            "--output-format": output_format_for(s.output, s.output_format),
+        }
+
+    def _prepare_state(self) -> None:
+        """Note this run's settings; when continuing, check them and restore the explainer and counters."""
+        s = self.s
+        self._run_settings = now = self._settings_now()
+        if self.resumed is None:
+            return
+        saved = self.resumed["settings"]
+        differences = []
+        for key, value in now.items():
+            if saved.get(key) != value:
+                differences.append(f"{key}: the model file differs from the one the run started with"
+                                   if key == "--model" else f"{key}: state {saved.get(key)!r}, now {value!r}")
+        if differences:
+            raise CliError(f"{s.state}: the state belongs to a run with other settings ({'; '.join(differences)}); "
+                           "use that run's options, or a new --state to start a new run")
+        from ipfi_cli.core import checkpoint
+
+        try:
+            self.explainer = checkpoint.restore(self.resumed["checkpoint"], self.loaded.predictor,
+                                                checkpoint.settings(self.explainer))
+        except checkpoint.CheckpointError as error:
+            raise CliError(f"{s.state}: {error}") from None
+        run = self.resumed["run"]
+        self.rows, self.skipped, self.first_skip = run["rows"], run["skipped"], run["first_skip"]
+        self.last_written = run["last_written"]
+        self.last = (run["last"][0], list(run["last"][1])) if run["last"] else None
+        self.input_rows = self.checkpoint_rows = run["input_rows"]
+        self._last_print = run["last_print"]
+        self._to_skip = self.input_rows if s.skip_seen else 0
+        if not s.quiet:
+            rows = self.input_rows
+            say(f"continuing from {s.state}: {rows:,} input row(s) already handled; "
+                + (f"skipping the first {rows:,} row(s) of the input" if s.skip_seen
+                   else f"the input continues the stream at row {rows + 1:,}")
+                + (f"; traces continue at row {rows + 1:,}" if rows else ""))
+
+    def _open_tracked_writer(self) -> Any:
+        """The trace writer on a :class:`TrackedOutput`: a new file, stdout, or (continuing) the
+        traces file cut back to where the state says it ends."""
+        import sys
+
+        from ipfi_cli.io.run_state import StateError, TrackedOutput, reopen_traces
+        from ipfi_cli.io.writers import WRITERS, output_format_for
+
+        s = self.s
+        to_file = bool(s.output) and s.output != "-"
+        try:
+            if self.resumed is not None:
+                output = self.resumed["run"]["output"]
+                if to_file:
+                    tracked = reopen_traces(s.output, output["size"], output["crc"])
+                else:  # stdout: the continuation, for appending to the earlier output
+                    tracked = TrackedOutput(sys.stdout.buffer, size=output["size"], crc=output["crc"])
+            elif to_file:
+                tracked = TrackedOutput(open(s.output, "wb"), close=True)
+            else:
+                tracked = TrackedOutput(sys.stdout.buffer)
+        except StateError as error:
+            raise CliError(f"{error} (the traces of the state {s.state})") from None
+        except OSError as error:
+            raise CliError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
+        self.tracked = tracked
+        tracked.muted = self.resumed is not None  # the header is already there
+        writer = WRITERS[output_format_for(s.output, s.output_format)](
+            tracked, self.explainer.names, bounds=s.bounds, close=True)
+        tracked.muted = False
+        if self.resumed is not None:
+            writer.records = self.resumed["run"]["records"]
+        writer.flush()
+        return writer
+
+    def _checkpoint(self) -> None:
+        """Save the state: traces flushed and synced first, so it never claims a record not in the file."""
+        from ipfi_cli import __version__
+        from ipfi_cli.core import checkpoint
+        from ipfi_cli.io.run_state import StateError, save_state
+
+        s = self.s
+        self.writer.flush()
+        self.tracked.sync()
+        last = self.last
+        run = {
+            "seed": self.seed, "input_rows": self.input_rows, "rows": self.rows, "skipped": self.skipped,
+            "first_skip": self.first_skip, "last_written": self.last_written,
+            "last": [last[0], [float(v) for v in last[1]]] if last is not None else None,
+            "records": self.writer.records, "kinds": self.reader.column_kinds(), "last_print": self._last_print,
+            "output": {"size": self.tracked.size, "crc": self.tracked.crc,
+                       "path": os.path.abspath(s.output) if s.output and s.output != "-" else None},
+            "input": self.reader.name, "saved": time.time(),
+        }
+        payload = {"ipfi": __version__, "settings": self._run_settings, "checkpoint": checkpoint.dump(self.explainer),
+                   "model": pickle.dumps(self.loaded.model, protocol=pickle.HIGHEST_PROTOCOL) if s.learn else None,
+                   "run": run}
+        try:
+            save_state(s.state, payload)
+        except StateError as error:
+            raise CliError(str(error)) from None
+        self.checkpoint_rows = self.input_rows
+        self.checkpoints += 1
+
+    def _skip_seen(self, batch: list[Any]) -> list[Any]:
+        """Drop the rows of ``batch`` that the resumed state has already read; check the last one."""
+        if len(batch) < self._to_skip:
+            self._to_skip -= len(batch)
+            return []
+        last, rest = batch[self._to_skip - 1], batch[self._to_skip:]
+        self._to_skip = 0
+        if _fingerprint(last) != self._last_print:
+            raise CliError(f"{self.reader.name}: row {last.number} is not the row the state {self.s.state} read "
+                           "there: is this the same input? (with --no-skip-seen the input holds only the rows after "
+                           "those the state has read)")
+        return rest
+
+    def _watch_signals(self) -> dict[int, Any]:
+        """With --state, Ctrl-C and SIGTERM wait for the end of the current micro-batch, so the
+        state saved at exit is consistent; while waiting for input they stop at once."""
+        import signal
+        import threading
+
+        if not self.s.state or threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def stop(signum: int, frame: Any) -> None:
+            if self._busy:
+                self._stop = True
+            else:
+                raise KeyboardInterrupt
+
+        return {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+
     # -- the loop -------------------------------------------------------------------------------
     def _stream(self, reader: Any) -> int:
         s = self.s
         self.status = "running"
         idle = self._refresh if self.dashboard is not None else None
+        handlers = self._watch_signals()
         try:
             for batch in reader.batches(s.batch_size, idle=idle):
+                if self._to_skip:
+                    batch = self._skip_seen(batch)
+                    if not batch:
+                        continue
+                self._busy = True
                 if self.first_row_time is None:
                     self.first_row_time = time.monotonic()
                 good, failure = self._check_rows(batch)
@@ -300,13 +531,30 @@ class ExplainRun:
                     self.writer.flush()
                 if failure is not None:  # after the rows before it are explained and written
                     raise failure
+                self.input_rows += len(batch)
+                if s.state:
+                    self._last_print = _fingerprint(batch[-1])
+                    if self.input_rows - self.checkpoint_rows >= s.checkpoint_every:
+                        self._checkpoint()
+                self._busy = False
+                if self._stop:
+                    raise KeyboardInterrupt
                 if self.dashboard is not None and self.dashboard.due():
                     self._refresh()
+            if self._to_skip:
+                raise CliError(f"{reader.name}: the input ends after {self.input_rows - self._to_skip:,} row(s), but "
+                               f"the state {s.state} has read {self.input_rows:,}: is this the same input? (with "
+                               "--no-skip-seen the input holds only the rows after those)")
+            if s.state:  # before the end-of-input record, which a longer stream would not have here
+                self._checkpoint()
             self._write_last()
             self.writer.flush()
             self.status = "ok"
         except KeyboardInterrupt:
             self.status = "interrupted"
+            if s.state and not self._busy:  # between micro-batches: the state is consistent
+                self._busy = True  # a second Ctrl-C waits for the save
+                self._checkpoint()
         except BrokenPipeError:
             self.status = "broken-pipe"
         except BaseException as error:
@@ -314,6 +562,11 @@ class ExplainRun:
             self.error = str(error)
             raise
         finally:
+            if handlers:
+                import signal
+
+                for sig, handler in handlers.items():
+                    signal.signal(sig, handler)
             self._close()
         return self._report()
 
@@ -343,6 +596,10 @@ class ExplainRun:
 
     def _report(self) -> int:
         s = self.s
+        if self.status in ("broken-pipe", "error") and s.state and (self.checkpoints or self.resumed) \
+                and not s.quiet:
+            say(f"the state in {s.state} stays at its last checkpoint (input row {self.checkpoint_rows:,}); "
+                "running the command again continues from there")
         if self.status == "broken-pipe":
             return EXIT_ERROR
         if self.status == "error":
@@ -357,7 +614,8 @@ class ExplainRun:
             say(f"skipped {self.skipped:,} bad row(s); the first: {self.first_skip}", "warning")
         if self.status == "interrupted":
             say(f"interrupted after {self.rows:,} rows; every record written is complete"
-                + ("; the model was not saved" if s.save_model else ""))
+                + ("; the model was not saved" if s.save_model else "")
+                + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""))
         if not s.quiet and self.dashboard is None:
             from ipfi_cli.cli.live import Dashboard
 
@@ -618,5 +876,28 @@ class ExplainRun:
             "finished": _dt.datetime.fromtimestamp(finished, _dt.timezone.utc).isoformat(timespec="seconds"),
             "elapsed_seconds": round(finished - self.started, 3),
         }
+        if s.state:
+            meta["state"] = {"path": s.state, "checkpoints_saved": self.checkpoints,
+                             "continued_after_input_row": self.resumed["run"]["input_rows"] if self.resumed else None,
+                             "input_rows_handled": self.input_rows}
         write_json(s.meta, meta)
 
+
+
+def _fingerprint(row: Any) -> int:
+    """A checksum of one input row (its values, or its error), to recognise it when resuming."""
+    import zlib
+
+    text = repr(row.values) if row.error is None else row.error.message
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+def _file_digest(path: str) -> str:
+    """SHA-256 of a file's bytes (the model a run started with)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

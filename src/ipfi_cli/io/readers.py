@@ -474,7 +474,8 @@ class RowReader:
         self._lines = _LineBuffer(self._source)
         self._format = detect_format(None, format) if format else None
         self._columns: list[str] | None = None
-        self._kinds: dict[str, int] = {}
+        self._kinds: dict[str, int] = {}  # JSONL: the kinds; CSV: kinds assumed before the first row
+        self._csv_kinds: list[int] | None = None
         self._rows_started = False
         self._peeked: collections.deque[Row] = collections.deque()
         self._csv: Any = None
@@ -564,7 +565,8 @@ class RowReader:
         header = self._columns
         n_fields = len(header)
         bad_lines = self._lines.bad_lines
-        kinds = [0] * n_fields  # 0 until the column's first non-missing value
+        # 0 until the column's first non-missing value (or as assumed by ``assume_kinds``)
+        kinds = self._csv_kinds = [self._kinds.get(h, 0) for h in header]
         converters: list[Callable[[str], Any]] | None = None  # once every kind is known
         last_line = reader.line_num
         while True:
@@ -686,6 +688,19 @@ class RowReader:
             if self._columns is None:
                 self._columns = list(obj)
             yield Row(self.rows_read, line, obj)
+
+    # -- column kinds (for a run that continues in another input) ----------------------------
+    def column_kinds(self) -> dict[str, str]:
+        """Each column's kind so far: ``"number"`` or ``"text"`` (columns not yet fixed are left out)."""
+        if self._csv_kinds is not None and self._columns is not None:
+            kinds = dict(zip(self._columns, self._csv_kinds))
+        else:
+            kinds = dict(self._kinds)
+        return {name: "number" if k == _NUMBER else "text" for name, k in kinds.items() if k}
+
+    def assume_kinds(self, kinds: dict[str, str]) -> None:
+        """Start with these column kinds, as if earlier rows had fixed them (before reading rows)."""
+        self._kinds.update({name: _NUMBER if kind == "number" else _STRING for name, kind in kinds.items()})
 
     # -- micro-batches ----------------------------------------------------------------------
     def ready(self, timeout: float = 0.0) -> bool:

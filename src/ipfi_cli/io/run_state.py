@@ -1,0 +1,180 @@
+"""The state file of a long ``ipfi explain`` run (``--state``) and the traces file it vouches for.
+
+A state file holds everything a stopped run needs to continue exactly: the explainer's
+checkpoint (:mod:`ipfi_cli.core.checkpoint`), the learned model with ``--learn``, and the
+command's own counters (rows read, skipped, written; where the traces file ends). It is
+written atomically: a temporary file in the same directory, flushed and ``fsync``-ed,
+then renamed over the old state with ``os.replace`` and the directory synced, so a crash
+at any moment leaves either the previous state or the new one, never a torn one.
+
+**The state file is a pickle**: loading it runs code, like a joblib model file. Only resume
+from state files you wrote. It starts with a fixed magic line, so a file that is not an
+ipfi state is refused before anything is unpickled.
+
+The traces file is tracked by :class:`TrackedOutput`, which counts the bytes written and
+keeps their CRC-32. A checkpoint records both after flushing (and syncing) the traces, so
+it never claims a record that is not in the file. On resume :func:`reopen_traces` checks
+that the file still starts with exactly those bytes, cuts off anything written after the
+checkpoint (records the resumed run writes again, identically), and appends from there.
+
+>>> import io
+>>> out = TrackedOutput(io.BytesIO())
+>>> out.write(b"row,a\\n")
+6
+>>> out.size, out.crc == zlib.crc32(b"row,a\\n")
+(6, True)
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zlib
+from typing import Any, BinaryIO
+
+from ipfi_cli.io.writers import atomic_write_bytes
+
+MAGIC = b"ipfi explain state\n"
+FORMAT = "ipfi-explain-run-state"
+VERSION = 1
+
+
+class StateError(ValueError):
+    """A state file or its traces file cannot be used; ``str(error)`` is one line naming the file."""
+
+    def __init__(self, path: str | os.PathLike[str], message: str) -> None:
+        self.path = os.fspath(path)
+        self.message = message
+        super().__init__(f"{self.path}: {message}")
+
+
+def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
+    """Write ``payload`` as the state file at ``path``, atomically and durably."""
+    data = MAGIC + pickle.dumps({"format": FORMAT, "version": VERSION, **payload}, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        atomic_write_bytes(path, data)
+        _sync_directory(os.path.dirname(os.path.abspath(path)))
+    except OSError as error:
+        raise StateError(path, f"cannot write the state file ({error.strerror or error})") from None
+
+
+def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a state file written by :func:`save_state` (format and version checked)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as error:
+        raise StateError(path, f"cannot read the state file ({error.strerror or error})") from None
+    if not data.startswith(MAGIC):
+        raise StateError(path, "not an ipfi explain state file (it does not start with the state marker); "
+                               "give --state a new path to start a new run")
+    try:
+        payload = pickle.loads(data[len(MAGIC):])
+    except Exception as error:  # noqa: BLE001 - a damaged pickle fails in many ways
+        raise StateError(path, f"the state file is damaged ({type(error).__name__})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise StateError(path, "not an ipfi explain state file")
+    if payload.get("version") != VERSION:
+        raise StateError(path, f"state format version {payload.get('version')} is not supported "
+                               f"(this ipfi reads version {VERSION})")
+    return payload
+
+
+def _sync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable (where the platform allows opening directories)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class TrackedOutput:
+    """A binary output stream that counts the bytes written through it and their CRC-32.
+
+    ``muted`` drops writes (used to skip the header when traces continue a file).
+    """
+
+    def __init__(self, stream: BinaryIO, *, size: int = 0, crc: int = 0, close: bool = False) -> None:
+        self.stream = stream
+        self.size = size
+        self.crc = crc
+        self.muted = False
+        self._close = close
+
+    def write(self, data: bytes) -> int:
+        if self.muted:
+            return len(data)
+        self.stream.write(data)
+        self.size += len(data)
+        self.crc = zlib.crc32(data, self.crc)
+        return len(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def sync(self) -> None:
+        """Flush, and ``fsync`` when the stream is a regular file (not a pipe or terminal)."""
+        self.stream.flush()
+        try:
+            fd = self.stream.fileno()
+            if _is_regular(fd):
+                os.fsync(fd)
+        except (AttributeError, OSError, ValueError):
+            pass
+
+    def close(self) -> None:
+        try:
+            self.stream.flush()
+        finally:
+            if self._close:
+                self.stream.close()
+
+
+def _is_regular(fd: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+def file_crc(path: str | os.PathLike[str], length: int, chunk: int = 1 << 20) -> tuple[int, int]:
+    """CRC-32 of the first ``length`` bytes of a file, and how many bytes there were (<= length)."""
+    crc, seen = 0, 0
+    with open(path, "rb") as f:
+        while seen < length:
+            data = f.read(min(chunk, length - seen))
+            if not data:
+                break
+            crc = zlib.crc32(data, crc)
+            seen += len(data)
+    return crc, seen
+
+
+def reopen_traces(path: str, size: int, crc: int) -> TrackedOutput:
+    """Open the traces file of a resumed run: check it starts with the ``size`` bytes (CRC ``crc``)
+    the state vouches for, cut off what follows them, and return it ready to append."""
+    if not os.path.exists(path):
+        raise StateError(path, f"the traces file is missing; the state continues a file of {size:,} bytes. "
+                               "Restore it, or start a new run with a new --state")
+    try:
+        found_crc, found = file_crc(path, size)
+    except OSError as error:
+        raise StateError(path, f"cannot read the traces file ({error.strerror or error})") from None
+    if found < size:
+        raise StateError(path, f"the traces file has {found:,} bytes, but the state continues a file of {size:,} "
+                               "bytes: it is not the file this state wrote")
+    if found_crc != crc:
+        raise StateError(path, f"the traces file's first {size:,} bytes are not the ones this state wrote "
+                               "(another file, or changed since)")
+    try:
+        stream = open(path, "r+b")
+        stream.truncate(size)  # records written after the checkpoint come again, identically
+        stream.seek(size)
+    except OSError as error:
+        raise StateError(path, f"cannot reopen the traces file ({error.strerror or error})") from None
+    return TrackedOutput(stream, size=size, crc=crc, close=True)

@@ -1,0 +1,107 @@
+"""Real processes: ``ipfi explain --state`` killed mid-stream (SIGKILL, SIGTERM), then continued.
+
+After every kill the traces file must be a prefix of the uninterrupted run's traces made of
+whole records; continuing (the same command) must end with byte-identical traces.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, head
+
+pytestmark = pytest.mark.slow
+
+OPTIONS = ["-t", "class", "--learn", "-M", "2", "--seed", "9", "-q", "--checkpoint-every", "100",
+           "--batch-size", "50"]
+
+
+def start(data: Path, model: Path, out: Path, state: Path, via_stdin: bool) -> subprocess.Popen:
+    command = [sys.executable, "-m", "ipfi_cli", "explain", "-m", str(model), *OPTIONS, "-o", str(out),
+               "--state", str(state)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if via_stdin:
+        with open(data, "rb") as f:
+            return subprocess.Popen(command, stdin=f, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    return subprocess.Popen([*command, str(data)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+                            env=env)
+
+
+def wait_for_records(process: subprocess.Popen, out: Path, state: Path, at_least: int, timeout: float = 60) -> None:
+    """Wait until the traces hold ``at_least`` lines and a checkpoint exists; the process must still run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if out.exists() and state.exists() and out.read_bytes().count(b"\n") >= at_least:
+            assert process.poll() is None, "the run ended before it could be killed: give it more rows"
+            return
+        assert process.poll() is None, process.stderr.read().decode()
+        time.sleep(0.01)
+    raise AssertionError("no progress")
+
+
+def assert_whole_record_prefix(out: Path, expected: bytes) -> int:
+    written = out.read_bytes()
+    assert expected.startswith(written), "the traces are not a prefix of the uninterrupted run's"
+    assert written.endswith(b"\n"), "a torn record at the end"
+    return written.count(b"\n")
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory, river_model) -> tuple[Path, bytes]:
+    """3,000 rows and the traces of one uninterrupted run over them (in-process: same code)."""
+    from typer.testing import CliRunner
+
+    from ipfi_cli.cli.app import app
+
+    folder = tmp_path_factory.mktemp("kill")
+    data = folder / "stream.csv"
+    data.write_text(head(3000))
+    out = folder / "reference.csv"
+    result = CliRunner().invoke(app, ["explain", str(data), "-m", str(river_model), *OPTIONS[:-4], "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    return data, out.read_bytes()
+
+
+@pytest.mark.parametrize("via_stdin", [False, True], ids=["file", "stdin"])
+def test_sigkill_twice_then_continue(stream, river_model, tmp_path, via_stdin):
+    data, expected = stream
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+    lines = 0
+    for kill_at in (400, 1400):
+        process = start(data, river_model, out, state, via_stdin)
+        wait_for_records(process, out, state, max(kill_at, lines + 200))
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=30) == -signal.SIGKILL
+        lines = assert_whole_record_prefix(out, expected)
+        assert lines < expected.count(b"\n")
+    process = start(data, river_model, out, state, via_stdin)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr.decode()
+    assert out.read_bytes() == expected
+
+
+def test_sigterm_saves_the_state_and_exits_130(stream, river_model, tmp_path):
+    data, expected = stream
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+    process = start(data, river_model, out, state, via_stdin=False)
+    wait_for_records(process, out, state, 600)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr.decode()
+    assert b"the state is saved" in stderr and b"Traceback" not in stderr
+    assert_whole_record_prefix(out, expected)
+    from ipfi_cli.io.run_state import load_state
+
+    saved = load_state(state)["run"]
+    assert saved["output"]["size"] == out.stat().st_size  # saved at exit, after the last record
+    process = start(data, river_model, out, state, via_stdin=False)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr.decode()
+    assert out.read_bytes() == expected
