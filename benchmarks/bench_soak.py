@@ -14,6 +14,7 @@ stdout as they come. Reported:
 
     python benchmarks/bench_soak.py                      # 1,000,000 rows (about 15 minutes here)
     python benchmarks/bench_soak.py --rows 200000 --json soak.json
+    python benchmarks/bench_soak.py --checkpoint-every 10000   # with --state: the cost of checkpoints
 
 Linux only (reads ``/proc``). The exit code is 1 when the record check fails.
 """
@@ -93,6 +94,8 @@ def main() -> int:
     parser.add_argument("--window", type=int, default=50_000, help="rows per speed window")
     parser.add_argument("--mark", type=int, default=100_000, help="also report memory after this many rows")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint-every", type=int, help="run with --state (in a temporary folder) and "
+                        "--checkpoint-every N, to see what checkpoints cost")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
 
@@ -101,6 +104,8 @@ def main() -> int:
     make_model(args.model, model_path)
     command = [sys.executable, "-m", "ipfi_cli", "explain", "-m", str(model_path), "-t", "y", "--learn",
                "-M", str(args.repeats), "--seed", "1", "-q", "--every", "1"]
+    if args.checkpoint_every:
+        command += ["--state", str(workdir / "run.state"), "--checkpoint-every", str(args.checkpoint_every)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     start = time.perf_counter()
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -170,6 +175,7 @@ def main() -> int:
     steady = speeds[1:] or speeds  # the first window includes start-up and the model's first rows
     result = {
         "rows": args.rows, "features": args.features, "model": args.model, "repeats": args.repeats,
+        "checkpoint_every": args.checkpoint_every,
         "seconds": round(elapsed, 1), "rows_per_s_overall": round(records / elapsed) if elapsed else None,
         "memory_mib": {k: {kk: round(vv, 1) for kk, vv in v.items()} for k, v in marks.items()},
         "windows": windows,
@@ -177,7 +183,8 @@ def main() -> int:
         "speed_last_over_second_window": round(steady[-1] / steady[0], 3) if steady else None,
         "check": "ok" if not problems else problems,
     }
-    print(f"\nipfi explain --learn, river {args.model}, {args.features} features, -M {args.repeats}, "
+    state = f", --state every {args.checkpoint_every:,} rows" if args.checkpoint_every else ""
+    print(f"\nipfi explain --learn, river {args.model}, {args.features} features, -M {args.repeats}{state}, "
           f"{args.rows:,} rows in {elapsed:.0f} s ({result['rows_per_s_overall']:,} rows/s overall)")
     for key, value in result["memory_mib"].items():
         label = f"after {int(key):,} rows" if key.isdigit() else "at the end"
