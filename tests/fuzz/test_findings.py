@@ -98,3 +98,20 @@ def test_csv_on_stdin_with_a_brace_in_the_first_name_is_csv(models):
     result = run(models["learn"], b"{a},b,y\n1,2,1\n0,1,0\n", "--learn")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[0] == "row,{a},b"
+
+
+def test_header_problems_and_a_very_long_field_are_one_line(models):
+    one_error(run(models["static"], b"a,b,a,y\n1,2,3,1\n"), "line 1", "duplicate column name(s) in the header: a")
+    one_error(run(models["static"], b"a,,y\n1,2,1\n"), "line 1", "field 2 is empty")
+    long_row = b"a,b,y\n1,2,1\n" + b"1," + b"9" * 200_000 + b",0\n0.5,0.5,1\n"
+    one_error(run(models["static"], long_row), "row 2 (line 3)", "longer than 131,072 characters")
+    skipped = run(models["static"], long_row, "--on-bad-row", "skip")
+    assert skipped.exit_code == 0 and [line.split(",")[0] for line in skipped.stdout.splitlines()] == ["row", "1", "3"]
+
+
+def test_bom_crlf_quotes_and_invalid_utf8_through_the_command(models):
+    data = b'\xef\xbb\xbf"a","b","y"\r\n1,"2.5",1\r\n\r\n"0.5",1,0\r\n\xff,1,0\r\n0.2,0.1,1\r\n'
+    one_error(run(models["static"], data), "row 3 (line 5)", "not valid UTF-8")
+    result = run(models["static"], data, "--on-bad-row", "skip")
+    assert result.exit_code == 0 and [line.split(",")[0] for line in result.stdout.splitlines()] == \
+        ["row", "1", "2", "4"]
