@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -197,6 +198,7 @@ def main() -> int:
                               else "FAILED: " + "; ".join(problems)))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    shutil.rmtree(workdir, ignore_errors=True)
     return 0 if not problems else 1
 
 
