@@ -98,6 +98,20 @@ def test_micro_batch_size_does_not_change_the_numbers(run, static_csv, hgb):
         assert result.stdout == reference
 
 
+def test_threads_caps_the_model_libraries_without_changing_the_numbers(run, static_csv, hgb, monkeypatch):
+    from ipfi_cli.cli.common import THREAD_VARIABLES
+    from threadpoolctl import threadpool_info
+
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)  # restored after the test
+    reference = run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "-q").stdout
+    capped = run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "-q", "--threads", "1")
+    assert capped.exit_code == 0 and capped.stdout == reference
+    assert all(os.environ[name] == "1" for name in THREAD_VARIABLES)  # for libraries loaded later
+    assert all(pool["num_threads"] == 1 for pool in threadpool_info())  # and the ones already loaded
+    assert run("explain", static_csv, "-m", hgb, "-t", "class", "--threads", "0").exit_code == 2
+
+
 def test_stdin_gives_the_same_output_as_the_file(run, static_csv, hgb):
     from_file = run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "-q").stdout
     from_stdin = run("explain", "-m", hgb, "-t", "class", *STATIC, "-q", input=static_csv.read_bytes())

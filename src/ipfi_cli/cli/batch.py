@@ -16,7 +16,7 @@ import typer
 
 from ipfi_cli.cli.common import (
     PANEL_ESTIMATOR, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
-    LoadedModel, LossOpt, ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, SeedOpt, TargetOpt, Task, TrustOpt,
+    LoadedModel, LossOpt, ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, SeedOpt, TargetOpt, Task, ThreadsOpt, TrustOpt,
     TaskOpt, VerboseOpt, choose_loss, choose_task, label_converter, load_predictor, model_columns, parse_groups,
     reporting, say, select_features, split_names,
 )
@@ -176,6 +176,7 @@ def batch(
     model: ModelOpt,
     target: TargetOpt,
     trust: TrustOpt = None,
+    threads: ThreadsOpt = None,
     repeats: BatchRepeatsOpt = 10,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,

@@ -108,6 +108,32 @@ LossOpt = Annotated[Optional[LossName], typer.Option(
 RepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-M", min=1, help="Permutations averaged per row and feature (M; the paper uses 10). "
     "Cost grows linearly with it.", rich_help_panel=PANEL_ESTIMATOR)]
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def limit_model_threads(threads: int | None) -> int | None:
+    """Cap the threads of the model's numeric libraries (OpenMP, BLAS) at ``threads``.
+
+    The environment variables reach libraries loaded later (a model file loads
+    scikit-learn); threadpoolctl caps the ones already loaded. Predictions do not depend
+    on it, only speed: small blocks on a busy machine are often much faster on one thread.
+    """
+    if threads is None:
+        return None
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+    if "sklearn" in sys.modules or "numpy" in sys.modules:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=threads)
+    return threads
+
+
+ThreadsOpt = Annotated[Optional[int], typer.Option(
+    "--threads", min=1, callback=limit_model_threads, help="Cap the model's compute threads "
+    "(OpenMP/BLAS) at N. With small micro-batches or on a busy machine, 1 is often much faster for "
+    "scikit-learn's HistGradientBoosting. Results do not depend on it. Default: the libraries' choice.",
+    rich_help_panel=PANEL_MODEL, show_default=False, metavar="N")]
 SeedOpt = Annotated[Optional[int], typer.Option(
     "--seed", help="Random seed; the same seed and input give byte-identical output. "
     "Default: a random seed, reported with --verbose and in --meta.", rich_help_panel=PANEL_ESTIMATOR,

@@ -24,7 +24,7 @@ from ipfi_cli.cli.batch import (DataArg, NJobsOpt, RecordWriter, number, prepare
 from ipfi_cli.cli.common import (
     PANEL_ESTIMATOR, PANEL_OUTPUT, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt, LossOpt,
     ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt, Sampling, SeedOpt, TargetOpt, Task, TaskOpt,
-    TrustOpt, VerboseOpt, reporting, say, usage_error,
+    ThreadsOpt, TrustOpt, VerboseOpt, reporting, say, usage_error,
 )
 
 PANEL_COMPARE = "Comparison"
@@ -69,6 +69,7 @@ def compare(
     model: ModelOpt,
     target: TargetOpt,
     trust: TrustOpt = None,
+    threads: ThreadsOpt = None,
     learn: LearnOpt = False,
     orderings: OrderingsOpt = 1,
     keep_order: KeepOrderOpt = False,

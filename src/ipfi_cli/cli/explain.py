@@ -28,7 +28,7 @@ from ipfi_cli.cli.common import (
     EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PANEL_DISPLAY, PANEL_ESTIMATOR, PANEL_INPUT,
     PANEL_MODEL, PANEL_OUTPUT, PICKLE_WARNING, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
     InputArg, LossOpt, ModelOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt,
-    Sampling, SeedOpt, TargetOpt, Task, TaskOpt, TrustOpt, VerboseOpt, choose_loss, choose_task, label_converter,
+    Sampling, SeedOpt, TargetOpt, Task, TaskOpt, ThreadsOpt, TrustOpt, VerboseOpt, choose_loss, choose_task, label_converter,
     first_line, library_versions, live_display_allowed, load_predictor, model_columns, parse_groups, quiet_broken_pipe,
     reporting, say, select_features, split_names, stream_is_terminal, usage_error,
 )
@@ -97,6 +97,7 @@ def explain(
     model: ModelOpt = ...,  # type: ignore[assignment]
     target: TargetOpt = ...,  # type: ignore[assignment]
     trust: TrustOpt = None,
+    threads: ThreadsOpt = None,
     format: FormatOpt = None,
     task: TaskOpt = Task.auto,
     loss: LossOpt = None,
