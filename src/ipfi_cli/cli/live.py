@@ -162,7 +162,9 @@ class Dashboard:
 
     # -- rendering ------------------------------------------------------------------------
     def render(self, s: Snapshot) -> Any:
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
         order = sorted(range(len(s.names)),
                        key=lambda i: (math.isnan(s.importances[i]), -s.importances[i] if s.importances[i] == s.importances[i] else 0.0))
@@ -172,8 +174,7 @@ class Dashboard:
         points = [abs(v) for h in histories for v in h if v == v]
         floor = 0.1 * max(points) if points else 0.0  # smallest span drawn: noise on small values stays flat
 
-        table = Table(title=self.title, caption=self._caption(s), title_justify="left",
-                      caption_justify="left", show_edge=False, pad_edge=False, expand=False)
+        table = Table(show_edge=False, pad_edge=False, expand=False)
         table.add_column("#", justify="right", style="dim")
         table.add_column("feature", no_wrap=True, overflow="ellipsis", max_width=28)
         table.add_column("importance", justify="right")
@@ -188,7 +189,8 @@ class Dashboard:
             table.add_row(*cells, *([_trend(histories[i], floor)] if trend else []))
         if len(order) > MAX_ROWS:
             table.add_row("", f"… {len(order) - MAX_ROWS} more", *[""] * (4 if trend else 3))
-        return table
+        # title and caption on lines of their own, so they do not wrap to the table's width
+        return Group(Text(self.title, style="italic"), table, Text(self._caption(s), style="dim"))
 
     def _caption(self, s: Snapshot) -> str:
         parts = [f"{_count(s.rows)} rows"]
