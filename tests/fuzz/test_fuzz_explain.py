@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
-from ipfi_cli.io.readers import parse_value
+from ipfi_cli.io.readers import DEFAULT_NA_VALUES, parse_value
 
 from .conftest import fuzz
 from .test_fuzz_readers import BAD_BYTE, BOM, is_number_text, names, quote
@@ -113,6 +113,17 @@ class Expected:
     failure: tuple[int, str | None] | None  # (row, column) of the first bad row that stops the run
 
 
+def missing_text(cell: str) -> bool:
+    value = parse_value(cell)
+    return isinstance(value, float) and math.isnan(value)
+
+
+def missing_json(value: Any) -> bool:
+    """``null``, or a string that is a missing-value token (surrounding spaces ignored)."""
+    return value is None or (isinstance(value, str) and (value == "" or (bool(value.strip())
+                                                                         and value.strip() in DEFAULT_NA_VALUES)))
+
+
 def oracle(table: Table, learn: bool, skip: bool) -> Expected:
     # the tree names its inputs; the river model takes every column but the target
     inputs = [h for h in table.header if h != TARGET] if learn else INPUTS
@@ -131,7 +142,7 @@ def oracle(table: Table, learn: bool, skip: bool) -> Expected:
             learned = dict(kinds)
             for name in table.header:
                 cell = row[name]
-                if cell == "":
+                if missing_text(cell):  # empty or a missing-value token: never fixes a kind
                     values[name] = math.nan
                     continue
                 kind = learned.setdefault(name, "number" if is_number_text(cell) else "text")
@@ -321,6 +332,7 @@ def jsonl_oracle(lines: list[Any], learn: bool, skip: bool) -> Expected:
             problem = (number, "a" if b'"n"' in item else None)
         else:
             learned = dict(kinds)
+            item = {k: None if missing_json(v) else v for k, v in item.items()}
             for k, v in item.items():
                 if v is None:
                     continue

@@ -56,7 +56,7 @@ class Chunked(io.RawIOBase):
 def read_all(data: bytes, sizes: list[int] | None = None, format: str | None = None) -> tuple[Any, list[Any]]:
     """``(columns, rows)`` with rows as ``(number, line, values | error)``; or ``(InputError, [])``."""
     stream = Chunked(data, sizes) if sizes is not None else io.BytesIO(data)
-    reader = RowReader(stream, name="in", format=format)
+    reader = RowReader(stream, name="in", format=format, delimiter=",")  # sniffing: tests/io
     try:
         columns = reader.columns
         rows = [(r.number, r.line, r.values if r.error is None else r.error) for r in reader]
@@ -92,6 +92,12 @@ def same_rows(got: list[Any], expected: list[Any]) -> bool:
 
 def is_number_text(text: str) -> bool:
     return type(parse_value(text)) is not str
+
+
+def is_missing_text(text: str) -> bool:
+    """An empty field or a missing-value token (``NA``, ``nan``, ``?``...)."""
+    value = parse_value(text)
+    return isinstance(value, float) and math.isnan(value)
 
 
 # -- CSV: strategies and oracle ----------------------------------------------------------------
@@ -202,7 +208,7 @@ def csv_oracle(case: CsvCase, starts: list[int]) -> list[Any]:
         new_kinds = dict(kinds)
         bad = False
         for name, cell in zip(case.header, record):
-            if cell == "":
+            if is_missing_text(cell):  # missing: never fixes the column's kind
                 values[name] = float("nan")
                 continue
             kind = new_kinds.get(name)

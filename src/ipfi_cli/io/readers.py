@@ -5,11 +5,17 @@
   byte-order mark at the start is ignored.
 * CSV has a header line; fields follow the stdlib ``csv`` rules (quoted fields may hold
   commas, quotes and newlines). JSONL is one JSON object per line; blank lines are skipped.
+* CSV fields are separated by ``,``; a header line with no comma but ``;``, a tab or
+  ``|`` sets that separator instead (European exports, TSV), and so does a ``.tsv`` or
+  ``.tab`` file name or ``delimiter=``.
 * Values: a CSV field that parses as a number becomes an ``int`` or ``float``, other
-  fields stay strings. JSONL values keep their JSON types. **Missing values** (an empty
-  CSV field, a JSON ``null``) become ``MISSING``, which is ``float('nan')``: the model
-  always sees NaN for a missing value, whatever the input format.
-* A column's kind is fixed by its first non-missing value: once a column has held a
+  fields stay strings. JSONL values keep their JSON types. **Missing values** become
+  ``MISSING``, which is ``float('nan')``, so the model always sees NaN for a missing
+  value, whatever the input format: an empty CSV field, a JSON ``null``, and a CSV field
+  or JSON string that is one of the ``na_values`` tokens (surrounding spaces ignored).
+  The default tokens, :data:`DEFAULT_NA_VALUES`, are pandas' default list plus UCI's
+  ``?``: ``NA``, ``N/A``, ``NaN``, ``nan``, ``null``, ``NULL``, ``None``, ``#N/A``...
+* A column's kind is fixed by its first non-missing value (a missing value never fixes it): once a column has held a
   number, a later non-numeric value in it is a bad row (``column 'age': expected a
   number``); once it has held a string, later number-like fields keep their text
   (``"07"`` stays ``"07"``), so a categorical column never mixes types. Only good rows
@@ -49,7 +55,7 @@ import select
 import sys
 import time
 import zlib
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 #: the value a missing field becomes (an empty CSV field, a JSON null)
 MISSING = float("nan")
@@ -67,6 +73,54 @@ _BOM = codecs.BOM_UTF8
 MAX_LINE_BYTES = 1 << 25
 
 _NUMBER, _STRING = 1, 2
+
+#: Tokens read as missing values by default: pandas' default list (``pandas.read_csv``'s
+#: ``na_values``) plus ``?``, which UCI data sets use. An empty field is always missing.
+DEFAULT_NA_VALUES: frozenset[str] = frozenset({
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+    "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null", "?",
+})
+#: field separators recognised from a header line that holds no comma
+SNIFFED_DELIMITERS = (";", "\t", "|")
+_DELIMITER_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|", "space": " "}
+
+
+def na_tokens(extra: Iterable[str] | None = None, *, defaults: bool = True) -> frozenset[str]:
+    """The set of missing-value tokens: the defaults (unless ``defaults=False``) plus ``extra``.
+
+    The empty field is always in it.
+
+    >>> sorted(na_tokens(["-999", " missing "], defaults=False))
+    ['', '-999', 'missing']
+    """
+    tokens = set(DEFAULT_NA_VALUES) if defaults else {""}
+    tokens.update(t.strip() for t in extra or ())
+    return frozenset(tokens)
+
+
+def parse_delimiter(text: str) -> str:
+    """A ``--delimiter`` value as one character: ``;``, ``tab`` or ``\\t``, ``|``...
+
+    >>> [parse_delimiter(t) for t in [";", "tab", "\\t", "semicolon", ","]]
+    [';', '\\t', '\\t', ';', ',']
+    """
+    value = _DELIMITER_NAMES.get(text.lower(), text)
+    if len(value) != 1 or value in "\"\r\n":
+        raise ValueError(f"a delimiter is one character (or tab, semicolon, comma, pipe, space), got {text!r}")
+    return value
+
+
+def sniff_delimiter(header_line: str) -> str:
+    """The separator of a CSV header line: ``,`` unless it has none and has ``;``, tab or ``|``.
+
+    >>> [sniff_delimiter(h) for h in ["a,b;c", "a;b;c", "a\\tb", "a|b", "a"]]
+    [',', ';', '\\t', '|', ',']
+    """
+    if "," in header_line:
+        return ","
+    counts = {d: header_line.count(d) for d in SNIFFED_DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else ","
 
 
 def is_missing(value: Any) -> bool:
@@ -119,13 +173,13 @@ class Row:
         return f"Row(number={self.number}, line={self.line}, {state})"
 
 
-def parse_value(text: str) -> Any:
-    """A CSV field as a value: ``''`` -> ``MISSING``, number-like -> int/float, else the text.
+def parse_value(text: str, na_values: frozenset[str] = DEFAULT_NA_VALUES) -> Any:
+    """A CSV field as a value: missing token -> ``MISSING``, number-like -> int/float, else the text.
 
-    >>> [parse_value(s) for s in ["12", "-3.5", "1e3", "", "abc", "1_000", " 7 ", "-4", "2.0"]]
-    [12, -3.5, 1000.0, nan, 'abc', '1_000', 7, -4, 2.0]
+    >>> [parse_value(s) for s in ["12", "-3.5", "1e3", "", "abc", "1_000", " 7 ", "-4", "2.0", "NA", " ? "]]
+    [12, -3.5, 1000.0, nan, 'abc', '1_000', 7, -4, 2.0, nan, nan]
     """
-    if not text:
+    if text in na_values:
         return MISSING
     if text.isdigit():
         try:
@@ -135,9 +189,12 @@ def parse_value(text: str) -> Any:
     try:
         value = float(text)
     except ValueError:
-        return text
+        stripped = text.strip()
+        return MISSING if stripped and stripped in na_values else text
     if "_" in text:  # float() accepts digit separators; in a data file that is a string
         return text
+    if value != value:  # "nan" and its spellings: missing, like the tokens
+        return MISSING
     if value.is_integer() and text.strip().lstrip("+-").isdigit():
         return int(text)
     return value
@@ -147,28 +204,41 @@ class _NotANumber(ValueError):
     pass
 
 
-def _number(text: str) -> Any:
+def _number_parser(na_values: frozenset[str]) -> Callable[[str], Any]:
     """:func:`parse_value` for a column known to hold numbers: raises on anything else."""
-    if not text:
-        return MISSING
-    if text.isdigit():
+
+    def number(text: str) -> Any:
+        if text in na_values:
+            return MISSING
+        if text.isdigit():
+            try:
+                return int(text)
+            except ValueError:
+                raise _NotANumber(text) from None
         try:
-            return int(text)
+            value = float(text)
         except ValueError:
+            stripped = text.strip()
+            if stripped and stripped in na_values:
+                return MISSING
             raise _NotANumber(text) from None
-    try:
-        value = float(text)
-    except ValueError:
-        raise _NotANumber(text) from None
-    if "_" in text:
-        raise _NotANumber(text)
-    if value.is_integer() and text.strip().lstrip("+-").isdigit():
-        return int(text)
-    return value
+        if "_" in text:
+            raise _NotANumber(text)
+        if value != value:
+            return MISSING
+        if value.is_integer() and text.strip().lstrip("+-").isdigit():
+            return int(text)
+        return value
+    return number
 
 
-def _string(text: str) -> Any:
-    return text if text else MISSING
+def _string_parser(na_values: frozenset[str]) -> Callable[[str], Any]:
+    def string(text: str) -> Any:
+        if text in na_values:
+            return MISSING
+        stripped = text.strip()
+        return MISSING if stripped and stripped in na_values else text
+    return string
 
 
 def detect_format(path: str | None, explicit: str | None = None) -> str | None:
@@ -187,9 +257,19 @@ def detect_format(path: str | None, explicit: str | None = None) -> str | None:
         name = name[:-3]
     if name.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
-    if name.endswith((".csv", ".txt")):
+    if name.endswith((".csv", ".txt", ".tsv", ".tab")):
         return "csv"
     return None
+
+
+def delimiter_for(path: str | None) -> str | None:
+    """The separator a file name implies: tab for ``.tsv``/``.tab`` (``.gz`` ignored), else ``None``."""
+    if not path or path == "-":
+        return None
+    name = path.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return "\t" if name.endswith((".tsv", ".tab")) else None
 
 
 # -- raw bytes -------------------------------------------------------------------------------
@@ -465,11 +545,18 @@ class RowReader:
         ``csv``, ``jsonl`` or ``None`` to sniff it (a first line ``{...}`` means JSONL).
     close
         Close ``stream`` in :meth:`close`.
+    na_values
+        Fields (CSV) and strings (JSONL) that mean a missing value; see :func:`na_tokens`.
+    delimiter
+        The CSV field separator; ``None`` sniffs it from the header line.
     """
 
     def __init__(self, stream: BinaryIO | int, *, name: str = STDIN_NAME, format: str | None = None,
-                 close: bool = False) -> None:
+                 close: bool = False, na_values: frozenset[str] = DEFAULT_NA_VALUES,
+                 delimiter: str | None = None) -> None:
         self.name = name
+        self.na_values = na_values
+        self.delimiter = delimiter
         self._source = _ByteSource(stream, close)
         self._lines = _LineBuffer(self._source)
         self._format = detect_format(None, format) if format else None
@@ -497,7 +584,10 @@ class RowReader:
             return
         self._rows_started = True
         if self.format == "csv":
-            self._csv = csv.reader(iter(self._lines))
+            if self.delimiter is None:
+                first = self._lines.peek_nonblank()
+                self.delimiter = sniff_delimiter(first or "")
+            self._csv = csv.reader(iter(self._lines), delimiter=self.delimiter)
             header = self._read_header()
             self._columns = header
         # JSONL: columns come from the first object (see ``columns``)
@@ -568,6 +658,8 @@ class RowReader:
         # 0 until the column's first non-missing value (or as assumed by ``assume_kinds``)
         kinds = self._csv_kinds = [self._kinds.get(h, 0) for h in header]
         converters: list[Callable[[str], Any]] | None = None  # once every kind is known
+        na_values = self.na_values
+        as_number, as_string = _number_parser(na_values), _string_parser(na_values)
         last_line = reader.line_num
         while True:
             try:
@@ -615,15 +707,15 @@ class RowReader:
             for i, text in enumerate(fields):
                 kind = kinds[i]
                 if kind == _STRING:
-                    values[header[i]] = text if text else MISSING
+                    values[header[i]] = as_string(text)
                     continue
-                value = parse_value(text)
+                value = parse_value(text, na_values)
                 if type(value) is str:
                     if kind == _NUMBER:
                         problem = (f"expected a number (the column held numbers before), got {text!r}", header[i])
                         break
                     learned.append((i, _STRING))
-                elif kind == 0 and text:
+                elif kind == 0 and value == value:  # a missing value does not fix the kind
                     learned.append((i, _NUMBER))
                 values[header[i]] = value
             if problem:
@@ -632,7 +724,7 @@ class RowReader:
             for i, kind in learned:
                 kinds[i] = kind
             if 0 not in kinds:
-                converters = [_number if k == _NUMBER else _string for k in kinds]
+                converters = [as_number if k == _NUMBER else as_string for k in kinds]
             self.rows_read += 1
             yield Row(self.rows_read, line, values)
 
@@ -641,6 +733,7 @@ class RowReader:
 
         lines = self._lines
         kinds = self._kinds
+        na_values = self.na_values
         while True:
             text = lines.readline()
             if not text:
@@ -669,6 +762,9 @@ class RowReader:
                     continue
                 kind = kinds.get(key, 0)
                 is_text = type(value) is str
+                if is_text and (value in na_values or (value.strip() or "\x00") in na_values):
+                    obj[key] = MISSING
+                    continue
                 if isinstance(value, (dict, list)):
                     problem = ("nested objects and arrays are not supported as values", key)
                     break
@@ -746,7 +842,8 @@ class RowReader:
         self.close()
 
 
-def open_rows(path: str | None, *, format: str | None = None, hint: bool = True) -> RowReader:
+def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
+              na_values: frozenset[str] = DEFAULT_NA_VALUES, delimiter: str | None = None) -> RowReader:
     """Open ``path`` (``None`` or ``-``: stdin) for reading rows.
 
     When reading a terminal, prints csvkit's hint to stderr so a user who forgot the
@@ -754,6 +851,7 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True)
     be opened.
     """
     fmt = detect_format(path, format)
+    options: dict[str, Any] = {"na_values": na_values, "delimiter": delimiter or delimiter_for(path)}
     if not path or path == "-":
         if hint and _stdin_is_tty():
             print(TTY_HINT, file=sys.stderr, flush=True)
@@ -761,7 +859,7 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True)
             fd: BinaryIO | int = sys.stdin.fileno()
         except (AttributeError, OSError, ValueError):
             fd = sys.stdin.buffer  # e.g. a test runner's in-memory stdin
-        return RowReader(fd, name=STDIN_NAME, format=fmt)
+        return RowReader(fd, name=STDIN_NAME, format=fmt, **options)
     try:
         if os.path.isdir(path):
             raise InputError("is a directory, not a data file", source=path)
@@ -772,7 +870,7 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True)
         raise InputError("permission denied", source=path) from None
     except OSError as error:
         raise InputError(f"cannot open the file ({error.strerror or error})", source=path) from None
-    return RowReader(stream, name=path, format=fmt, close=True)
+    return RowReader(stream, name=path, format=fmt, close=True, **options)
 
 
 def _stdin_is_tty() -> bool:
