@@ -79,6 +79,27 @@ def test_explain_many_equals_explain_one_for_a_function(sampling):
     assert np.isnan(one[0]).all() and not np.isnan(one[1:]).any()
 
 
+@pytest.mark.parametrize("max_cells", [1, 300, 10_000])
+def test_explain_many_splits_wide_blocks_by_cells_with_the_same_numbers(max_cells):
+    """A micro-batch is evaluated in model calls of at most ``max_block_cells`` cells (at least
+    one row's block), and the numbers are those of explain_one row by row."""
+    X, y = _numeric_stream(120)
+    calls: list[int] = []
+
+    def recording_rule(block):
+        calls.append(block.size)
+        return _rule(block)
+
+    one = _one_by_one(_explainer(), _records(X), y)
+    explainer = _explainer(FunctionPredictor(recording_rule))
+    explainer.max_block_cells = max_cells
+    many = explainer.explain_many(X, y)
+    assert np.array_equal(one, many, equal_nan=True)
+    row_block = explainer.block_rows * len(COLUMNS)   # 16 x 3 = 48 cells per explained row
+    assert max(calls) == min(119, max(1, max_cells // row_block)) * row_block
+    assert sum(calls) == 119 * row_block   # every explained row once (the first has nothing to draw)
+
+
 @pytest.fixture(scope="module")
 def pipeline_stream():
     """A HistGradientBoosting pipeline fitted on a DataFrame with a string categorical column."""

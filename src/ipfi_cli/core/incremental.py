@@ -91,6 +91,10 @@ class IncrementalPFI:
         Seeds the one random generator every draw comes from.
     """
 
+    #: the most cells (rows x columns) one model call of :meth:`explain_many` evaluates;
+    #: 2**22 float64 cells are 32 MB, so a micro-batch of wide rows is split over several calls
+    max_block_cells: int = 1 << 22
+
     def __init__(
         self,
         model: Predictor,
@@ -242,35 +246,54 @@ class IncrementalPFI:
         self.n_seen = n_seen
 
     def _explain_many_batched(self, value_rows: list[list[Any]], targets: list[Any]) -> np.ndarray:
-        # the evaluation blocks of all explained rows, one after the other in one array
-        n_block = self.block_rows
+        # The evaluation blocks of consecutive explained rows go to the model together, in
+        # calls of at most ``max_block_cells`` cells (at least one row's block), so memory
+        # stays bounded whatever the width. Draws happen row by row in stream order and the
+        # model never changes, so the numbers do not depend on how the rows are grouped.
+        n_block, n_columns = self.block_rows, len(self.columns)
+        per_call = max(1, self.max_block_cells // (n_block * max(1, n_columns)))
+        out = np.full((len(value_rows), len(self.names)), np.nan)
         block: np.ndarray | None = None
-        explained = np.zeros(len(value_rows), dtype=bool)
-        n_explained = 0
+        pending: list[int] = []  # rows filled into ``block`` and not yet predicted
+        folded = 0  # rows of ``out`` done
+
+        def flush() -> None:
+            nonlocal folded, block
+            if not pending:
+                return
+            pending_targets = [targets[t] for t in pending]
+            filled = block[:len(pending) * n_block]  # type: ignore[index]
+            losses = self._losses(self._predict_block(filled, pending_targets), pending_targets)
+            for step, t in enumerate(pending):
+                while folded < t:  # rows before it with nothing to explain (the stream's first)
+                    out[folded] = self._tracker.mean
+                    folded += 1
+                self._fold(losses[step])
+                out[t] = self._tracker.mean
+                folded = t + 1
+            pending.clear()
+
         for t, values in enumerate(value_rows):
             self._ensure_sampler(values)
-            row = np.asarray(values, dtype=self._sampler.rows.dtype)
-            if self._sampler.filled > 0:
-                if block is None:
-                    block = np.empty((len(value_rows) * n_block, len(self.columns)), dtype=row.dtype)
-                elif block.dtype != row.dtype:  # a non-numeric value arrived: object from here on
-                    block = block.astype(row.dtype)
-                self._fill_block(block[n_explained * n_block:(n_explained + 1) * n_block], row)
-                n_explained += 1
-                explained[t] = True
+            row = np.asarray(values, dtype=self._sampler.rows.dtype)  # type: ignore[union-attr]
+            if self._sampler.filled > 0:  # type: ignore[union-attr]
+                if block is None or (block.dtype != row.dtype and block.dtype != object):
+                    capacity = min(per_call, len(value_rows) - t)
+                    # a non-numeric value arrived: object from here on
+                    block = np.empty((capacity * n_block, n_columns), dtype=row.dtype) if block is None \
+                        else block.astype(row.dtype)
+                k = len(pending)
+                self._fill_block(block[k * n_block:(k + 1) * n_block], row)
+                pending.append(t)
+                if len(pending) == len(block) // n_block:
+                    flush()
             self._store(row)
-        out = np.full((len(value_rows), len(self.names)), np.nan)
-        if block is not None:
-            block = block[:n_explained * n_block]
-            explained_targets = [y for y, e in zip(targets, explained) if e]
-            losses = self._losses(self._predict_block(block, explained_targets), explained_targets)
-        step = 0
-        for t in range(len(value_rows)):
-            if explained[t]:
-                self._fold(losses[step])
-                step += 1
-            out[t] = self._tracker.mean
+        flush()
+        while folded < len(value_rows):
+            out[folded] = self._tracker.mean
+            folded += 1
         return out
+
     # -- results ----------------------------------------------------------------------------
     def importance_array(self) -> np.ndarray:
         """Current estimates in ``names`` order (NaN before the first explained row)."""
