@@ -275,7 +275,7 @@ def test_regression_defaults_to_absolute_loss(run, static_csv, regressor, tmp_pa
 def test_log_loss(run, static_csv, hgb, regressor):
     assert run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "-q", "--loss", "log").exit_code == 0
     result = run("explain", static_csv, "-m", regressor, "-t", "loan", *STATIC, "--loss", "log")
-    assert result.exit_code == 1 and "predict_proba" in result.stderr
+    assert result.exit_code == 1 and "regressor" in result.stderr and "use --loss absolute" in result.stderr
 
 
 # -- errors: one line, file/row/column named, exit 1 --------------------------------------------
@@ -335,7 +335,7 @@ def test_wrong_number_of_features_for_an_unnamed_model(run, static_csv, unnamed_
     lines[0] = lines[0][:-2] + ",extra"
     path = tmp_path / "extra.csv"
     path.write_text("\n".join(lines) + "\n")
-    one_error_line(run("explain", path, "-m", unnamed_model, "-t", "class"), "expects 9 features", "10")
+    one_error_line(run("explain", path, "-m", unnamed_model, "-t", "class"), "fitted on 9 unnamed features", "would get 10")
 
 
 def test_wrong_number_of_fields(run, static_csv, hgb, tmp_path):
@@ -462,9 +462,11 @@ def test_missing_required_options_exit_2(run, static_csv):
     assert run("explain", static_csv, "-m", "x.pkl").exit_code == 2
 
 
-def test_empty_input_writes_the_header_only(run, hgb):
+def test_empty_input_writes_the_header_and_fails(run, hgb):
+    # nothing explained is not success: exit 1 with one line saying so (the header is already out)
     result = run("explain", "-m", hgb, "-t", "class", "-q", input=",".join([*FEATURES, "class"]) + "\n")
-    assert result.exit_code == 0 and result.stdout == "row," + ",".join(FEATURES) + "\n"
+    assert result.exit_code == 1 and result.stdout == "row," + ",".join(FEATURES) + "\n"
+    assert result.stderr.strip().endswith("no row was explained: the input has no rows")
 
 
 def test_numbers_are_float_repr(run, static_csv, hgb):

@@ -1,8 +1,9 @@
 """``ipfi batch``: batch PFI of a static model on a whole file (the paper's eq. 3).
 
 Also home of the helpers the batch-mode commands (``batch``, ``compare``) share: reading
-a whole file with pandas (batch mode may; streaming never does), preparing the model's
-columns and labels, and writing flat records as CSV or JSONL.
+a whole file through the same reader and row checks as ``explain`` (so one file means one
+thing to every command), preparing the model's columns and labels, and writing flat
+records as CSV or JSONL.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Annotated, Any, BinaryIO, Optional, Sequence
 import typer
 
 from ipfi_cli.cli.common import (
-    PANEL_ESTIMATOR, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
-    LoadedModel, LossOpt, ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, SeedOpt, TargetOpt, Task, ThreadsOpt, TrustOpt,
-    TaskOpt, VerboseOpt, choose_loss, choose_task, label_converter, load_predictor, model_columns, parse_groups,
-    reporting, say, select_features, split_names,
+    PANEL_ESTIMATOR, CliError, DebugOpt, DelimiterOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
+    LoadedModel, LossOpt, ModelOpt, NaValuesOpt, NoDefaultNaOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt,
+    QuietOpt, SeedOpt, TargetOpt, Task, ThreadsOpt, TrustOpt, TaskOpt, VerboseOpt, choose_loss, choose_task,
+    first_row_hook, label_matcher, load_predictor, model_columns, parse_groups, read_options, reporting, say,
+    select_features, split_names,
 )
 
 DataArg = Annotated[str, typer.Argument(
@@ -50,62 +52,70 @@ class Prepared:
     source: str
 
 
-def read_frame(path: str, input_format: str | None) -> Any:
-    """The whole file as a DataFrame (CSV or JSONL, gzip allowed, '-' for stdin)."""
-    import pandas as pd
-
-    from ipfi_cli.io.readers import detect_format
-
-    source: Any = sys.stdin.buffer if path == "-" else path
-    fmt = input_format or detect_format(None if path == "-" else path) or "csv"
-    if path == "-" and input_format is None:
-        data = sys.stdin.buffer.read()
-        if data[:2] == b"\x1f\x8b":
-            import gzip
-
-            data = gzip.decompress(data)
-        fmt = "jsonl" if data.lstrip()[:1] == b"{" else "csv"
-        import io
-
-        source = io.BytesIO(data)
-    try:
-        if fmt == "jsonl":
-            frame = pd.read_json(source, lines=True, compression="infer" if path != "-" else None)
-        else:
-            frame = pd.read_csv(source, compression="infer" if path != "-" else None)
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except (ValueError, UnicodeDecodeError, OSError) as error:
-        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise CliError(f"{path}: cannot read the data ({detail})") from None
-    if frame.empty:
-        raise CliError(f"{path}: no data rows")
-    frame.columns = [str(c) for c in frame.columns]
-    return frame
-
-
 def prepare(data: str, model: str, target: str, *, input_format: str | None, task: Task, loss: Any,
             features: Sequence[str] | None, drop: Sequence[str] | None, group: Sequence[str] | None,
-            learn: bool = False, trust: Sequence[str] | None = None) -> Prepared:
-    """Load the model and the data, check the columns and options, convert the labels."""
+            learn: bool = False, trust: Sequence[str] | None = None, on_bad_row: str = "fail",
+            na_values: Sequence[str] | None = None, no_default_na: bool = False, delimiter: str | None = None,
+            quiet: bool = False, verbose: bool = False) -> Prepared:
+    """Load the model and the whole input, check columns, options and rows, convert the labels.
+
+    The rows go through :mod:`ipfi_cli.io.readers` and :class:`~ipfi_cli.run.rows.RowChecker`,
+    as in ``ipfi explain``: the same values, the same bad rows, the same messages.
+    """
+    from ipfi_cli.io.readers import open_rows
+    from ipfi_cli.run.rows import RowChecker, read_good_rows, rows_frame
+
     groups = parse_groups(group)
+    options = read_options(na_values, no_default_na, delimiter)
     loaded = load_predictor(model, learn=learn, trust=trust)
-    for line in loaded.warnings:
-        say(line, "warning")
-    frame = read_frame(data, input_format)
-    source = "<stdin>" if data == "-" else data
-    columns = model_columns(loaded, list(frame.columns), target, source)
-    selected, groups = select_features(columns, split_names(features), split_names(drop), groups)
+    if not quiet:
+        for line in loaded.warnings:
+            say(line, "warning")
     classification = choose_task(loaded, task)
     chosen_loss = choose_loss(loaded, classification, loss)
-    convert = label_converter(loaded, classification)
-    targets = []
-    for number, value in enumerate(frame[target].tolist(), start=1):
-        try:
-            targets.append(convert(value))
-        except ValueError as error:
-            raise CliError(f"{source}: row {number}: {error}") from None
-    return Prepared(loaded, frame[columns], targets, columns, selected, groups, chosen_loss, classification, source)
+    matcher = label_matcher(loaded, classification, learn)
+    features, drop = split_names(features), split_names(drop)
+    with open_rows(None if data == "-" else data, format=input_format, hint=False, **options) as reader:
+        source = reader.name
+        notes: list[str] = []
+        input_columns = reader.columns
+        if not input_columns:
+            bad = [row.error for row in reader]
+            if bad and on_bad_row == "fail":
+                raise bad[0]
+            raise CliError(f"{source}: no data rows" + (f" ({len(bad):,} bad row(s); the first: {bad[0]})"
+                                                        if bad else ""))
+        if reader.format == "jsonl":
+            known = getattr(loaded.predictor, "columns", None)
+            input_columns = [*(known or [c for c in input_columns if c != target]), target]
+        columns = model_columns(loaded, input_columns, target, source, features=features, drop=drop,
+                                groups=groups, notes=notes)
+        schema = bool(getattr(loaded.predictor, "columns", None))
+        selected, groups = select_features(columns, features, drop if schema else
+                                           [c for c in drop or [] if c in columns], groups)
+        if not quiet:
+            for line in notes:
+                say(line, "note")
+
+        def on_skip(error: Any) -> None:
+            if verbose:
+                say(f"skipped {error}", "warning")
+
+        checker = RowChecker(source=source, target=target, columns=columns, to_label=matcher,
+                             check_columns=reader.format == "jsonl", learn=learn, on_bad_row=on_bad_row,
+                             on_skip=on_skip, on_first_row=first_row_hook(loaded, matcher, columns))
+        rows = read_good_rows(reader, checker)
+    if checker.skipped and not quiet:
+        say(checker.skipped_summary() or "", "warning")
+    unknown = matcher.unknown_summary()
+    if unknown and not quiet:
+        say(unknown, "warning")
+    if len(rows) < 2:
+        why = f"all {checker.skipped:,} row(s) were bad" if checker.skipped and not rows else \
+            f"{len(rows)} good row(s); batch PFI needs at least 2"
+        raise CliError(f"{source}: no data to explain: {why}")
+    return Prepared(loaded, rows_frame(rows, columns), [r.label for r in rows], columns, selected, groups,
+                    chosen_loss, classification, source)
 
 
 def _csv_cell(value: Any) -> str:
@@ -186,6 +196,10 @@ def batch(
     loss: LossOpt = None,
     task: TaskOpt = Task.auto,
     input_format: FormatOpt = None,
+    na_values: NaValuesOpt = None,
+    no_default_na: NoDefaultNaOpt = False,
+    delimiter: DelimiterOpt = None,
+    on_bad_row: OnBadRowOpt = OnBadRow.fail,
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
     quiet: QuietOpt = False,
@@ -198,7 +212,9 @@ def batch(
     """
     with reporting(debug):
         prepared = prepare(data, model, target, input_format=input_format.value if input_format else None,
-                           task=task, loss=loss, features=features, drop=drop, group=group, trust=trust)
+                           task=task, loss=loss, features=features, drop=drop, group=group, trust=trust,
+                           on_bad_row=on_bad_row.value, na_values=na_values, no_default_na=no_default_na,
+                           delimiter=delimiter, quiet=quiet, verbose=verbose)
         from ipfi_cli.core import batch_pfi
 
         if verbose and not quiet:

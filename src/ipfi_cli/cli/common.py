@@ -85,11 +85,36 @@ PANEL_DISPLAY = "Display and errors"
 InputArg = Annotated[Optional[str], typer.Argument(
     help="CSV or JSONL file to read (.gz allowed). '-' or nothing reads standard input.",
     show_default=False, metavar="INPUT")]
+NaValuesOpt = Annotated[Optional[list[str]], typer.Option(
+    "--na-values", help="Also read these values as missing (comma-separated, repeatable), besides empty fields "
+    "and the default tokens NA, N/A, NaN, nan, null, NULL, None, ?, #N/A and the rest of pandas' list.",
+    rich_help_panel=PANEL_INPUT, show_default=False, metavar="TOKENS")]
+NoDefaultNaOpt = Annotated[bool, typer.Option(
+    "--no-default-na", help="Only empty fields and --na-values are missing (NA, None, ? ... stay text).",
+    rich_help_panel=PANEL_INPUT)]
+DelimiterOpt = Annotated[Optional[str], typer.Option(
+    "--delimiter", "-d", help="CSV field separator: one character, or tab, semicolon, pipe. Default: a comma, "
+    "unless the header has none and has ';', tab or '|'; tab for .tsv.", rich_help_panel=PANEL_INPUT,
+    show_default=False, metavar="SEP")]
+
+
+def read_options(na_values: Sequence[str] | None, no_default_na: bool, delimiter: str | None) -> dict[str, Any]:
+    """The reader's ``na_values`` and ``delimiter`` from the options (usage errors, exit 2)."""
+    from ipfi_cli.io.readers import na_tokens, parse_delimiter
+
+    tokens = na_tokens([t for value in na_values or [] for t in value.split(",")], defaults=not no_default_na)
+    try:
+        separator = parse_delimiter(delimiter) if delimiter is not None else None
+    except ValueError as error:
+        raise usage_error(str(error), "--delimiter") from None
+    return {"na_values": tokens, "delimiter": separator}
+
+
 FormatOpt = Annotated[Optional[InputFormat], typer.Option(
     "--format", "-f", help="Input format. Default: from the file extension; on stdin, JSONL if the "
     "first line is a JSON object ({...}), else CSV.", rich_help_panel=PANEL_INPUT, show_default=False)]
 ModelOpt = Annotated[str, typer.Option(
-    "--model", "-m", help="Model file: .skops (loaded safely with skops.io; needs ipfi-cli[safe]) or "
+    "--model", "-m", help="Model file: .skops (loaded safely with skops.io; needs ipfi-cli\\[safe]) or "
     "joblib/pickle (scikit-learn or river, pipelines included). " + PICKLE_WARNING,
     rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")]
 TrustOpt = Annotated[Optional[list[str]], typer.Option(
@@ -139,10 +164,14 @@ SeedOpt = Annotated[Optional[int], typer.Option(
     "Default: a random seed, reported with --verbose and in --meta.", rich_help_panel=PANEL_ESTIMATOR,
     show_default=False)]
 FeaturesOpt = Annotated[Optional[list[str]], typer.Option(
-    "--features", help="Explain only these columns (comma-separated, repeatable). Default: every model input.",
+    "--features", help="Explain only these columns (comma-separated, repeatable). A model that does not name "
+    "its inputs (river, a function, scikit-learn fitted on an array) gets only these (and --group's). "
+    "Default: every model input.",
     rich_help_panel=PANEL_ESTIMATOR, show_default=False, metavar="COLS")]
 DropOpt = Annotated[Optional[list[str]], typer.Option(
-    "--drop", help="Do not explain these columns (comma-separated, repeatable); the model still gets them.",
+    "--drop", help="Do not explain these columns (comma-separated, repeatable). A model that names its "
+    "inputs still gets them; any other model (river, a function, scikit-learn fitted on an array) does not: "
+    "drop ids and dates.",
     rich_help_panel=PANEL_ESTIMATOR, show_default=False, metavar="COLS")]
 GroupOpt = Annotated[Optional[list[str]], typer.Option(
     "--group", "-g", help="NAME=col1,col2: permute these columns jointly and report them as NAME "
@@ -331,72 +360,69 @@ def choose_task(loaded: LoadedModel, task: Task) -> bool:
 
 
 def choose_loss(loaded: LoadedModel, classification: bool, loss: LossName | str | None) -> Any:
-    """The core ``Loss``: ``loss`` if given, else the paper's default for the task."""
-    from ipfi_cli.core.losses import Output, default_loss, get_loss
+    """The core ``Loss``: ``loss`` if given, else the paper's default for the task.
+
+    A loss that cannot measure this model (zero-one or log loss on a regressor, absolute or
+    squared error on text classes) is refused here, before the first row, naming the fix.
+    """
+    from ipfi_cli.core.losses import default_loss, get_loss
+    from ipfi_cli.run.labels import LossFitError, check_loss, declared_task
 
     chosen = get_loss(loss.value if isinstance(loss, LossName) else loss) if loss else default_loss(classification)
-    if chosen.output is Output.PROBA and not getattr(loaded.predictor, "has_proba", False):
-        raise CliError(f"{loaded.path}: the log loss needs predicted probabilities, and this "
-                       f"{loaded.description} has no predict_proba; use --loss zero-one")
-    if chosen.output is Output.PROBA and not classification:
-        raise usage_error("the log loss is for classification; use absolute or squared", "--loss")
+    classes = getattr(loaded.predictor, "classes", None)
+    try:
+        check_loss(chosen, classification, declared_task(loaded.model), classes,
+                   bool(getattr(loaded.predictor, "has_proba", False)))
+    except LossFitError as error:
+        raise CliError(f"{loaded.path}: {error}") from None
     return chosen
 
 
-def label_converter(loaded: LoadedModel, classification: bool) -> Callable[[Any], Any]:
-    """A function that checks one label and returns it as the model's own class value.
+def label_matcher(loaded: LoadedModel, classification: bool, learn: bool) -> Any:
+    """A :class:`~ipfi_cli.run.labels.LabelMatcher` for the model's classes (scikit-learn's
+    ``classes_``; a river classifier's are asked on the first row, see :func:`first_row_hook`)."""
+    from ipfi_cli.run.labels import LabelMatcher
 
-    Raises ``ValueError`` with a message for a missing label or, in regression, a label
-    that is not a number. For a classifier that knows its classes, a label matches a
-    class by value or by text (``"1"`` finds class ``1``).
-    """
-    from ipfi_cli.io.readers import is_missing
+    return LabelMatcher(classification=classification, classes=getattr(loaded.predictor, "classes", None),
+                        fixed=not learn)
 
-    if not classification:
-        def regression_label(value: Any) -> Any:
-            if is_missing(value):
-                raise ValueError("missing label")
-            if type(value) not in (int, float):
-                raise ValueError(f"the label {value!r} is not a number (the task is regression)")
-            if type(value) is float and not math.isfinite(value):
-                raise ValueError(f"the label {value} is not a finite number")
-            return value
-        return regression_label
 
-    classes = getattr(loaded.predictor, "classes", None)
-    lookup: dict[Any, Any] = {}
-    for c in classes or []:
-        native = c.item() if hasattr(c, "item") else c
-        lookup.setdefault(native, native)
-        lookup.setdefault(str(native), native)
+def first_row_hook(loaded: LoadedModel, matcher: Any,
+                   columns: Sequence[str]) -> Callable[[dict[str, Any]], None] | None:
+    """For a river classifier with no known classes: learn them from its answer on the first row."""
+    if not matcher.classification or matcher.classes is not None or loaded.kind != "river":
+        return None
+    from ipfi_cli.run.labels import model_classes_from_first_row
 
-    def class_label(value: Any) -> Any:
-        if is_missing(value):
-            raise ValueError("missing label")
-        if lookup:
-            try:
-                found = lookup.get(value)
-            except TypeError:  # unhashable
-                found = None
-            if found is None:
-                found = lookup.get(str(value))
-            if found is not None:
-                return found
-        return value
-    return class_label
+    def learn_classes(values: dict[str, Any]) -> None:
+        classes = model_classes_from_first_row(loaded.model, {c: values[c] for c in columns if c in values})
+        if classes:
+            matcher.learn_classes(classes)
+    return learn_classes
 
 
 # -- columns ------------------------------------------------------------------------------------
 def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str, source: str,
-                  *, check_target: bool = True) -> list[str]:
+                  *, check_target: bool = True, features: Sequence[str] | None = None,
+                  drop: Sequence[str] | None = None, groups: dict[str, list[str]] | None = None,
+                  notes: list[str] | None = None) -> list[str]:
     """The model's input columns, checked against the input's columns up front.
 
     A model that names its inputs (``feature_names_in_``) gets exactly those, and every
-    one must be in the input; otherwise the model gets every input column but the target.
+    one must be in the input. A model without a schema (river, a function, scikit-learn
+    fitted on an array) gets the columns chosen by ``--features`` (with the ``--group``
+    members) or else every input column but the target and the ``--drop`` columns; one
+    fitted on an array takes them by position, so the count must match (``notes`` gets a
+    line saying so).
     """
     inputs = list(input_columns)
     if check_target and target not in inputs:
-        raise CliError(f"{source}: no column {target!r} (the --target); the columns are: {', '.join(inputs)}")
+        hint = ""
+        for delimiter, name in ((";", "';'"), ("\t", "tab"), ("|", "'|'")):
+            if any(delimiter in c for c in inputs):
+                hint = f" (the header holds {name}: is the file separated by it? use --delimiter)"
+                break
+        raise CliError(f"{source}: no column {target!r} (the --target); the columns are: {', '.join(inputs)}{hint}")
     known = getattr(loaded.predictor, "columns", None)
     if known:
         if target in known:
@@ -406,13 +432,29 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
             raise CliError(f"{source}: the model needs column(s) {', '.join(missing)}, which the input lacks "
                            f"(the model's inputs: {', '.join(known)})")
         return list(known)
-    columns = [c for c in inputs if c != target]
+    available = [c for c in inputs if c != target]
+    for option, names in (("--features", features or []), ("--drop", drop or []),
+                          ("--group", [c for members in (groups or {}).values() for c in members])):
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            raise usage_error(f"no such input column: {', '.join(unknown)} (the columns: {', '.join(available)})",
+                              option)
+    dropped = set(drop or [])
+    if features:
+        chosen = set(features) | {c for members in (groups or {}).values() for c in members}
+        columns = [c for c in available if c in chosen and c not in dropped]
+    else:
+        columns = [c for c in available if c not in dropped]
     expected = getattr(loaded.predictor, "n_features", None)
     if expected is not None and expected != len(columns):
-        raise CliError(f"{source}: the model expects {expected} features, but the input has {len(columns)} "
-                       f"columns besides the target {target!r}: {', '.join(columns)}")
+        raise CliError(f"{source}: the model was fitted on {expected} unnamed features and takes columns by "
+                       f"position, but it would get {len(columns)}: {', '.join(columns)} (choose them with "
+                       "--features or --drop, in the order the model was fitted on)")
     if not columns:
         raise CliError(f"{source}: the input has no columns besides the target {target!r}")
+    if expected is not None and notes is not None:
+        notes.append("the model was fitted without column names: it gets the input's columns by position "
+                     f"({', '.join(columns[:6])}{', ...' if len(columns) > 6 else ''}); --verbose shows the mapping")
     return columns
 
 
@@ -420,7 +462,8 @@ def select_features(columns: Sequence[str], features: Sequence[str] | None, drop
                     groups: dict[str, list[str]]) -> tuple[list[str] | None, dict[str, list[str]]]:
     """Check ``--features``/``--drop``/``--group`` against the model's columns (usage errors, exit 2).
 
-    Returns the ``features`` and ``groups`` arguments for the core estimators.
+    Returns the ``features`` and ``groups`` arguments for the core estimators. (A ``--drop``
+    column that the model does not get, because it has no schema, is already left out.)
     """
     known = set(columns)
     for option, names in (("--features", features or []), ("--drop", drop or []),

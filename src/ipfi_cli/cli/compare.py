@@ -24,7 +24,8 @@ from ipfi_cli.cli.batch import (DataArg, NJobsOpt, RecordWriter, number, prepare
 from ipfi_cli.cli.common import (
     PANEL_ESTIMATOR, PANEL_OUTPUT, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt, LossOpt,
     ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt, Sampling, SeedOpt, TargetOpt, Task, TaskOpt,
-    ThreadsOpt, TrustOpt, VerboseOpt, reporting, say, usage_error,
+    ThreadsOpt, TrustOpt, VerboseOpt, DelimiterOpt, NaValuesOpt, NoDefaultNaOpt, OnBadRow, OnBadRowOpt, reporting,
+    say, usage_error,
 )
 
 PANEL_COMPARE = "Comparison"
@@ -88,6 +89,10 @@ def compare(
     loss: LossOpt = None,
     task: TaskOpt = Task.auto,
     input_format: FormatOpt = None,
+    na_values: NaValuesOpt = None,
+    no_default_na: NoDefaultNaOpt = False,
+    delimiter: DelimiterOpt = None,
+    on_bad_row: OnBadRowOpt = OnBadRow.fail,
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
     traces: TracesOpt = None,
@@ -119,7 +124,8 @@ def compare(
         samplings = [s.value for s in sampling] if sampling else (["geometric"] if learn else ["uniform", "geometric"])
         prepared = prepare(data, model, target, input_format=input_format.value if input_format else None,
                            task=task, loss=loss, features=features, drop=drop, group=group, learn=learn,
-                           trust=trust)
+                           trust=trust, on_bad_row=on_bad_row.value, na_values=na_values,
+                           no_default_na=no_default_na, delimiter=delimiter, quiet=quiet, verbose=verbose)
         fmt = output_format.value if output_format else None
         if verbose and not quiet:
             say(f"model {prepared.loaded.description}; {len(prepared.frame)} rows; loss {prepared.loss.name}; "

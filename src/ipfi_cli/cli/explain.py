@@ -28,9 +28,10 @@ from ipfi_cli.cli.common import (
     EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PANEL_DISPLAY, PANEL_ESTIMATOR, PANEL_INPUT,
     PANEL_MODEL, PANEL_OUTPUT, PICKLE_WARNING, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
     InputArg, LossOpt, ModelOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt,
-    Sampling, SeedOpt, TargetOpt, Task, TaskOpt, ThreadsOpt, TrustOpt, VerboseOpt, choose_loss, choose_task, label_converter,
-    first_line, library_versions, live_display_allowed, load_predictor, model_columns, parse_groups, quiet_broken_pipe,
-    reporting, say, select_features, split_names, stream_is_terminal, usage_error,
+    Sampling, SeedOpt, TargetOpt, Task, TaskOpt, ThreadsOpt, TrustOpt, VerboseOpt, DelimiterOpt, NaValuesOpt,
+    NoDefaultNaOpt, first_line, choose_loss, choose_task, first_row_hook, label_matcher, library_versions, live_display_allowed,
+    load_predictor, model_columns, parse_groups, quiet_broken_pipe, read_options, reporting, say, select_features,
+    split_names, stream_is_terminal, usage_error,
 )
 
 HELP = f"""Explain a model on a stream: incremental permutation feature importance (iPFI) per row.
@@ -63,6 +64,9 @@ class ExplainSettings:
     input: str | None = None
     trust: list[str] | None = None
     format: str | None = None
+    na_values: list[str] | None = None
+    no_default_na: bool = False
+    delimiter: str | None = None
     task: str = "auto"
     loss: str | None = None
     learn: bool = False
@@ -99,6 +103,9 @@ def explain(
     trust: TrustOpt = None,
     threads: ThreadsOpt = None,
     format: FormatOpt = None,
+    na_values: NaValuesOpt = None,
+    no_default_na: NoDefaultNaOpt = False,
+    delimiter: DelimiterOpt = None,
     task: TaskOpt = Task.auto,
     loss: LossOpt = None,
     learn: Annotated[bool, typer.Option(
@@ -176,8 +183,10 @@ def explain(
                 if path and path != "-" and os.path.abspath(path) == os.path.abspath(state)]
         if same:
             raise usage_error(f"is the same file as {same[0][0]}", "--state")
+    read_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
     settings = ExplainSettings(
-        model=model, target=target, input=input, trust=split_names(trust), format=format.value if format else None, task=task.value,
+        model=model, target=target, input=input, trust=split_names(trust), format=format.value if format else None,
+        na_values=na_values, no_default_na=no_default_na, delimiter=delimiter, task=task.value,
         loss=loss.value if loss else None, learn=learn, save_model=save_model, alpha=alpha, repeats=repeats,
         sampling=sampling.value, reservoir_size=reservoir_size, seed=seed, features=split_names(features),
         drop=split_names(drop), groups=parse_groups(group), output=output,
@@ -219,6 +228,11 @@ class ExplainRun:
         self.dashboard: Any = None
         self.columns: list[str] = []
         self.input_columns: list[str] = []
+        self.notes: list[str] = []  # one-time notes about the set-up (stderr, not with --quiet)
+        self.checker: Any = None
+        self.labels: Any = None
+        self._reference: dict[str, Any] | None = None  # a row the model took (to find a failing column)
+        self._mismatch_checked = False
         # --state: what a checkpoint holds besides the explainer, and how this run resumed
         self.input_rows = 0  # input rows handled (good and bad), the resume point
         self.resumed: dict[str, Any] | None = None  # the state file's content when continuing
@@ -229,6 +243,7 @@ class ExplainRun:
         self._last_print: int | None = None  # fingerprint of the last input row handled
         self._run_settings: dict[str, Any] = {}
         self._busy = False  # in the middle of a micro-batch: Ctrl-C/SIGTERM wait for its end
+        self._failure: Exception | None = None  # a row the model failed on (--on-bad-row fail)
         self._stop = False
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -250,12 +265,13 @@ class ExplainRun:
         classification = choose_task(loaded, Task(s.task))
         self.loss = loss = choose_loss(loaded, classification, s.loss)
         self.classification = classification
-        self.to_label = label_converter(loaded, classification)
+        self.labels = label_matcher(loaded, classification, s.learn)
         if loaded.kind == "river" and not s.learn and not s.quiet:
             say("note: the river model is explained as it is and does not learn; add --learn to "
                 "explain each row and then learn it")
 
-        self.reader = reader = open_rows(s.input, format=s.format)
+        self.reader = reader = open_rows(s.input, format=s.format,
+                                         **read_options(s.na_values, s.no_default_na, s.delimiter))
         if self.resumed is not None and not s.skip_seen:  # the input continues the stream
             reader.rows_read = self.resumed["run"]["input_rows"]
             reader.assume_kinds(self.resumed["run"]["kinds"])
@@ -276,20 +292,32 @@ class ExplainRun:
             bad = [row.error for row in reader]  # no good row at all: only bad ones, if any
             if bad and s.on_bad_row == "fail":
                 raise bad[0]
-            if not s.quiet:
-                say(f"{source}: no rows; nothing to explain"
-                    + (f" (skipped {len(bad):,} bad row(s); the first: {bad[0]})" if bad else ""))
-            return EXIT_OK
+            raise CliError(f"{source}: no row was explained: the input has no rows"
+                           + (f" but {len(bad):,} bad one(s); the first: {bad[0]}" if bad else ""))
         if reader.format == "jsonl":
             # JSONL objects need not share keys: a model that names its inputs gets those, else
             # the first object's keys are the inputs; each row is checked for them and the target
             known = getattr(loaded.predictor, "columns", None)
             inputs = list(known) if known else [c for c in self.input_columns if c != s.target]
-            self.columns = columns = model_columns(loaded, [*inputs, s.target], s.target, source)
+            self.columns = columns = model_columns(loaded, [*inputs, s.target], s.target, source,
+                                                   features=s.features, drop=s.drop, groups=s.groups,
+                                                   notes=self.notes)
         else:
             self.columns = columns = model_columns(loaded, self.input_columns or loaded.predictor.columns,
-                                                   s.target, source, check_target=bool(self.input_columns))
-        features, groups = select_features(columns, s.features, s.drop, s.groups)
+                                                   s.target, source, check_target=bool(self.input_columns),
+                                                   features=s.features, drop=s.drop, groups=s.groups,
+                                                   notes=self.notes)
+        schema = bool(getattr(loaded.predictor, "columns", None))
+        features, groups = select_features(columns, s.features,
+                                           s.drop if schema else [c for c in s.drop or [] if c in columns], s.groups)
+        if not s.quiet:
+            for line in self.notes:
+                say(line, "note")
+        from ipfi_cli.run.rows import RowChecker
+
+        self.checker = RowChecker(source=source, target=s.target, columns=columns, to_label=self.labels,
+                                  check_columns=reader.format == "jsonl", learn=s.learn, on_bad_row=s.on_bad_row,
+                                  on_skip=self._on_skip, on_first_row=first_row_hook(loaded, self.labels, columns))
 
         from ipfi_cli.core import IncrementalPFI
 
@@ -337,6 +365,8 @@ class ExplainRun:
         unused = [c for c in self.input_columns if c not in self.columns and c != s.target]
         say(f"input {source} ({fmt}); target {s.target!r}; model inputs ({len(self.columns)}): "
             f"{', '.join(self.columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
+        if getattr(loaded.predictor, "n_features", None) is not None and not getattr(loaded.predictor, "columns", None):
+            say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(self.columns)))
         say(f"explaining ({len(explainer.names)}): "
             + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in explainer.names))
         say(f"alpha {s.alpha}, repeats {s.repeats}, sampling {s.sampling}, reservoir {s.reservoir_size}, "
@@ -523,15 +553,18 @@ class ExplainRun:
                 self._busy = True
                 if self.first_row_time is None:
                     self.first_row_time = time.monotonic()
-                good, failure = self._check_rows(batch)
+                good, failure = self.checker.check(batch)
                 if good:
                     if s.learn:
                         self._learn_rows(good)
                     else:
                         self._explain_static(good)
                     self.writer.flush()
+                if self._failure is not None:  # the model failed on a good row: it comes first
+                    failure = self._failure
                 if failure is not None:  # after the rows before it are explained and written
                     raise failure
+                self._check_labels_match()
                 self.input_rows += len(batch)
                 if s.state:
                     self._last_print = _fingerprint(batch[-1])
@@ -613,6 +646,10 @@ class ExplainRun:
                 say(f"saved the learned model to {s.save_model}")
         if self.skipped and not s.quiet:
             say(f"skipped {self.skipped:,} bad row(s); the first: {self.first_skip}", "warning")
+        unknown = self.labels.unknown_summary() if self.labels is not None else None
+        if unknown and not s.quiet:
+            say(unknown, "warning")
+        nothing = self.status == "ok" and (self.explainer is None or self.explainer.n_explained == 0)
         if self.status == "interrupted":
             say(f"interrupted after {self.rows:,} rows; every record written is complete"
                 + ("; the model was not saved" if s.save_model else "")
@@ -623,71 +660,45 @@ class ExplainRun:
             Dashboard(self._title(), live=False).print_final(self._snapshot())
         if s.verbose and self.writer is not None:
             say(f"wrote {self.writer.records:,} record(s) to {s.output or '<stdout>'}")
+        if nothing:
+            why = (f"all {self.skipped:,} row(s) were bad" if self.skipped and not self.rows
+                   else "the input has no rows" if not self.rows
+                   else "one row only fills the reservoir; a row is explained against earlier rows")
+            say(f"{self.reader.name if self.reader else s.input}: no row was explained: {why}", "error")
+            return EXIT_ERROR
         return EXIT_INTERRUPTED if self.status == "interrupted" else EXIT_OK
 
-    def _check_rows(self, batch: list[Any]) -> tuple[list[tuple[int, int, dict[str, Any], Any]], Exception | None]:
-        """The batch's good rows as ``(number, line, values, label)``, and the error to stop with.
+    def _on_skip(self, error: Any) -> None:
+        self.skipped += 1
+        if self.first_skip is None:
+            self.first_skip = str(error)
+        if self.s.verbose:
+            say(f"skipped {error}", "warning")
 
-        With ``--on-bad-row fail`` the rows before the first bad one are returned with its
-        error; with ``skip`` bad rows are counted and left out.
-        """
-        from ipfi_cli.io.readers import MISSING, InputError
+    def _check_labels_match(self) -> None:
+        """Once enough rows are explained: a zero-one loss of 1 on every one of them means the
+        labels and the model's outputs are probably of different kinds; say so (stderr)."""
+        from ipfi_cli.run.labels import MISMATCH_ROWS
 
-        s = self.s
-        target = s.target
-        to_label = self.to_label
-        check_columns = self.reader.format == "jsonl"
-        columns = self.columns
-        good = []
-        for row in batch:
-            error = row.error
-            if error is None:
-                values = row.values
+        explainer = self.explainer
+        needed = MISMATCH_ROWS * (8 if self.s.learn else 1)  # a learning model starts out wrong
+        if self._mismatch_checked or explainer.n_explained < needed:
+            return
+        self._mismatch_checked = True
+        if self.loss.name == "zero-one" and explainer.mean_loss == 1.0 and not self.s.quiet:
+            example = ""
+            if self._reference is not None:
+                from ipfi_cli.core.losses import Output
+
                 try:
-                    label = to_label(values.get(target, MISSING))
-                except ValueError as problem:
-                    error = InputError(str(problem), source=self.reader.name, row=row.number, line=row.line,
-                                       column=target)
-                else:
-                    if check_columns:
-                        missing = [c for c in columns if c not in values]
-                        if missing:
-                            error = InputError("no value for this model input", source=self.reader.name,
-                                               row=row.number, line=row.line, column=missing[0])
-                    if error is None:
-                        error = self._unusable_value(row, values)
-                    if error is None:
-                        good.append((row.number, row.line, values, label))
-                        continue
-            if s.on_bad_row == "fail":
-                return good, error
-            self.skipped += 1
-            if self.first_skip is None:
-                self.first_skip = str(error)
-            if s.verbose:
-                say(f"skipped {error}", "warning")
-        return good, None
-
-    def _unusable_value(self, row: Any, values: dict[str, Any]) -> Any:
-        """An error for a model input no model can use: infinity always; a missing value (NaN)
-        when the model learns (it would learn from NaN: a river linear model's weights all
-        become NaN). A static model gets NaN as the missing value (it may handle it or say so)."""
-        isfinite = math.isfinite
-        for c in self.columns:
-            v = values[c]
-            if type(v) is float and not isfinite(v):
-                if v != v:
-                    if not self.s.learn:
-                        continue
-                    message = ("missing value, which a model that learns cannot learn from (fill it in, or skip "
-                               "such rows with --on-bad-row skip)")
-                else:
-                    message = (f"{v} is not a finite number (a number too large for a float, such as 1e400, "
-                               "reads as inf); models cannot use it")
-                from ipfi_cli.io.readers import InputError
-
-                return InputError(message, source=self.reader.name, row=row.number, line=row.line, column=c)
-        return None
+                    predicted = self.loaded.predictor.predict_records(
+                        [{c: self._reference[c] for c in self.columns}], Output.LABEL, None)[0]
+                    example = f" (the model predicts values like {predicted!r}; the labels read like {self._reference_label!r})"
+                except Exception:  # noqa: BLE001 - only an example for the message
+                    pass
+            say(f"every one of the first {explainer.n_explained:,} explained rows has a wrong prediction (loss 1): "
+                f"the labels probably do not match the model's outputs{example}; check --target and the "
+                "label values", "warning")
 
     def _nonfinite_loss(self, number: int, line: int) -> CliError:
         return CliError(f"{self.reader.name}: row {number} (line {line}): the loss is not a finite number (the model's "
@@ -697,43 +708,83 @@ class ExplainRun:
     def _due(self, count: int) -> bool:
         return count % self.s.every == 0
 
-    def _explain_static(self, good: list[tuple[int, int, dict[str, Any], Any]]) -> None:
+    def _explain_static(self, good: list[Any]) -> None:
+        """Explain a micro-batch of a static model in as few model calls as its width allows;
+        with --bounds a record needs the bounds after its own row, so the batch is cut there."""
+        s = self.s
+        begin = 0
+        while begin < len(good):
+            size = s.every - self.rows % s.every if s.bounds else len(good) - begin
+            self._explain_part(good[begin:begin + size])
+            begin += size
+
+    def _explain_part(self, part: list[Any]) -> None:
+        """Explain ``part`` in one call; if the model fails, bisect (the explainer is all or
+        nothing per call) to the row it fails on, which is skipped or stops the run."""
+        if self._failure is not None or not part:
+            return
+        if self.explainer.n_seen == 0 and not self._model_takes(part[0]):
+            # the first row only fills the reservoir: checked alone, so a row the model cannot
+            # take never becomes a replacement value for later rows
+            self._explain_part(part[1:])
+            return
+        try:
+            array = self.explainer.explain_many([p.values for p in part], [p.label for p in part])
+        except Exception as error:  # noqa: BLE001 - locate the row the model failed on
+            if len(part) == 1:
+                self._bad_model_row(part[0], error)
+                return
+            middle = len(part) // 2
+            self._explain_part(part[:middle])
+            self._explain_part(part[middle:])
+            return
+        self._emit(part, array)
+
+    def _model_takes(self, row: Any) -> bool:
+        from ipfi_cli.core.losses import Output
+
+        try:
+            self.loaded.predictor.predict_records([{c: row.values[c] for c in self.columns}],
+                                                  self.loss.output if self.loss.output is not Output.PROBA
+                                                  else Output.LABEL, row.label)
+        except Exception as error:  # noqa: BLE001
+            self._bad_model_row(row, error)
+            return False
+        return True
+
+    def _bad_model_row(self, row: Any, error: BaseException) -> None:
+        """The model cannot take ``row``: name it (and its column); skip it or stop after the rows before it."""
+        from ipfi_cli.run.failures import failing_column, failure_message
+
+        column = failing_column(self.loaded.predictor, self.columns, row.values, row.label, self.loss.output,
+                                self._reference)
+        message = failure_message(self.reader.name, row.number, row.line, row.values, self.columns, error, column)
+        if self.s.on_bad_row == "skip":
+            self._on_skip(message)
+        else:
+            self._failure = CliError(message)
+
+    def _emit(self, part: list[Any], array: Any) -> None:
+        """Write the due records of an explained part; a non-finite loss stops the run there."""
         import numpy as np
 
         explainer, writer, s = self.explainer, self.writer, self.s
-        start = self.rows
-        due = [i for i in range(len(good)) if self._due(start + i + 1)]
-        # with --bounds a record needs the bounds after its own row: cut the batch there
-        cuts = [i + 1 for i in due] if s.bounds else []
-        if not cuts or cuts[-1] != len(good):
-            cuts.append(len(good))
-        due_set = set(due)
-        begin = 0
-        for end in cuts:
-            part = good[begin:end]
-            fresh = explainer.n_seen == 0  # the stream's first row has no estimate (NaN)
-            array = self._explain_many(part)
-            broken = np.isnan(array).any(axis=1)
-            broken[0] &= not fresh
-            stop = int(broken.argmax()) if broken.any() else len(part)
-            estimates = array.tolist()
-            bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
-            for offset in range(stop):
-                if begin + offset in due_set:
-                    writer.write(part[offset][0], estimates[offset], bound)
-                    self.last_written = part[offset][0]
-            if stop < len(part):
-                self.rows += begin + stop
-                raise self._nonfinite_loss(part[stop][0], part[stop][1])
-            begin = end
-        self.rows += len(good)
-        self.last = (good[-1][0], estimates[-1])
-
-    def _explain_many(self, part: list[tuple[int, int, dict[str, Any], Any]]) -> Any:
-        try:
-            return self.explainer.explain_many([p[2] for p in part], [p[3] for p in part])
-        except Exception as error:  # noqa: BLE001 - attribute the model's failure to a row
-            raise CliError(self._model_failure(error, part)) from error
+        fresh = explainer.n_explained == 0 or self.rows == 0
+        broken = np.isnan(array).any(axis=1)
+        if fresh:
+            broken[0] = False  # the stream's first row has no estimate yet (NaN)
+        stop = int(broken.argmax()) if broken.any() else len(part)
+        estimates = array.tolist()
+        bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
+        for offset in range(stop):
+            self.rows += 1
+            if self._due(self.rows):
+                writer.write(part[offset].number, estimates[offset], bound)
+                self.last_written = part[offset].number
+        if stop < len(part):
+            raise self._nonfinite_loss(part[stop].number, part[stop].line)
+        self.last = (part[-1].number, estimates[-1])
+        self._reference, self._reference_label = dict(part[-1].values), part[-1].label
 
     def _learn_rows(self, good: list[tuple[int, int, dict[str, Any], Any]]) -> None:
         import numpy as np
@@ -742,12 +793,16 @@ class ExplainRun:
         predictor = self.loaded.predictor
         columns = self.columns
         dashboard = self.dashboard
-        for number, line, values, label in good:
+        for row in good:
+            number, line, values, label = row
             x = {c: values[c] for c in columns}
             try:
                 estimates = explainer.explain_one(x, label)
             except Exception as error:  # noqa: BLE001
-                raise CliError(self._model_failure(error, [(number, line, values, label)])) from error
+                self._bad_model_row(row, error)
+                if self._failure is not None:
+                    raise self._failure from error
+                continue
             if explainer.n_explained and np.isnan(estimates).any():
                 raise self._nonfinite_loss(number, line)  # before the model learns the row
             try:
@@ -761,6 +816,7 @@ class ExplainRun:
                 writer.flush()
                 self.last_written = number
             self.last = (number, estimates)
+            self._reference, self._reference_label = x, label
             if dashboard is not None and dashboard.due():
                 self._refresh()
         if self.last is not None and not isinstance(self.last[1], list):
@@ -773,41 +829,6 @@ class ExplainRun:
             values = self.last[1] if isinstance(self.last[1], list) else self.last[1].tolist()
             self.writer.write(self.last[0], values, bound)
             self.last_written = self.last[0]
-
-    def _model_failure(self, error: BaseException, part: list[tuple[int, int, dict[str, Any], Any]]) -> str:
-        """A one-line message naming the row and column that most likely made the model fail."""
-        source = self.reader.name
-        message = first_line(error)
-        columns = self.columns
-        if "infinity" in message.lower() or "too large" in message.lower():
-            # e.g. scikit-learn trees take 32-bit floats: 1e39 is already too large
-            for number, line, values, _ in part:
-                for c in columns:
-                    try:
-                        size = abs(float(values[c]))
-                    except (TypeError, ValueError):
-                        continue
-                    if size > 3.4028234663852886e38:  # the largest 32-bit float (NaN is not larger)
-                        return (f"{source}: row {number} (line {line}), column {c!r}: {values[c]!r} is too large "
-                                f"for this model ({message})")
-        match = re.search(r"could not convert string to float: '(.*)'", message)
-        if match or "string" in message.lower() or "dtype" in message.lower():
-            for number, line, values, _ in part:
-                for c in columns:
-                    v = values[c]
-                    if isinstance(v, str) and (match is None or v == match.group(1)):
-                        return (f"{source}: row {number} (line {line}), column {c!r}: the model needs a number, "
-                                f"got {v!r} ({message})")
-        if "nan" in message.lower() or "missing" in message.lower():
-            for number, line, values, _ in part:
-                for c in columns:
-                    v = values[c]
-                    if isinstance(v, float) and math.isnan(v):
-                        return (f"{source}: row {number} (line {line}), column {c!r}: missing value, which this "
-                                f"model does not accept ({message})")
-        first, last = part[0], part[-1]
-        rows = f"row {first[0]} (line {first[1]})" if len(part) == 1 else f"rows {first[0]}-{last[0]}"
-        return f"{source}: {rows}: the model failed: {type(error).__name__}: {message}"
 
     # -- display --------------------------------------------------------------------------------
     def _snapshot(self) -> Any:

@@ -84,7 +84,7 @@ def plot(
 ) -> None:
     """Plot importance over rows from a trace file as an image.
 
-    Solid lines for iPFI (one panel per iPFI trace), dashed for interval or batch PFI, a vertical line at --drift-at, the --top-k features coloured and the others grey. Needs matplotlib: pip install 'ipfi-cli[plot]'.
+    Solid lines for iPFI (one panel per iPFI trace), dashed for interval or batch PFI, a vertical line at --drift-at, the --top-k features coloured and the others grey. Needs matplotlib: pip install 'ipfi-cli\\[plot]'.
     """
     with reporting(debug):
         from ipfi_cli.plotting import PlottingUnavailable, Series, plot_importance, pyplot

@@ -1,0 +1,8 @@
+"""The run layer: what a command does with rows between the reader and the core.
+
+Nothing here imports Typer or Rich. :mod:`~ipfi_cli.run.labels` matches labels to the
+model and refuses losses that cannot measure it; :mod:`~ipfi_cli.run.rows` checks rows
+(labels, model inputs, unusable values) with one rule for every command, and reads a
+whole input for the batch commands; :mod:`~ipfi_cli.run.failures` finds the row and
+column a model failed on.
+"""

@@ -1,0 +1,95 @@
+"""The row and column a model failed on, and a one-line message about them.
+
+When a model call over a micro-batch fails, the run bisects the batch with the
+explainer's own all-or-nothing ``explain_many`` (the halves that work are kept, exactly as
+if explained in one call) until one row is left: that row is the one the model cannot
+take. Its column is found by trying the row with one column at a time replaced by the
+value of a row the model took: the column whose replacement makes the prediction work is
+named.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from ipfi_cli.core.losses import Output
+
+#: the largest 32-bit float: scikit-learn's trees take float32, so a larger value fails
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message, or its type's name."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _predicts(predictor: Any, x: dict[str, Any], output: Output, label: Any) -> bool:
+    try:
+        predictor.predict_records([x], output, label)
+    except Exception:  # noqa: BLE001 - any failure means "the model cannot take this row"
+        return False
+    return True
+
+
+def failing_column(predictor: Any, columns: Sequence[str], x: dict[str, Any], label: Any, output: Output,
+                   reference: dict[str, Any] | None) -> str | None:
+    """The column of ``x`` the model fails on, found with ``reference``, a row it takes.
+
+    ``None`` when the unperturbed row predicts (the failure came from a permuted copy), when
+    there is no reference row, or when no single column explains the failure.
+    """
+    row = {c: x[c] for c in columns}
+    if reference is None or _predicts(predictor, row, output, label):
+        return None
+    for c in columns:
+        if row[c] is reference.get(c) or row[c] == reference.get(c):
+            continue
+        trial = dict(row)
+        trial[c] = reference[c]
+        if _predicts(predictor, trial, output, label):
+            return c
+    return None
+
+
+def _guess_column(values: dict[str, Any], columns: Sequence[str], message: str) -> tuple[str, str] | None:
+    """A column and what is wrong with it, from the error's words (when no reference row exists)."""
+    lower = message.lower()
+    if "infinity" in lower or "too large" in lower:
+        for c in columns:
+            v = values[c]
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(float(v)) > FLOAT32_MAX:
+                return c, f"{v!r} is too large for this model"
+    if "string" in lower or "str" in lower or "dtype" in lower or "could not convert" in lower:
+        text = [c for c in columns if isinstance(values[c], str)]
+        if len(text) == 1:
+            return text[0], f"the model needs a number, got {values[text[0]]!r}"
+    if "nan" in lower or "missing" in lower:
+        missing = [c for c in columns if isinstance(values[c], float) and math.isnan(values[c])]
+        if len(missing) == 1:
+            return missing[0], "missing value, which this model does not accept"
+    return None
+
+
+def failure_message(source: str, number: int, line: int, values: dict[str, Any], columns: Sequence[str],
+                    error: BaseException, column: str | None) -> str:
+    """``source: row R (line L), column 'c': what: ErrorType: the model's message``."""
+    message = first_line(error)
+    cause = f"{type(error).__name__}: {message}"
+    where = f"{source}: row {number} (line {line})"
+    if column is not None:
+        v = values[column]
+        if isinstance(v, float) and math.isnan(v):
+            what = "missing value, which this model does not accept"
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and abs(float(v)) > FLOAT32_MAX:
+            what = f"{v!r} is too large for this model"
+        elif isinstance(v, str) and ("float" in message or "number" in message or "str" in message):
+            what = f"the model needs a number, got {v!r}"
+        else:
+            what = f"the model cannot take the value {v!r}"
+        return f"{where}, column {column!r}: {what} ({cause})"
+    guess = _guess_column(values, columns, message)
+    if guess is not None:
+        return f"{where}, column {guess[0]!r}: {guess[1]} ({cause})"
+    return f"{where}: the model failed on this row: {cause}"

@@ -1,0 +1,257 @@
+"""Labels as the model means them, and losses that fit the model.
+
+A label read from a file is text or a JSON value; the model's classes may be bools, ints,
+floats or strings. :class:`LabelMatcher` maps each label to the model's own class value,
+so ``True``, ``"true"``, ``1`` and ``1.0`` find the class ``True``, and ``"1"`` finds
+the class ``1``. The classes come from the model: scikit-learn's ``classes_``, or a river
+classifier's answer on the first row (the keys of ``predict_proba_one``, else the type of
+``predict_one``). Labels that are none of a fixed model's classes are counted, so a run can
+say that the model never predicts them.
+
+:func:`check_loss` refuses, before the first row, a loss that cannot measure the model:
+zero-one or log loss for a regressor (its numbers almost never equal a label, so every
+row would have the loss's maximum and every importance would be 0), absolute or squared
+error for a classifier with text classes.
+
+>>> matcher = LabelMatcher(classification=True, classes=[False, True])
+>>> [matcher("True"), matcher("false"), matcher(1), matcher(0.0)]
+[True, False, True, False]
+>>> matcher = LabelMatcher(classification=True, classes=["0", "1"])
+>>> [matcher(1), matcher(0.0)]
+['1', '0']
+>>> matcher("maybe"), matcher.unknown
+('maybe', {'maybe': 1})
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+from ipfi_cli.core.losses import Loss, Output
+
+#: text spellings of the two bool classes
+_TRUE = ("true", "t", "yes", "y", "1", "1.0")
+_FALSE = ("false", "f", "no", "n", "0", "0.0")
+#: rows whose unperturbed zero-one loss is all 1 before a run says the labels look wrong
+MISMATCH_ROWS = 25
+
+
+class LabelError(ValueError):
+    """A label that cannot be used (missing, or not a number in regression)."""
+
+
+class LossFitError(ValueError):
+    """A loss that cannot measure this model; the message names the fix."""
+
+
+def _native(value: Any) -> Any:
+    """A numpy scalar as the Python value (``np.int64(1)`` -> ``1``)."""
+    item = getattr(value, "item", None)
+    return item() if item is not None and not isinstance(value, (str, bytes)) else value
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (type(value) is float and math.isnan(value))
+
+
+def _number_of(value: Any) -> float | None:
+    """A label as a float when it is a number or number-like text (bools are not numbers)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+class LabelMatcher:
+    """Turn each label into the model's own value for it (see the module docstring).
+
+    Parameters
+    ----------
+    classification : bool
+        ``False``: labels must be finite numbers (regression).
+    classes : sequence or None, default=None
+        The model's classes when known. ``None``: labels pass through as read, until
+        :meth:`learn_classes` is given some.
+    fixed : bool, default=True
+        The classes are all the model can predict (a fitted, static model): labels that
+        are none of them are counted in :attr:`unknown`. A model that learns as it goes
+        gains classes, so for it labels are only converted to the classes' type.
+    """
+
+    def __init__(self, *, classification: bool, classes: Iterable[Any] | None = None, fixed: bool = True) -> None:
+        self.classification = classification
+        self.fixed = fixed
+        self.classes: list[Any] | None = None
+        #: label (as read) -> rows with it that match no class of a fixed model
+        self.unknown: dict[Any, int] = {}
+        self._lookup: dict[Any, Any] = {}
+        self._kind: type | None = None
+        if classes is not None:
+            self.learn_classes(classes)
+
+    def learn_classes(self, classes: Iterable[Any]) -> None:
+        """Set the model's classes (native Python values) and the lookup that finds them."""
+        known = [_native(c) for c in classes]
+        if not known:
+            return
+        self.classes = known
+        kinds = {type(c) for c in known}
+        self._kind = kinds.pop() if len(kinds) == 1 else None
+        lookup: dict[Any, Any] = {}
+        for c in known:
+            keys: list[Any] = [str(c), str(c).strip().lower()]
+            if isinstance(c, bool):
+                keys += list(_TRUE if c else _FALSE)
+            elif isinstance(c, (int, float)) and math.isfinite(c):
+                keys.append(("number", float(c)))
+            for key in keys:
+                lookup.setdefault(key, c)
+        self._lookup = lookup
+
+    def __call__(self, value: Any) -> Any:
+        if _is_missing(value):
+            raise LabelError("missing label")
+        if not self.classification:
+            if type(value) not in (int, float):
+                raise LabelError(f"the label {value!r} is not a number (the task is regression)")
+            if not math.isfinite(value):
+                raise LabelError(f"the label {value} is not a finite number")
+            return value
+        if not self._lookup:
+            return value
+        found = self._find(value)
+        if found is not None:
+            return found[0]
+        if self.fixed:
+            try:
+                self.unknown[value] = self.unknown.get(value, 0) + 1
+            except TypeError:  # unhashable (cannot come from a reader, but from Python it may)
+                pass
+            return value
+        return self._as_kind(value)
+
+    def _find(self, value: Any) -> tuple[Any] | None:
+        classes = self.classes or []
+        if not isinstance(value, bool):
+            number = _number_of(value)
+            if number is not None:
+                hit = self._lookup.get(("number", number))
+                if hit is not None:
+                    return (hit,)
+        elif any(type(c) is bool for c in classes):
+            return (value,) if value in classes else None
+        text = str(value)
+        keys = [text, text.strip().lower()]
+        number = None if isinstance(value, bool) else _number_of(value)
+        if number is not None and number.is_integer():
+            keys.append(str(int(number)))  # 1.0 finds the class "1"
+        for key in keys:
+            if key in self._lookup:
+                return (self._lookup[key],)
+        return None
+
+    def _as_kind(self, value: Any) -> Any:
+        """A label no class has yet, in the classes' type where it converts cleanly."""
+        kind = self._kind
+        if kind is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+            return value
+        if kind is str:
+            number = _number_of(value)
+            if number is not None and number.is_integer() and not isinstance(value, str):
+                return str(int(number))
+            return str(value)
+        number = _number_of(value)
+        if kind is int and number is not None and number.is_integer():
+            return int(number)
+        if kind is float and number is not None:
+            return number
+        return value
+
+    def unknown_summary(self, limit: int = 3) -> str | None:
+        """One line about the labels no class matched, or ``None``."""
+        if not self.unknown:
+            return None
+        rows = sum(self.unknown.values())
+        common = sorted(self.unknown.items(), key=lambda item: -item[1])[:limit]
+        shown = ", ".join(f"{label!r} ({count:,} row{'s' if count != 1 else ''})" for label, count in common)
+        more = f" and {len(self.unknown) - limit} more" if len(self.unknown) > limit else ""
+        classes = ", ".join(repr(c) for c in (self.classes or [])[:10])
+        return (f"{rows:,} row(s) have a label the model never predicts: {shown}{more}; the model's classes are "
+                f"{classes}. Those rows count as errors; check that the labels are the model's")
+
+
+def model_classes_from_first_row(model: Any, x: dict[str, Any]) -> list[Any] | None:
+    """A river classifier's classes as it answers on a first row, or ``None``.
+
+    The keys of ``predict_proba_one`` when it gives any, else the value of ``predict_one``
+    (which tells at least the classes' type).
+    """
+    try:
+        proba = model.predict_proba_one(x) if hasattr(model, "predict_proba_one") else None
+    except Exception:  # noqa: BLE001 - the row's own problems are reported when it is explained
+        proba = None
+    if proba:
+        return list(proba)
+    try:
+        predicted = model.predict_one(x)
+    except Exception:  # noqa: BLE001
+        return None
+    return None if predicted is None else [predicted]
+
+
+def declared_task(model: Any) -> str | None:
+    """``classification`` or ``regression`` when the model says which it is, else ``None``."""
+    if hasattr(model, "predict_one"):
+        from river import base
+
+        if isinstance(model, base.Classifier):
+            return "classification"
+        if isinstance(model, base.Regressor):
+            return "regression"
+        return None
+    if hasattr(model, "predict") and (hasattr(model, "fit") or hasattr(model, "get_params")):
+        from sklearn.base import is_classifier, is_regressor
+
+        if is_classifier(model):
+            return "classification"
+        if is_regressor(model):
+            return "regression"
+    return None
+
+
+def check_loss(loss: Loss, classification: bool, task: str | None, classes: Sequence[Any] | None,
+               has_proba: bool) -> None:
+    """Raise :class:`LossFitError` for a loss or task that cannot measure this model.
+
+    ``task`` is what the model declares (:func:`declared_task`); ``classification`` what
+    the run chose; ``classes`` the model's classes when known.
+    """
+    if task == "regression" and loss.output is Output.PROBA:
+        raise LossFitError("the model is a regressor, and the log loss needs class probabilities, which a "
+                           "regressor does not give; use --loss absolute or squared (the default for a regressor)")
+    if task == "regression" and (classification or loss.output is not Output.VALUE):
+        what = f"--loss {loss.name}" if loss.output is not Output.VALUE else "--task classification"
+        raise LossFitError(
+            f"the model is a regressor, and {what} compares its numbers with the labels for exact equality, so "
+            "every row would have the maximal loss and every importance would be 0; use --loss absolute or "
+            "squared (the default for a regressor), without --task classification")
+    if loss.output is Output.PROBA and not classification:
+        raise LossFitError("the log loss is for classification; use --loss absolute or squared")
+    if loss.output is Output.PROBA and not has_proba:
+        raise LossFitError("the log loss needs predicted probabilities, and this model has none; "
+                           "use --loss zero-one")
+    if loss.output is Output.VALUE and classes:
+        text = [c for c in classes if not isinstance(_native(c), (int, float)) or isinstance(_native(c), bool)]
+        if text:
+            shown = ", ".join(repr(_native(c)) for c in list(classes)[:5])
+            raise LossFitError(
+                f"the {loss.name} error needs numeric labels, and this classifier's classes are not numbers "
+                f"({shown}); use --loss zero-one or log (and not --task regression)")

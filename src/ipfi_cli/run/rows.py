@@ -1,0 +1,148 @@
+"""Rows checked with one rule for every command: ``explain``, ``batch`` and ``compare``.
+
+A row read without error is *good* when its label matches the model (see
+:mod:`ipfi_cli.run.labels`), it has a value for every model input (JSONL objects need not
+share keys) and no input value is unusable: infinity never is usable, and a missing value
+(NaN) is not when the model learns from the row (a river linear model would learn NaN
+weights). A static model gets NaN for a missing value and may handle it or say so.
+
+Bad rows stop the command (``on_bad_row="fail"``: the rows before it are still used) or
+are counted and left out (``"skip"``), with the same one-line messages everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
+
+from ipfi_cli.io.readers import MISSING, InputError, Row, RowReader
+
+
+class GoodRow(NamedTuple):
+    """A row to explain: its number and line in the input, its values and its label."""
+
+    number: int
+    line: int
+    values: dict[str, Any]
+    label: Any
+
+
+class RowChecker:
+    """Split micro-batches of read rows into good rows and the error to stop with.
+
+    Parameters
+    ----------
+    source : str
+        How messages name the input.
+    target : str
+        The label column.
+    columns : list of str
+        The model's inputs.
+    to_label : callable
+        Label as read -> label as the model means it; raises ``ValueError`` with a message.
+    check_columns : bool
+        Check that each row has every model input (JSONL).
+    learn : bool
+        The model learns from the rows: a missing input value is a bad row.
+    on_bad_row : {"fail", "skip"}
+    on_skip : callable, optional
+        Called with each skipped row's error (``--verbose`` prints it).
+    on_first_row : callable, optional
+        Called once with the first good row's values, before its label is converted (a
+        river classifier tells its classes there).
+    """
+
+    def __init__(self, *, source: str, target: str, columns: Sequence[str], to_label: Callable[[Any], Any],
+                 check_columns: bool, learn: bool, on_bad_row: str = "fail",
+                 on_skip: Callable[[InputError], None] | None = None,
+                 on_first_row: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.source = source
+        self.target = target
+        self.columns = list(columns)
+        self.to_label = to_label
+        self.check_columns = check_columns
+        self.learn = learn
+        self.on_bad_row = on_bad_row
+        self.on_skip = on_skip
+        self.on_first_row = on_first_row
+        self.skipped = 0
+        self.first_skip: str | None = None
+
+    def check(self, batch: Iterable[Row]) -> tuple[list[GoodRow], InputError | None]:
+        """The batch's good rows, and the error to stop with (``fail``: the first bad row's)."""
+        good: list[GoodRow] = []
+        for row in batch:
+            error = row.error
+            if error is None:
+                values = row.values or {}
+                if self.on_first_row is not None:
+                    hook, self.on_first_row = self.on_first_row, None
+                    hook(values)
+                try:
+                    label = self.to_label(values.get(self.target, MISSING))
+                except ValueError as problem:
+                    error = self._error(str(problem), row, self.target)
+                else:
+                    error = self._problem(row, values)
+                    if error is None:
+                        good.append(GoodRow(row.number, row.line, values, label))
+                        continue
+            if self.on_bad_row == "fail":
+                return good, error
+            self.skip(error)
+        return good, None
+
+    def skip(self, error: InputError | str) -> None:
+        """Count a bad row that is left out."""
+        self.skipped += 1
+        if self.first_skip is None:
+            self.first_skip = str(error)
+        if self.on_skip is not None:
+            self.on_skip(error)  # type: ignore[arg-type]
+
+    def skipped_summary(self) -> str | None:
+        if not self.skipped:
+            return None
+        return f"skipped {self.skipped:,} bad row(s); the first: {self.first_skip}"
+
+    def _error(self, message: str, row: Row, column: str | None) -> InputError:
+        return InputError(message, source=self.source, row=row.number, line=row.line, column=column)
+
+    def _problem(self, row: Row, values: dict[str, Any]) -> InputError | None:
+        if self.check_columns:
+            missing = [c for c in self.columns if c not in values]
+            if missing:
+                return self._error("no value for this model input", row, missing[0])
+        isfinite = math.isfinite
+        for c in self.columns:
+            v = values[c]
+            if type(v) is float and not isfinite(v):
+                if v != v:
+                    if not self.learn:
+                        continue
+                    return self._error("missing value, which a model that learns cannot learn from (fill it in, "
+                                       "or skip such rows with --on-bad-row skip)", row, c)
+                return self._error(f"{v} is not a finite number (a number too large for a float, such as 1e400, "
+                                   "reads as inf); models cannot use it", row, c)
+        return None
+
+
+def read_good_rows(reader: RowReader, checker: RowChecker, *, batch_size: int = 1000) -> list[GoodRow]:
+    """Every good row of the whole input (the batch commands read it whole).
+
+    With ``on_bad_row="fail"`` the first bad row raises its :class:`InputError`.
+    """
+    rows: list[GoodRow] = []
+    for batch in reader.batches(batch_size):
+        good, failure = checker.check(batch)
+        rows.extend(good)
+        if failure is not None:
+            raise failure
+    return rows
+
+
+def rows_frame(rows: Sequence[GoodRow], columns: Sequence[str]) -> Any:
+    """The rows' model inputs as a DataFrame in ``columns`` order (values exactly as read)."""
+    import pandas as pd
+
+    return pd.DataFrame.from_records([[r.values[c] for c in columns] for r in rows], columns=list(columns))
