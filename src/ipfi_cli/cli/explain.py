@@ -254,10 +254,14 @@ class ExplainRun:
         if s.state and os.path.exists(s.state):
             self._load_state()
         self.loaded = loaded = load_predictor(s.model, learn=s.learn, trust=s.trust)
-        if self.resumed is not None and s.learn:  # continue with the model as it had learned
+        if s.learn:
+            # a learning model is saved in --state and unpickled on resume: sets inside it (river's
+            # Select) must iterate in the same order in both copies (see ipfi_cli.run.canonical)
             from ipfi_cli.models import as_predictor
+            from ipfi_cli.run.canonical import canonical_copy
 
-            loaded.model = pickle.loads(self.resumed["model"])
+            model = pickle.loads(self.resumed["model"]) if self.resumed is not None else loaded.model
+            loaded.model = canonical_copy(model)
             loaded.predictor = as_predictor(loaded.model)
         if not s.quiet:
             for line in loaded.warnings:
