@@ -800,6 +800,10 @@ class ExplainRun:
         for row in good:
             number, line, values, label = row
             x = {c: values[c] for c in columns}
+            if explainer.n_seen == 0 and not self._model_takes(row):  # the first row is not predicted
+                if self._failure is not None:
+                    raise self._failure
+                continue
             try:
                 estimates = explainer.explain_one(x, label)
             except Exception as error:  # noqa: BLE001
@@ -812,8 +816,11 @@ class ExplainRun:
             try:
                 predictor.learn_one(x, label)
             except Exception as error:  # noqa: BLE001
-                raise CliError(f"{self.reader.name}: row {number} (line {line}): the model failed to learn "
-                               f"the row: {type(error).__name__}: {first_line(error)}") from error
+                from ipfi_cli.run.failures import failure_message
+
+                message = failure_message(self.reader.name, number, line, values, columns, error, None)
+                raise CliError(message.replace("the model failed on this row", "the model failed to learn the row")
+                               ) from error  # a half-learned row cannot be skipped: stop
             self.rows += 1
             if self._due(self.rows):
                 writer.write(number, estimates.tolist(), explainer.bound_array(s.delta).tolist() if s.bounds else None)
