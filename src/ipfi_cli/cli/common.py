@@ -452,6 +452,10 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
                        "--features or --drop, in the order the model was fitted on)")
     if not columns:
         raise CliError(f"{source}: the input has no columns besides the target {target!r}")
+    if features and notes is not None and len(columns) < len(available) - len(dropped):
+        notes.append(f"the model does not name its inputs, so it gets only the columns --features and --group "
+                     f"choose ({', '.join(columns[:6])}{', ...' if len(columns) > 6 else ''}); to give it every "
+                     "other column, leave out the ones it must not see with --drop instead")
     if expected is not None and notes is not None:
         notes.append("the model was fitted without column names: it gets the input's columns by position "
                      f"({', '.join(columns[:6])}{', ...' if len(columns) > 6 else ''}); --verbose shows the mapping")
