@@ -155,6 +155,9 @@ def bench_throughput(rounds: int, repeats: int, batch: int, threads: str | None)
     model = SAMPLE / "agrawal_hgb.joblib"
     n_rows = sum(1 for _ in open(path)) - 1
     env = dict(os.environ)
+    # model commands re-execute themselves under PYTHONHASHSEED=0 (see ipfi_cli.cli.app); set it here so
+    # the timing wrapper below stays in the process that runs the command
+    env["PYTHONHASHSEED"] = "0"
     if threads:
         env["OMP_NUM_THREADS"] = threads
         os.environ["OMP_NUM_THREADS"] = threads  # the engine below runs in this process
