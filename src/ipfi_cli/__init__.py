@@ -1,13 +1,31 @@
 """ipfi: incremental permutation feature importance for models on data streams.
 
+From Python (see :mod:`ipfi_cli.api`)::
+
+    from ipfi_cli import IncrementalPFI, IntervalPFI, batch_pfi
+
 The package is layered so that each layer only imports the ones below it:
 
 * ``ipfi_cli.core``   - the pure estimators (iPFI, batch and interval PFI), samplers, losses
 * ``ipfi_cli.models`` - adapters that give scikit-learn, river and plain callables one interface
 * ``ipfi_cli.io``     - streaming readers and flushed writers
+* ``ipfi_cli.run``    - what a command does with rows: row checks, label matching, failures
+* ``ipfi_cli.api``    - the Python face: raw models in, dicts and Bunches out
 * ``ipfi_cli.cli``    - the Typer application ``ipfi``
 
 Importing this package is cheap: nothing heavy is imported until it is used.
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["IncrementalPFI", "IntervalPFI", "batch_pfi", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """The public API, imported on first use (``import ipfi_cli`` stays cheap for the CLI)."""
+    if name in ("IncrementalPFI", "IntervalPFI", "batch_pfi"):
+        from ipfi_cli import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'ipfi_cli' has no attribute {name!r}")
