@@ -108,7 +108,7 @@ class IncrementalPFI:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
         self.model = model
         self.loss = _default_loss(model, loss)
-        self.options = {"alpha": alpha, "n_repeats": n_repeats, "sampling": sampling,
+        self.options: dict[str, Any] = {"alpha": alpha, "n_repeats": n_repeats, "sampling": sampling,
                         "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed}
         self.columns = list(columns) if columns is not None else _columns_of(model)
         self._core: core_incremental.IncrementalPFI | None = None
