@@ -37,26 +37,24 @@ PlotFeaturesOpt = Annotated[Optional[list[str]], typer.Option(
 
 
 def read_traces(path: str) -> Any:
-    """A trace file as a DataFrame (CSV, or JSONL by extension or content)."""
+    """A trace file as a DataFrame, read through the one reader of every command (CSV or
+    JSONL, by name or content, gzip allowed); an unreadable row stops with its location."""
     import pandas as pd
 
-    try:
-        with open(path, "rb") as f:
-            start = f.read(1).lstrip()
-        if path.lower().endswith((".jsonl", ".ndjson", ".json")) or start == b"{":
-            frame = pd.read_json(path, lines=True)
-        else:
-            frame = pd.read_csv(path)
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except (ValueError, OSError, UnicodeDecodeError) as error:
-        raise CliError(f"{path}: cannot read the traces ({str(error).splitlines()[0] if str(error) else error})") from None
-    frame.columns = [str(c) for c in frame.columns]
-    if "row" not in frame.columns:
+    from ipfi_cli.io.readers import open_rows
+
+    with open_rows(path, hint=False) as reader:
+        columns = reader.columns
+        records = []
+        for row in reader:
+            if row.error is not None:
+                raise row.error
+            records.append(row.values)
+    if "row" not in columns:
         raise CliError(f"{path}: no 'row' column; expected the traces of `ipfi explain` or `ipfi compare --traces`")
-    if frame.empty:
+    if not records:
         raise CliError(f"{path}: no trace rows")
-    return frame
+    return pd.DataFrame.from_records(records, columns=columns)
 
 
 def feature_columns(frame: Any, path: str) -> list[str]:
