@@ -86,11 +86,11 @@ def prepare(data: str, model: str, target: str, *, input_format: str | None, tas
             raise CliError(f"{source}: no data rows" + (f" ({len(bad):,} bad row(s); the first: {bad[0]})"
                                                         if bad else ""))
         if reader.format == "jsonl":
-            known = getattr(loaded.predictor, "columns", None)
+            known = loaded.predictor.columns
             input_columns = [*(known or [c for c in input_columns if c != target]), target]
         columns = model_columns(loaded, input_columns, target, source, features=features, drop=drop,
                                 groups=groups, notes=notes)
-        schema = bool(getattr(loaded.predictor, "columns", None))
+        schema = bool(loaded.predictor.columns)
         selected, groups = select_features(columns, features, drop if schema else
                                            [c for c in drop or [] if c in columns], groups)
         if not quiet:

@@ -344,7 +344,7 @@ def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | Non
         raise CliError(f"{path}: {first_line(error)}") from None
     kind = ("river" if isinstance(predictor, RiverPredictor)
             else "scikit-learn" if isinstance(predictor, SklearnPredictor) else "function")
-    if learn and not getattr(predictor, "can_learn", False):
+    if learn and not predictor.can_learn:
         raise CliError(f"{path}: --learn needs a model that learns one row at a time (river's learn_one); "
                        f"this {kind} {type(model).__name__} cannot")
     return LoadedModel(path, model, predictor, kind, warnings)
@@ -369,10 +369,10 @@ def choose_loss(loaded: LoadedModel, classification: bool, loss: LossName | str 
     from ipfi_cli.run.labels import LossFitError, check_loss, declared_task
 
     chosen = get_loss(loss.value if isinstance(loss, LossName) else loss) if loss else default_loss(classification)
-    classes = getattr(loaded.predictor, "classes", None)
+    classes = loaded.predictor.classes
     try:
         check_loss(chosen, classification, declared_task(loaded.model), classes,
-                   bool(getattr(loaded.predictor, "has_proba", False)))
+                   loaded.predictor.has_proba)
     except LossFitError as error:
         raise CliError(f"{loaded.path}: {error}") from None
     return chosen
@@ -383,7 +383,7 @@ def label_matcher(loaded: LoadedModel, classification: bool, learn: bool) -> Any
     ``classes_``; a river classifier's are asked on the first row, see :func:`first_row_hook`)."""
     from ipfi_cli.run.labels import LabelMatcher
 
-    return LabelMatcher(classification=classification, classes=getattr(loaded.predictor, "classes", None),
+    return LabelMatcher(classification=classification, classes=loaded.predictor.classes,
                         fixed=not learn)
 
 
@@ -423,7 +423,7 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
                 hint = f" (the header holds {name}: is the file separated by it? use --delimiter)"
                 break
         raise CliError(f"{source}: no column {target!r} (the --target); the columns are: {', '.join(inputs)}{hint}")
-    known = getattr(loaded.predictor, "columns", None)
+    known = loaded.predictor.columns
     if known:
         if target in known:
             raise CliError(f"{loaded.path}: the model takes the target column {target!r} as an input")
@@ -445,7 +445,7 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
         columns = [c for c in available if c in chosen and c not in dropped]
     else:
         columns = [c for c in available if c not in dropped]
-    expected = getattr(loaded.predictor, "n_features", None)
+    expected = loaded.predictor.n_features
     if expected is not None and expected != len(columns):
         raise CliError(f"{source}: the model was fitted on {expected} unnamed features and takes columns by "
                        f"position, but it would get {len(columns)}: {', '.join(columns)} (choose them with "

@@ -292,7 +292,7 @@ class ExplainRun:
         s = self.s
         source = reader.name
         self.input_columns = reader.columns
-        if not self.input_columns and reader.format == "jsonl" and not getattr(loaded.predictor, "columns", None):
+        if not self.input_columns and reader.format == "jsonl" and not loaded.predictor.columns:
             bad = [row.error for row in reader]  # no good row at all: only bad ones, if any
             if bad and s.on_bad_row == "fail":
                 raise bad[0]
@@ -301,7 +301,7 @@ class ExplainRun:
         if reader.format == "jsonl":
             # JSONL objects need not share keys: a model that names its inputs gets those, else
             # the first object's keys are the inputs; each row is checked for them and the target
-            known = getattr(loaded.predictor, "columns", None)
+            known = loaded.predictor.columns
             inputs = list(known) if known else [c for c in self.input_columns if c != s.target]
             self.columns = columns = model_columns(loaded, [*inputs, s.target], s.target, source,
                                                    features=s.features, drop=s.drop, groups=s.groups,
@@ -311,7 +311,7 @@ class ExplainRun:
                                                    s.target, source, check_target=bool(self.input_columns),
                                                    features=s.features, drop=s.drop, groups=s.groups,
                                                    notes=self.notes)
-        schema = bool(getattr(loaded.predictor, "columns", None))
+        schema = bool(loaded.predictor.columns)
         features, groups = select_features(columns, s.features,
                                            s.drop if schema else [c for c in s.drop or [] if c in columns], s.groups)
         if not s.quiet:
@@ -369,7 +369,7 @@ class ExplainRun:
         unused = [c for c in self.input_columns if c not in self.columns and c != s.target]
         say(f"input {source} ({fmt}); target {s.target!r}; model inputs ({len(self.columns)}): "
             f"{', '.join(self.columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
-        if getattr(loaded.predictor, "n_features", None) is not None and not getattr(loaded.predictor, "columns", None):
+        if loaded.predictor.n_features is not None and not loaded.predictor.columns:
             say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(self.columns)))
         say(f"explaining ({len(explainer.names)}): "
             + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in explainer.names))

@@ -26,6 +26,34 @@ class Predictor(Protocol):
 
     #: True when ``predict_block`` is the fast path (many rows in one call).
     supports_batch: bool
+    #: The input columns the model names (scikit-learn's ``feature_names_in_``), or ``None``.
+    columns: list[str] | None
+    #: How many inputs a model that does not name them was fitted on, or ``None``.
+    n_features: int | None
+
+    @property
+    def can_learn(self) -> bool:
+        """The model learns one row at a time (river's ``learn_one``)."""
+        ...
+
+    @property
+    def classes(self) -> list[Any] | None:
+        """The classes a fitted classifier predicts, when it says (scikit-learn's ``classes_``)."""
+        ...
+
+    @property
+    def is_classifier(self) -> bool:
+        """The model says it is a classifier."""
+        ...
+
+    @property
+    def has_proba(self) -> bool:
+        """The model gives class probabilities (the log loss needs them)."""
+        ...
+
+    def learn_one(self, x: dict[str, Any], y: Any) -> None:
+        """Learn one row (raises for a model that cannot)."""
+        ...
 
     def predict_block(
         self, block: np.ndarray, columns: Sequence[str], output: Output, targets: np.ndarray | None

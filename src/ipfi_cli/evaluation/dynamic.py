@@ -189,7 +189,7 @@ def compare_learning(
     ``trace_every`` keeps the traces every that many rows (and always at window ends).
     ``on_row(rows_seen)`` is called after each row (progress display).
     """
-    if not getattr(predictor, "can_learn", False):
+    if not predictor.can_learn:
         raise ValueError("the model cannot learn one row at a time (learn_one); "
                          "a learning comparison needs an incremental model such as a river model")
     if trace_every < 1:

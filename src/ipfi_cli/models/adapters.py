@@ -113,6 +113,8 @@ class RiverPredictor:
         self.use_many = use_many and hasattr(model, "predict_many")
         self.supports_batch = self.use_many
         self.columns: list[str] | None = None
+        self.n_features: int | None = None
+        self.classes: list[Any] | None = None  # asked on the first row (see ipfi_cli.run.labels)
 
     @property
     def can_learn(self) -> bool:
@@ -178,6 +180,8 @@ class FunctionPredictor:
         self.function = function
         self.supports_batch = vectorized
         self.columns: list[str] | None = None
+        self.n_features: int | None = None
+        self.classes: list[Any] | None = None
         self._is_classifier = is_classifier
 
     @property
