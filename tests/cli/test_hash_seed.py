@@ -31,7 +31,8 @@ def union_pipeline(tmp_path_factory):
         x = rng.normal(size=8)
         lines.append(",".join(repr(float(v)) for v in x) + f",{int(x[0] + 0.5 * x[5] + 0.3 * rng.normal() > 0)}")
     (folder / "data.csv").write_text("\n".join(lines) + "\n")
-    (folder / "head.csv").write_text("\n".join(lines[:151]) + "\n")
+    for split in (90, 150, 230):
+        (folder / f"head{split}.csv").write_text("\n".join(lines[:split + 1]) + "\n")
     return folder
 
 
@@ -78,9 +79,12 @@ def test_same_bytes_in_two_processes(union_pipeline):
     assert _explain(union_pipeline, hash_seed="5") == _explain(union_pipeline, hash_seed="5")
 
 
-def test_resume_in_another_process_gives_the_same_bytes(union_pipeline, tmp_path):
+@pytest.mark.parametrize("split", [90, 150, 230])
+def test_resume_in_another_process_gives_the_same_bytes(union_pipeline, tmp_path, split):
+    """The first process stops after ``split`` rows (its state holds the learned model); the second
+    continues. The learned model's sets must iterate as in the uninterrupted run."""
     whole = _explain(union_pipeline)
     state, traces = tmp_path / "run.state", tmp_path / "traces.csv"
-    _explain(union_pipeline, "--state", str(state), "-o", str(traces), data="head.csv")
+    _explain(union_pipeline, "--state", str(state), "-o", str(traces), data=f"head{split}.csv")
     _explain(union_pipeline, "--state", str(state), "-o", str(traces))
     assert traces.read_bytes() == whole
