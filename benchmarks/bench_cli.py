@@ -114,9 +114,9 @@ def command_rate(path: Path, model_path: Path, repeats: int, batch: int, skip: i
 SHARE_RUNNER = r"""
 import atexit, sys, time
 from ipfi_cli.core import IncrementalPFI
-from ipfi_cli.cli import explain as command
+from ipfi_cli.run import explain as command
 spent = {"engine": 0.0, "stream": 0.0}
-explain_many, stream = IncrementalPFI.explain_many, command.ExplainRun._stream
+explain_many, stream = IncrementalPFI.explain_many, command.ExplainSession._stream
 def timed_many(self, *args, **kwargs):
     start = time.perf_counter()
     try:
@@ -129,7 +129,7 @@ def timed_stream(self, reader):
         return stream(self, reader)
     finally:
         spent["stream"] += time.perf_counter() - start
-IncrementalPFI.explain_many, command.ExplainRun._stream = timed_many, timed_stream
+IncrementalPFI.explain_many, command.ExplainSession._stream = timed_many, timed_stream
 atexit.register(lambda: print(f"{spent['engine']:.3f} {spent['stream']:.3f}", file=sys.stderr))
 from ipfi_cli.cli.app import main
 main()

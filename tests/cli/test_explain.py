@@ -99,7 +99,7 @@ def test_micro_batch_size_does_not_change_the_numbers(run, static_csv, hgb):
 
 
 def test_threads_caps_the_model_libraries_without_changing_the_numbers(run, static_csv, hgb, monkeypatch):
-    from ipfi_cli.cli.common import THREAD_VARIABLES
+    from ipfi_cli.cli.options import THREAD_VARIABLES
     from threadpoolctl import threadpool_info
 
     for name in THREAD_VARIABLES:

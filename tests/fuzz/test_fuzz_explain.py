@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
-from ipfi_cli.io.readers import DEFAULT_NA_VALUES, parse_value
+from ipfi_cli.io.values import DEFAULT_NA_VALUES, parse_value
 
 from .conftest import fuzz
 from .test_fuzz_readers import BAD_BYTE, BOM, is_number_text, names, quote

@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipfi_cli.io.readers import MISSING, InputError, RowReader, detect_format, open_rows, parse_value
+from ipfi_cli.errors import InputError
+from ipfi_cli.io.readers import RowReader, open_rows
+from ipfi_cli.io.values import MISSING, detect_format, parse_value
 
 
 def read(data: bytes, **kw):

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
-from ipfi_cli.io.model_files import ModelFileError, load_model, model_file_kind, save_model
+from ipfi_cli.models.files import ModelFileError, load_model, model_file_kind, save_model
 
 skops_io = pytest.importorskip("skops.io")
 

@@ -11,7 +11,7 @@ import pickle
 import joblib
 import pytest
 
-from ipfi_cli.io.model_files import ModelFileError, load_model, save_model
+from ipfi_cli.models.files import ModelFileError, load_model, save_model
 from ipfi_cli.io.writers import (
     CsvTraceWriter, JsonlTraceWriter, atomic_write, output_format_for, trace_columns, write_json,
 )

@@ -2,7 +2,7 @@
 
 Adding a command is one line at the bottom: ``add_command(module.function)``. The
 command's docstring is its help; shared options and helpers live in
-:mod:`ipfi_cli.cli.common`. Command modules import only Typer and the standard library
+:mod:`ipfi_cli.cli.options`. Command modules import only Typer and the standard library
 at module level (heavy libraries inside the command body), so ``ipfi --help`` stays fast.
 """
 
@@ -15,7 +15,8 @@ from typing import Annotated, Any, Callable
 import typer
 
 from ipfi_cli import __version__
-from ipfi_cli.cli.common import EXIT_CODES_HELP, PICKLE_WARNING
+from ipfi_cli.cli.errors import EXIT_CODES_HELP
+from ipfi_cli.cli.options import PICKLE_WARNING
 
 app = typer.Typer(
     name="ipfi",

@@ -19,13 +19,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ipfi_cli.cli.batch import (DataArg, NJobsOpt, RecordWriter, number, prepare, stderr_console,
-                                write_records)
-from ipfi_cli.cli.common import (
-    PANEL_ESTIMATOR, PANEL_OUTPUT, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt, LossOpt,
-    ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt, Sampling, SeedOpt, TargetOpt, Task, TaskOpt,
-    ThreadsOpt, TrustOpt, VerboseOpt, DelimiterOpt, NaValuesOpt, NoDefaultNaOpt, OnBadRow, OnBadRowOpt, reporting,
-    say, usage_error,
+from ipfi_cli.cli.errors import reporting, usage_error
+from ipfi_cli.cli.options import (
+    PANEL_ESTIMATOR, PANEL_OUTPUT, DataArg, DebugOpt, DelimiterOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
+    LossOpt, ModelOpt, NaValuesOpt, NJobsOpt, NoDefaultNaOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt,
+    QuietOpt, RepeatsOpt, Sampling, SeedOpt, TargetOpt, Task, TaskOpt, ThreadsOpt, TrustOpt, VerboseOpt,
+    parse_groups, split_names, value,
 )
 
 PANEL_COMPARE = "Comparison"
@@ -121,55 +120,59 @@ def compare(
         for a in alphas:
             if not 0.0 < a <= 1.0:
                 raise usage_error(f"alpha must be in (0, 1], got {a}", "--alpha")
-        samplings = [s.value for s in sampling] if sampling else (["geometric"] if learn else ["uniform", "geometric"])
-        prepared = prepare(data, model, target, input_format=input_format.value if input_format else None,
-                           task=task, loss=loss, features=features, drop=drop, group=group, learn=learn,
-                           trust=trust, on_bad_row=on_bad_row.value, na_values=na_values,
-                           no_default_na=no_default_na, delimiter=delimiter, quiet=quiet, verbose=verbose)
-        fmt = output_format.value if output_format else None
-        if verbose and not quiet:
-            say(f"model {prepared.loaded.description}; {len(prepared.frame)} rows; loss {prepared.loss.name}; "
-                f"samplings {', '.join(samplings)}; alpha {', '.join(f'{a:g}' for a in alphas)}; seed {seed}")
-        common = dict(loss=prepared.loss, n_repeats=repeats, reservoir_size=reservoir_size,
-                      features=prepared.features, groups=prepared.groups, seed=seed, n_jobs=n_jobs,
+        samplings = [value(s) for s in sampling] if sampling else (["geometric"] if learn else ["uniform", "geometric"])
+        from ipfi_cli.cli.ui import TerminalReporter
+        from ipfi_cli.io.values import reader_options
+        from ipfi_cli.models.loading import load_predictor
+        from ipfi_cli.run.dataset import load_dataset
+
+        reader_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
+        reporter = TerminalReporter(live=False, quiet=quiet)
+        dataset = load_dataset(data, load_predictor(model, learn=learn, trust=split_names(trust)), target, reporter,
+                               format=value(input_format), na_values=na_values, no_default_na=no_default_na,
+                               delimiter=delimiter, task=value(task), loss=value(loss),
+                               features=split_names(features), drop=split_names(drop), groups=parse_groups(group),
+                               learn=learn, on_bad_row=value(on_bad_row), verbose=verbose)
+        fmt = value(output_format)
+        if verbose:
+            reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; loss "
+                             f"{dataset.loss.name}; samplings {', '.join(samplings)}; alpha "
+                             f"{', '.join(f'{a:g}' for a in alphas)}; seed {seed}")
+        common = dict(loss=dataset.loss, n_repeats=repeats, reservoir_size=reservoir_size,
+                      features=dataset.features, groups=dataset.groups, seed=seed, n_jobs=n_jobs,
                       normalisation=normalisation)
         if learn:
-            _compare_learning(prepared, samplings, alphas, interval, drift_at, common, output, fmt, traces,
+            _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
                               trace_every, quiet)
         else:
-            _compare_static(prepared, samplings, alphas, orderings, not keep_order, common, output, fmt, traces,
-                            trace_every, quiet, verbose)
+            _compare_static(dataset, samplings, alphas, orderings, not keep_order, common, output, fmt, traces,
+                            trace_every, quiet, verbose, reporter)
 
 
 def _write_traces(path: str, names: list[str], table: list[dict[str, Any]]) -> None:
-    from ipfi_cli.io.writers import atomic_write, output_format_for
+    from ipfi_cli.io.writers import write_records
 
-    def write(stream: Any) -> None:
-        writer = RecordWriter(stream, ["method", "row", *names], output_format_for(path))
-        for record in table:
-            writer.write(record)
-
-    try:
-        atomic_write(path, write)
-    except OSError as error:
-        raise CliError(f"{path}: cannot write ({error.strerror or error})") from None
+    write_records(path, None, ["method", "row", *names], table)
 
 
-def _compare_static(prepared: Any, samplings: list[str], alphas: list[float], orderings: int, shuffle: bool,
+def _compare_static(dataset: Any, samplings: list[str], alphas: list[float], orderings: int, shuffle: bool,
                     common: dict[str, Any], output: str | None, fmt: str | None, traces: str | None,
-                    trace_every: int, quiet: bool, verbose: bool) -> None:
+                    trace_every: int, quiet: bool, verbose: bool, reporter: Any) -> None:
+    from ipfi_cli.cli.ui import show_static_comparison
     from ipfi_cli.evaluation import RECORD_FIELDS, compare_static
+    from ipfi_cli.io.writers import write_records
 
     results = []
     batch = None
     started = time.perf_counter()
 
     def progress(run: Any) -> None:
-        if verbose and not quiet:
-            say(f"{run.sampling} sampling, ordering {run.ordering}: error {run.error:.4f} ({run.seconds:.1f} s)")
+        if verbose:
+            reporter.message(f"{run.sampling} sampling, ordering {run.ordering}: error {run.error:.4f} "
+                             f"({run.seconds:.1f} s)")
 
     for a in alphas:
-        result = compare_static(prepared.loaded.predictor, prepared.frame, prepared.targets, prepared.columns,
+        result = compare_static(dataset.loaded.predictor, dataset.frame, dataset.targets, dataset.columns,
                                 orderings=orderings, samplings=samplings, shuffle=shuffle, alpha=a, batch=batch,
                                 keep_traces=traces is not None, trace_every=trace_every, on_run=progress, **common)
         if batch is None:
@@ -184,85 +187,27 @@ def _compare_static(prepared: Any, samplings: list[str], alphas: list[float], or
         table += [row for row in results[0].trace_table() if row["method"] == "batch"]
         _write_traces(traces, results[0].names, table)
     if not quiet:
-        _static_summary(results, batch_seconds, time.perf_counter() - started)
+        show_static_comparison(results, batch_seconds, time.perf_counter() - started)
 
 
-def _static_summary(results: list[Any], batch_seconds: float, seconds: float) -> None:
-    import numpy as np
-    from rich.table import Table
-
-    first = results[0]
-    console = stderr_console(False)
-    n_runs = sum(len(r.runs) for r in results)
-    console.print(f"compare: {first.batch.n_rows:,} rows, {first.settings['orderings']} ordering(s), "
-                  f"{first.settings['loss']} loss; batch PFI {batch_seconds:.1f} s, {n_runs} iPFI run(s), "
-                  f"{seconds:.1f} s in all.")
-    console.print(f"Error: {first.normalisation}-normalised L1 distance of each run's final estimate to batch PFI.")
-    table = Table()
-    for column in ("sampling", "alpha", "runs", "median error", "IQR", "Q1", "Q3"):
-        table.add_column(column, justify="left" if column == "sampling" else "right")
-    for result in results:
-        for sampling, s in result.summary().items():
-            table.add_row(sampling, f"{result.settings['alpha']:g}", str(s.n), number(s.median), number(s.iqr),
-                          number(s.q1), number(s.q3))
-    console.print(table)
-    features = Table()
-    features.add_column("feature")
-    features.add_column("batch PFI (std)", justify="right")
-    columns = [(result, s) for result in results for s in result.samplings]
-    for result, s in columns:
-        features.add_column(f"iPFI {s} {result.settings['alpha']:g}" + (" (median)" if len(result.runs) > 2 else ""),
-                            justify="right")
-    medians = {(id(result), s): np.median([run.estimates for run in result.runs if run.sampling == s], axis=0)
-               for result, s in columns}
-    order = sorted(range(len(first.names)), key=lambda j: -first.batch.mean[j])
-    for j in order:
-        features.add_row(first.names[j], f"{number(first.batch.mean[j])} ({number(first.batch.std[j])})",
-                         *(number(float(medians[(id(result), s)][j])) for result, s in columns))
-    console.print(features)
-
-
-def _compare_learning(prepared: Any, samplings: list[str], alphas: list[float], interval: int,
+def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], interval: int,
                       drift_at: int | None, common: dict[str, Any], output: str | None, fmt: str | None,
                       traces: str | None, trace_every: int, quiet: bool) -> None:
+    from ipfi_cli.cli.ui import show_learning_comparison
     from ipfi_cli.evaluation import RECORD_FIELDS, compare_learning
+    from ipfi_cli.io.writers import write_records
 
-    n = len(prepared.frame)
+    n = len(dataset.frame)
     if drift_at is not None and not 0 < drift_at < n:
         raise usage_error(f"the drift row must lie inside the stream (1 to {n - 1})", "--drift-at")
     if interval > n:
         raise usage_error(f"the interval ({interval} rows) is longer than the data ({n} rows)", "--interval")
-    stream = zip(prepared.frame.to_dict("records"), prepared.targets)
-    result = compare_learning(prepared.loaded.predictor, stream, prepared.columns, interval=interval,
+    stream = zip(dataset.frame.to_dict("records"), dataset.targets)
+    result = compare_learning(dataset.loaded.predictor, stream, dataset.columns, interval=interval,
                               samplings=samplings, alphas=alphas, drift_at=drift_at, trace_every=trace_every,
                               **common)
     write_records(output, fmt, RECORD_FIELDS, [r.as_dict() for r in result.records()])
     if traces:
         _write_traces(traces, result.names, result.trace_table())
     if not quiet:
-        _learning_summary(result)
-
-
-def _learning_summary(result: Any) -> None:
-    from rich.table import Table
-
-    console = stderr_console(False)
-    console.print(f"compare --learn: {result.n_rows:,} rows, {len(result.intervals)} window(s) of "
-                  f"{result.settings['interval']:,} rows, {result.settings['loss']} loss, {result.seconds:.1f} s.")
-    console.print(f"Error: {result.normalisation}-normalised L1 distance to interval PFI at each window's end, "
-                  "median (IQR).")
-    parts = ["whole", "before", "after"] if result.drift_at is not None else ["whole"]
-    label = result.traces[0].label if result.traces else ""
-    counts = {p: len(result.errors(label, p)) for p in parts} if label else {p: 0 for p in parts}
-    table = Table()
-    table.add_column("sampling")
-    table.add_column("alpha", justify="right")
-    titles = {"whole": "whole", "before": f"before (<= {result.drift_at})", "after": f"after (> {result.drift_at})"}
-    for part in parts:
-        table.add_column(f"{titles[part]}, n={counts[part]}", justify="right")
-    summary = result.summary()
-    for trace in result.traces:
-        table.add_row(trace.sampling, f"{trace.alpha:g}",
-                      *(f"{number(summary[trace.label][p].median, 3)} ({number(summary[trace.label][p].iqr, 3)})"
-                        for p in parts))
-    console.print(table)
+        show_learning_comparison(result)

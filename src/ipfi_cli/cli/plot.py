@@ -13,7 +13,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ipfi_cli.cli.common import EXIT_ERROR, CliError, DebugOpt, QuietOpt, reporting, say, split_names, usage_error
+from ipfi_cli.cli.errors import EXIT_ERROR, reporting, say, usage_error
+from ipfi_cli.cli.options import DebugOpt, QuietOpt, split_names
+from ipfi_cli.errors import InputError, OutputError
 
 REFERENCE_METHODS = ("interval", "batch")
 
@@ -51,9 +53,10 @@ def read_traces(path: str) -> Any:
                 raise row.error
             records.append(row.values)
     if "row" not in columns:
-        raise CliError(f"{path}: no 'row' column; expected the traces of `ipfi explain` or `ipfi compare --traces`")
+        raise InputError("no 'row' column; expected the traces of `ipfi explain` or `ipfi compare --traces`",
+                         source=path)
     if not records:
-        raise CliError(f"{path}: no trace rows")
+        raise InputError("no trace rows", source=path)
     return pd.DataFrame.from_records(records, columns=columns)
 
 
@@ -65,7 +68,7 @@ def feature_columns(frame: Any, path: str) -> list[str]:
 
     names = [c for c in names if pd.api.types.is_numeric_dtype(frame[c]) or frame[c].isna().all()]
     if not names:
-        raise CliError(f"{path}: no importance columns besides 'row'")
+        raise InputError("no importance columns besides 'row'", source=path)
     return names
 
 
@@ -118,14 +121,14 @@ def plot(
                 other = other[other["method"].isin(REFERENCE_METHODS)]
             missing = [n for n in names if n not in other.columns]
             if missing:
-                raise CliError(f"{interval_traces}: no column(s) {', '.join(missing)} of the traces")
+                raise InputError(f"no column(s) {', '.join(missing)} of the traces", source=interval_traces)
             reference = Series("interval PFI", other["row"].to_numpy(), other[names].to_numpy(dtype=float))
         if not panels:
-            raise CliError(f"{traces}: no iPFI traces (only {', '.join(REFERENCE_METHODS)} rows)")
+            raise InputError(f"no iPFI traces (only {', '.join(REFERENCE_METHODS)} rows)", source=traces)
         try:
             path = plot_importance(output, names, panels, interval=reference, drift_at=drift_at, top_k=top_k,
                                    title=title)
         except (ValueError, OSError) as error:
-            raise CliError(f"{output}: cannot write the figure ({error})") from None
+            raise OutputError(f"{output}: cannot write the figure ({error})") from None
         if not quiet:
             say(f"wrote {path} ({len(panels)} panel(s), {len(names)} features)")

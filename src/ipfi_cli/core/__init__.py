@@ -1,16 +1,41 @@
-"""The pure core: estimators, samplers, losses. No file I/O, no CLI, no display."""
+"""The pure core: estimators, samplers, losses. No file I/O, no CLI, no display.
 
-from ipfi_cli.core.batch import IntervalPFI, PFIResult, batch_pfi
-from ipfi_cli.core.groups import resolve_groups
-from ipfi_cli.core.incremental import IncrementalPFI, RowError
-from ipfi_cli.core.losses import LOSSES, Loss, LossMismatchError, Output, default_loss, get_loss
-from ipfi_cli.core.predictor import Predictor
-from ipfi_cli.core.prequential import explain_then_learn
-from ipfi_cli.core.samplers import GeometricReservoir, UniformReservoir, make_sampler
-from ipfi_cli.core.smoothing import ExponentialMean
+Names are imported on first use, so ``ipfi_cli.core.choices`` loads without numpy.
+"""
 
-__all__ = [
-    "LOSSES", "ExponentialMean", "GeometricReservoir", "IncrementalPFI", "IntervalPFI", "Loss",
-    "LossMismatchError", "Output", "PFIResult", "Predictor", "RowError", "UniformReservoir",
-    "batch_pfi", "default_loss", "explain_then_learn", "get_loss", "make_sampler", "resolve_groups",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as a type checker sees them
+    from ipfi_cli.core.batch import IntervalPFI, PFIResult, batch_pfi
+    from ipfi_cli.core.groups import resolve_groups
+    from ipfi_cli.core.incremental import IncrementalPFI, RowError
+    from ipfi_cli.core.losses import LOSSES, Loss, LossMismatchError, Output, default_loss, get_loss
+    from ipfi_cli.core.predictor import Predictor
+    from ipfi_cli.core.prequential import explain_then_learn
+    from ipfi_cli.core.samplers import GeometricReservoir, UniformReservoir, make_sampler
+    from ipfi_cli.core.smoothing import ExponentialMean
+
+_WHERE = {
+    "IntervalPFI": "batch", "PFIResult": "batch", "batch_pfi": "batch",
+    "resolve_groups": "groups",
+    "IncrementalPFI": "incremental", "RowError": "incremental",
+    "LOSSES": "losses", "Loss": "losses", "LossMismatchError": "losses", "Output": "losses",
+    "default_loss": "losses", "get_loss": "losses",
+    "Predictor": "predictor",
+    "explain_then_learn": "prequential",
+    "GeometricReservoir": "samplers", "UniformReservoir": "samplers", "make_sampler": "samplers",
+    "ExponentialMean": "smoothing",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

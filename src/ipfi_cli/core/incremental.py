@@ -38,18 +38,15 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ipfi_cli.core.groups import resolve_groups
+from ipfi_cli.errors import InputError
 from ipfi_cli.core.losses import Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.samplers import Reservoir, make_sampler
 from ipfi_cli.core.smoothing import ExponentialMean
 
 
-class RowError(ValueError):
+class RowError(InputError):
     """A row cannot be explained; ``column`` names the offending column when known."""
-
-    def __init__(self, message: str, column: str | None = None) -> None:
-        super().__init__(message)
-        self.column = column
 
 
 _PLAIN_NUMBERS = (int, float)
@@ -334,7 +331,7 @@ class IncrementalPFI:
         try:
             return [x[c] for c in self.columns]
         except KeyError as error:
-            raise RowError(f"the row has no column {error.args[0]!r}", column=str(error.args[0])) from None
+            raise RowError("missing from the row", column=str(error.args[0])) from None
 
     def _ensure_sampler(self, values: Sequence[Any]) -> None:
         if self._sampler is not None and self._sampler.rows.dtype == object:

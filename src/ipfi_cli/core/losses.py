@@ -19,6 +19,8 @@ from typing import Callable
 
 import numpy as np
 
+from ipfi_cli.errors import ModelError
+
 #: probabilities are clipped to this before taking the log (scikit-learn's log_loss uses machine epsilon)
 LOG_LOSS_EPS = 1e-15
 
@@ -31,7 +33,7 @@ class Output(str, Enum):
     PROBA = "proba"  # the probability the model gives the row's true label (predict_proba)
 
 
-class LossMismatchError(ValueError):
+class LossMismatchError(ModelError):
     """The chosen loss does not fit what the model predicts."""
 
 

@@ -1,7 +1,7 @@
 """The state file of a long ``ipfi explain`` run (``--state``) and the traces file it vouches for.
 
 A state file holds everything a stopped run needs to continue exactly: the explainer's
-checkpoint (:mod:`ipfi_cli.core.checkpoint`), the learned model with ``--learn``, and the
+explainer (without its model), the learned model with ``--learn``, and the
 command's own counters (rows read, skipped, written; where the traces file ends). It is
 written atomically: a temporary file in the same directory, flushed and ``fsync``-ed,
 then renamed over the old state with ``os.replace`` and the directory synced, so a crash
@@ -32,6 +32,7 @@ import pickle
 import zlib
 from typing import Any, BinaryIO
 
+from ipfi_cli.errors import StateError
 from ipfi_cli.io.writers import atomic_write_bytes
 
 MAGIC = b"ipfi explain state\n"
@@ -39,12 +40,11 @@ FORMAT = "ipfi-explain-run-state"
 VERSION = 1
 
 
-class StateError(ValueError):
+class StateFileError(StateError):
     """A state file or its traces file cannot be used; ``str(error)`` is one line naming the file."""
 
     def __init__(self, path: str | os.PathLike[str], message: str) -> None:
         self.path = os.fspath(path)
-        self.message = message
         super().__init__(f"{self.path}: {message}")
 
 
@@ -55,7 +55,7 @@ def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
         atomic_write_bytes(path, data)
         _sync_directory(os.path.dirname(os.path.abspath(path)))
     except OSError as error:
-        raise StateError(path, f"cannot write the state file ({error.strerror or error})") from None
+        raise StateFileError(path, f"cannot write the state file ({error.strerror or error})") from None
 
 
 def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -64,18 +64,18 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as error:
-        raise StateError(path, f"cannot read the state file ({error.strerror or error})") from None
+        raise StateFileError(path, f"cannot read the state file ({error.strerror or error})") from None
     if not data.startswith(MAGIC):
-        raise StateError(path, "not an ipfi explain state file (it does not start with the state marker); "
+        raise StateFileError(path, "not an ipfi explain state file (it does not start with the state marker); "
                                "give --state a new path to start a new run")
     try:
         payload = pickle.loads(data[len(MAGIC):])
     except Exception as error:  # noqa: BLE001 - a damaged pickle fails in many ways
-        raise StateError(path, f"the state file is damaged ({type(error).__name__})") from None
+        raise StateFileError(path, f"the state file is damaged ({type(error).__name__})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise StateError(path, "not an ipfi explain state file")
+        raise StateFileError(path, "not an ipfi explain state file")
     if payload.get("version") != VERSION:
-        raise StateError(path, f"state format version {payload.get('version')} is not supported "
+        raise StateFileError(path, f"state format version {payload.get('version')} is not supported "
                                f"(this ipfi reads version {VERSION})")
     return payload
 
@@ -159,22 +159,22 @@ def reopen_traces(path: str, size: int, crc: int) -> TrackedOutput:
     """Open the traces file of a resumed run: check it starts with the ``size`` bytes (CRC ``crc``)
     the state vouches for, cut off what follows them, and return it ready to append."""
     if not os.path.exists(path):
-        raise StateError(path, f"the traces file is missing; the state continues a file of {size:,} bytes. "
+        raise StateFileError(path, f"the traces file is missing; the state continues a file of {size:,} bytes. "
                                "Restore it, or start a new run with a new --state")
     try:
         found_crc, found = file_crc(path, size)
     except OSError as error:
-        raise StateError(path, f"cannot read the traces file ({error.strerror or error})") from None
+        raise StateFileError(path, f"cannot read the traces file ({error.strerror or error})") from None
     if found < size:
-        raise StateError(path, f"the traces file has {found:,} bytes, but the state continues a file of {size:,} "
+        raise StateFileError(path, f"the traces file has {found:,} bytes, but the state continues a file of {size:,} "
                                "bytes: it is not the file this state wrote")
     if found_crc != crc:
-        raise StateError(path, f"the traces file's first {size:,} bytes are not the ones this state wrote "
+        raise StateFileError(path, f"the traces file's first {size:,} bytes are not the ones this state wrote "
                                "(another file, or changed since)")
     try:
         stream = open(path, "r+b")
         stream.truncate(size)  # records written after the checkpoint come again, identically
         stream.seek(size)
     except OSError as error:
-        raise StateError(path, f"cannot reopen the traces file ({error.strerror or error})") from None
+        raise StateFileError(path, f"cannot reopen the traces file ({error.strerror or error})") from None
     return TrackedOutput(stream, size=size, crc=crc, close=True)

@@ -1,4 +1,4 @@
-"""Trace writers (CSV, JSONL) and atomic file writes.
+"""Trace writers (CSV, JSONL), flat record writers, and atomic file writes.
 
 A trace is one record per explained row (or per ``every`` rows): the input's 1-based
 data row number, then the current importance of each feature or group, then, when
@@ -34,10 +34,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from typing import IO, Any, BinaryIO, Callable, Sequence
-
-OUTPUT_FORMATS = ("csv", "jsonl")
-
+from typing import IO, Any, BinaryIO, Callable, Iterable, Sequence
 
 def trace_columns(names: Sequence[str], bounds: bool = False) -> list[str]:
     """The trace header: ``row``, each name, then ``<name>_bound`` for each name if ``bounds``."""
@@ -57,6 +54,15 @@ def _csv_number(value: float) -> str:
     if value != value:  # NaN: missing
         return ""
     return repr(value)
+
+
+def _csv_cell(value: Any) -> str:
+    """Any value as a CSV field: missing (None, NaN) empty, floats as repr, text quoted when needed."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return _csv_field(str(value))
 
 
 class TraceWriter:
@@ -153,6 +159,70 @@ def open_trace_writer(path: str | None, names: Sequence[str], *, format: str | N
         stream = open(path, "wb")
         close = True
     return WRITERS[fmt](stream, names, bounds=bounds, close=close)
+
+
+# -- flat records (batch and compare results) ------------------------------------------------
+class RecordWriter:
+    """Flat records with a fixed header as CSV (``\\n``, floats as repr, missing empty) or JSONL (NaN as null).
+
+    >>> import io
+    >>> out = io.BytesIO()
+    >>> writer = RecordWriter(out, ["feature", "importance"], "csv")
+    >>> writer.write({"feature": "a,b", "importance": 0.5})
+    >>> print(out.getvalue().decode(), end="")
+    feature,importance
+    "a,b",0.5
+    """
+
+    def __init__(self, stream: BinaryIO | IO[bytes], fields: Sequence[str], fmt: str) -> None:
+        self.stream = stream
+        self.fields = list(fields)
+        self.fmt = fmt
+        if fmt == "csv":
+            stream.write((",".join(_csv_cell(f) for f in self.fields) + "\n").encode())
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.fmt == "csv":
+            self.stream.write((",".join(_csv_cell(record.get(f)) for f in self.fields) + "\n").encode())
+        else:
+            import orjson
+
+            self.stream.write(orjson.dumps({f: record.get(f) for f in self.fields},
+                                           option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+
+
+def write_records(output: str | None, fmt: str | None, fields: Sequence[str],
+                  records: Iterable[dict[str, Any]]) -> None:
+    """Write records to ``output`` (a file, atomically; the format from its name unless ``fmt``)
+    or to stdout (``None`` or ``-``). Raises :class:`~ipfi_cli.errors.OutputError`."""
+    from ipfi_cli.errors import OutputError
+
+    chosen = output_format_for(output, fmt)
+
+    def write(stream: BinaryIO | IO[bytes]) -> None:
+        writer = RecordWriter(stream, fields, chosen)
+        for record in records:
+            writer.write(record)
+        stream.flush()
+
+    if output and output != "-":
+        try:
+            atomic_write(output, write)
+        except OSError as error:
+            raise OutputError(f"{output}: cannot write ({error.strerror or error})") from None
+    else:
+        write(sys.stdout.buffer)
+
+
+def silence_stdout() -> None:
+    """After EPIPE on stdout (``| head``): point stdout at /dev/null so the interpreter's final
+    flush is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 # -- atomic writes ------------------------------------------------------------------------------

@@ -20,10 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ipfi_cli.core.losses import Output
-
-
-class ModelError(ValueError):
-    """The model cannot be used as asked (missing method, wrong output for the loss...)."""
+from ipfi_cli.errors import ModelError
 
 
 def _proba_of(probabilities: np.ndarray, classes: Sequence[Any], targets: np.ndarray) -> np.ndarray:

@@ -14,15 +14,10 @@ import math
 from typing import Any, Sequence
 
 from ipfi_cli.core.losses import Output
+from ipfi_cli.errors import first_line
 
 #: the largest 32-bit float: scikit-learn's trees take float32, so a larger value fails
 FLOAT32_MAX = 3.4028234663852886e38
-
-
-def first_line(error: BaseException) -> str:
-    """The first line of an exception's message, or its type's name."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _predicts(predictor: Any, x: dict[str, Any], output: Output, label: Any) -> bool:

@@ -29,6 +29,7 @@ import math
 from typing import Any, Iterable, Sequence
 
 from ipfi_cli.core.losses import Loss, Output
+from ipfi_cli.errors import InputError, ModelError
 
 #: text spellings of the two bool classes
 _TRUE = ("true", "t", "yes", "y", "1", "1.0")
@@ -37,11 +38,11 @@ _FALSE = ("false", "f", "no", "n", "0", "0.0")
 MISMATCH_ROWS = 25
 
 
-class LabelError(ValueError):
+class LabelError(InputError):
     """A label that cannot be used (missing, or not a number in regression)."""
 
 
-class LossFitError(ValueError):
+class LossFitError(ModelError):
     """A loss that cannot measure this model; the message names the fix."""
 
 
@@ -255,3 +256,16 @@ def check_loss(loss: Loss, classification: bool, task: str | None, classes: Sequ
             raise LossFitError(
                 f"the {loss.name} error needs numeric labels, and this classifier's classes are not numbers "
                 f"({shown}); use --loss zero-one or log (and not --task regression)")
+
+
+def mismatch_example(predictor: Any, columns: Sequence[str], reference: tuple[dict[str, Any], Any] | None) -> str:
+    """`` (the model predicts values like 1; the labels read like 'yes')`` for a row the model
+    took, to show how predictions and labels differ; empty when there is no such row."""
+    if reference is None:
+        return ""
+    values, label = reference
+    try:
+        predicted = predictor.predict_records([{c: values[c] for c in columns}], Output.LABEL, None)[0]
+    except Exception:  # noqa: BLE001 - only an example for the message
+        return ""
+    return f" (the model predicts values like {predicted!r}; the labels read like {label!r})"

@@ -1,44 +1,30 @@
-"""The importance table on stderr: live while the stream runs, or once at the end.
+"""The terminal UI: every table ipfi draws on stderr, and the reporters that draw them.
 
-Only this module (and Typer's help) draws with Rich. The live view is used only when
-stderr is a terminal (see :func:`ipfi_cli.cli.common.live_display_allowed`); it never
-touches stdout (``redirect_stdout=False``), so the data written there is never swallowed.
-The caller passes a :class:`Snapshot` at most a few times per second (``Dashboard.due``);
-rendering cost is therefore independent of the row rate.
+Only this module (and Typer's help) draws with Rich. :class:`TerminalReporter` implements
+the run layer's :class:`~ipfi_cli.run.report.Reporter`: a live, refreshing importance table
+when stderr is a terminal (:func:`live_display_allowed`), else one summary table at the end.
+The live view never touches stdout (``redirect_stdout=False``), so the data written there is
+never swallowed. The run passes a snapshot at most a few times per second
+(:meth:`Dashboard.due`); rendering cost is therefore independent of the row rate. The
+tables of ``ipfi batch`` and ``ipfi compare`` are here too.
 """
 
 from __future__ import annotations
 
 import collections
 import math
+import os
+import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any, Sequence
+
+from ipfi_cli.run.report import PlainReporter, Snapshot
 
 SPARK = "▁▂▃▄▅▆▇█"
 BAR = " ▏▎▍▌▋▊▉█"
 HISTORY = 24  # sparkline points
 HISTORY_INTERVAL = 0.5  # seconds between sparkline points (the trend covers the last ~12 s)
 MAX_ROWS = 20  # features shown; the rest are summarised in one line
-
-
-@dataclass
-class Snapshot:
-    """The state a table shows."""
-
-    names: Sequence[str]
-    importances: Sequence[float]
-    bounds: Sequence[float]
-    rows: int = 0  # rows read and explained (the first row of a stream is only stored)
-    explained: int = 0
-    skipped: int = 0
-    elapsed: float = 0.0
-    rate: float = float("nan")  # recent rows per second
-    loss: float = float("nan")  # the model's mean loss over the explained rows
-    recent_loss: float = float("nan")  # ... over recent rows
-    seed: int | None = None
-    learning: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def sparkline(values: Sequence[float], low: float, high: float) -> str:
@@ -79,7 +65,8 @@ def bar(value: float, top: float, width: int = 10) -> str:
     return "█" * (eighths // 8) + (BAR[eighths % 8] if eighths % 8 else "")
 
 
-def _fmt(value: float, digits: int = 4) -> str:
+def number(value: float, digits: int = 4) -> str:
+    """A number for a table: ``digits`` decimals, NaN as a dash."""
     if value != value:
         return "–"
     return f"{value:.{digits}f}"
@@ -184,7 +171,7 @@ class Dashboard:
         if trend:
             table.add_column("trend", no_wrap=True, style="magenta")
         for rank, i in enumerate(order[:MAX_ROWS], 1):
-            cells = [str(rank), str(s.names[i]), _fmt(s.importances[i]), _fmt(s.bounds[i]),
+            cells = [str(rank), str(s.names[i]), number(s.importances[i]), number(s.bounds[i]),
                      bar(s.importances[i], top)]
             table.add_row(*cells, *([_trend(histories[i], floor)] if trend else []))
         if len(order) > MAX_ROWS:
@@ -208,5 +195,133 @@ class Dashboard:
             parts.append("learning")
         if s.seed is not None:
             parts.append(f"seed {s.seed}")
-        parts += [f"{k} {v}" for k, v in s.extra.items()]
         return " · ".join(parts)
+
+
+# -- where the UI may draw ----------------------------------------------------------------------
+def stream_is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def live_display_allowed(quiet: bool) -> bool:
+    """A live display on stderr only for a real terminal, not ``TERM=dumb``, not quiet."""
+    return not quiet and stream_is_terminal(sys.stderr) and os.environ.get("TERM", "") != "dumb"
+
+
+def stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+# -- the run's reporter -------------------------------------------------------------------------
+class TerminalReporter(PlainReporter):
+    """The run layer's reporter on stderr: messages as lines; the importances in a live
+    table (``live=True``) or in one summary table at the end. ``quiet`` keeps only errors."""
+
+    def __init__(self, *, live: bool, quiet: bool = False) -> None:
+        super().__init__(quiet=quiet)
+        self.live = live and not quiet
+        self.dashboard: Dashboard | None = None
+
+    def start(self, title: str) -> None:
+        if self.live:
+            self.dashboard = Dashboard(title, live=True)
+            self.dashboard.start()
+
+    def due(self) -> bool:
+        return self.dashboard is not None and self.dashboard.due()
+
+    def update(self, snapshot: Snapshot) -> None:
+        if self.dashboard is not None:
+            self.dashboard.update(snapshot)
+
+    def stop(self, snapshot: Snapshot | None) -> None:
+        if self.dashboard is not None:
+            self.dashboard.stop(snapshot)
+
+    def summary(self, title: str, snapshot: Snapshot) -> None:
+        if not self.quiet:
+            Dashboard(title, live=False).print_final(snapshot)
+
+
+# -- ipfi batch ---------------------------------------------------------------------------------
+def show_batch_table(result: Any, loss_name: str, seconds: float) -> None:
+    """Batch PFI per feature, most important first."""
+    from rich.table import Table
+
+    console = stderr_console()
+    console.print(f"batch PFI: {result.n_rows:,} rows, {result.n_repeats} repeats, {loss_name} loss "
+                  f"(baseline {number(result.baseline_loss)}), {seconds:.1f} s")
+    table = Table()
+    table.add_column("feature")
+    table.add_column("importance", justify="right")
+    table.add_column("std", justify="right")
+    for j in sorted(range(len(result.names)), key=lambda j: -result.mean[j]):
+        table.add_row(result.names[j], number(result.mean[j]), number(result.std[j]))
+    console.print(table)
+
+
+# -- ipfi compare -------------------------------------------------------------------------------
+def show_static_comparison(results: list[Any], batch_seconds: float, seconds: float) -> None:
+    """iPFI's error against batch PFI per sampling and alpha, then the features side by side."""
+    import numpy as np
+    from rich.table import Table
+
+    first = results[0]
+    console = stderr_console()
+    n_runs = sum(len(r.runs) for r in results)
+    console.print(f"compare: {first.batch.n_rows:,} rows, {first.settings['orderings']} ordering(s), "
+                  f"{first.settings['loss']} loss; batch PFI {batch_seconds:.1f} s, {n_runs} iPFI run(s), "
+                  f"{seconds:.1f} s in all.")
+    console.print(f"Error: {first.normalisation}-normalised L1 distance of each run's final estimate to batch PFI.")
+    table = Table()
+    for column in ("sampling", "alpha", "runs", "median error", "IQR", "Q1", "Q3"):
+        table.add_column(column, justify="left" if column == "sampling" else "right")
+    for result in results:
+        for sampling, s in result.summary().items():
+            table.add_row(sampling, f"{result.settings['alpha']:g}", str(s.n), number(s.median), number(s.iqr),
+                          number(s.q1), number(s.q3))
+    console.print(table)
+    features = Table()
+    features.add_column("feature")
+    features.add_column("batch PFI (std)", justify="right")
+    columns = [(result, s) for result in results for s in result.samplings]
+    for result, s in columns:
+        features.add_column(f"iPFI {s} {result.settings['alpha']:g}" + (" (median)" if len(result.runs) > 2 else ""),
+                            justify="right")
+    medians = {(id(result), s): np.median([run.estimates for run in result.runs if run.sampling == s], axis=0)
+               for result, s in columns}
+    for j in sorted(range(len(first.names)), key=lambda j: -first.batch.mean[j]):
+        features.add_row(first.names[j], f"{number(first.batch.mean[j])} ({number(first.batch.std[j])})",
+                         *(number(float(medians[(id(result), s)][j])) for result, s in columns))
+    console.print(features)
+
+
+def show_learning_comparison(result: Any) -> None:
+    """iPFI's error against interval PFI per sampling and alpha, before and after the drift."""
+    from rich.table import Table
+
+    console = stderr_console()
+    console.print(f"compare --learn: {result.n_rows:,} rows, {len(result.intervals)} window(s) of "
+                  f"{result.settings['interval']:,} rows, {result.settings['loss']} loss, {result.seconds:.1f} s.")
+    console.print(f"Error: {result.normalisation}-normalised L1 distance to interval PFI at each window's end, "
+                  "median (IQR).")
+    parts = ["whole", "before", "after"] if result.drift_at is not None else ["whole"]
+    label = result.traces[0].label if result.traces else ""
+    counts = {p: len(result.errors(label, p)) for p in parts} if label else {p: 0 for p in parts}
+    table = Table()
+    table.add_column("sampling")
+    table.add_column("alpha", justify="right")
+    titles = {"whole": "whole", "before": f"before (<= {result.drift_at})", "after": f"after (> {result.drift_at})"}
+    for part in parts:
+        table.add_column(f"{titles[part]}, n={counts[part]}", justify="right")
+    summary = result.summary()
+    for trace in result.traces:
+        table.add_row(trace.sampling, f"{trace.alpha:g}",
+                      *(f"{number(summary[trace.label][p].median, 3)} ({number(summary[trace.label][p].iqr, 3)})"
+                        for p in parts))
+    console.print(table)

@@ -24,15 +24,15 @@ import pickle
 import warnings
 from typing import Any, Sequence
 
+from ipfi_cli.errors import ModelError, first_line
 from ipfi_cli.io.writers import atomic_write
 
 
-class ModelFileError(ValueError):
+class ModelFileError(ModelError):
     """A model file cannot be loaded or saved; ``str(error)`` names the file."""
 
     def __init__(self, path: str | os.PathLike[str], message: str) -> None:
         self.path = os.fspath(path)
-        self.message = message
         super().__init__(f"{self.path}: {message}")
 
 
@@ -152,11 +152,6 @@ def _load_skops(path: str, trusted: list[str]) -> Any:
                                    f"with these ({first_line(error)})") from None
     except Exception as error:  # noqa: BLE001 - skops raises many kinds for a damaged archive
         raise ModelFileError(path, f"{damaged} ({type(error).__name__}: {first_line(error)})") from None
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def save_model(path: str | os.PathLike[str], model: Any) -> None:

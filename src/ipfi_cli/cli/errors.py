@@ -1,0 +1,67 @@
+"""Exit codes, and the one place where errors become them.
+
+Every command runs its body inside :func:`reporting`: an :class:`~ipfi_cli.errors.IpfiError`
+becomes one ``ipfi: error: ...`` line on stderr and exit 1, a
+:class:`~ipfi_cli.errors.UsageError` Typer's usage message and exit 2, a closed output pipe
+a quiet exit 1, anything unexpected one line naming its type (the traceback with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import traceback
+from typing import Iterator
+
+import typer
+
+from ipfi_cli.errors import IpfiError, UsageError, first_line
+
+EXIT_OK = 0
+EXIT_ERROR = 1  # data, model or runtime error; also: the output pipe was closed (e.g. `| head`)
+EXIT_USAGE = 2  # bad command line (Typer's own exit code for usage errors)
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 data or model error (or the output pipe closed early, as with "
+    "`| head`); 2 usage error; 130 interrupted (Ctrl-C)."
+)
+
+
+def usage_error(message: str, option: str | None = None) -> typer.BadParameter:
+    """An exception to raise for a bad option value (Typer prints it; exit 2)."""
+    return typer.BadParameter(message, param_hint=f"'{option}'" if option else None)
+
+
+def say(message: str, kind: str | None = None) -> None:
+    """One line on stderr, prefixed ``ipfi:`` (and ``error:``/``warning:`` when given)."""
+    prefix = f"ipfi: {kind}: " if kind else "ipfi: "
+    try:
+        print(prefix + message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr closed: nothing more we can do
+        pass
+
+
+@contextlib.contextmanager
+def reporting(debug: bool = False) -> Iterator[None]:
+    """Run a command body: known errors become one stderr line and an exit code."""
+    from ipfi_cli.io.writers import silence_stdout
+
+    try:
+        yield
+    except (typer.Exit, typer.Abort, typer.BadParameter, KeyboardInterrupt):
+        raise
+    except UsageError as error:
+        raise usage_error(error.message, error.option) from None
+    except BrokenPipeError:
+        silence_stdout()
+        raise typer.Exit(EXIT_ERROR) from None
+    except Exception as error:  # noqa: BLE001 - this is the command's last line of defence
+        if debug:
+            traceback.print_exc()
+        if isinstance(error, IpfiError):
+            say(first_line(error), "error")
+        else:
+            say(f"unexpected {type(error).__name__}: {first_line(error)} (run with --debug for the traceback)",
+                "error")
+        raise typer.Exit(EXIT_ERROR) from None

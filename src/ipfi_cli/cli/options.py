@@ -1,0 +1,191 @@
+"""The options every command shares, defined once: one spelling and one help text everywhere.
+
+The choices of ``--loss`` and ``--sampling`` are built from the core's registries
+(:mod:`ipfi_cli.core.choices`), so a loss added to the core is an option value at once.
+Nothing heavy is imported here: ``ipfi --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Sequence
+
+import typer
+
+from ipfi_cli.core.choices import LOSS_NAMES, SAMPLING_NAMES
+from ipfi_cli.errors import UsageError
+
+PICKLE_WARNING = ("Loading a joblib/pickle model file runs code stored in it: only load files you trust "
+                  "(a .skops file loads safely, see --trust).")
+
+
+# -- choices ----------------------------------------------------------------------------------
+def _choices(name: str, values: Sequence[str]) -> Any:
+    """A ``str`` Enum for Typer whose values are ``values`` (``zero-one`` -> member ``zero_one``)."""
+    return Enum(name, [(value.replace("-", "_"), value) for value in values], type=str)
+
+
+if TYPE_CHECKING:  # to a type checker each choice is the string it carries
+    Task = LossName = Sampling = InputFormat = OutputFormat = OnBadRow = str
+else:
+    Task = _choices("Task", ("auto", "classification", "regression"))
+    LossName = _choices("LossName", LOSS_NAMES)
+    Sampling = _choices("Sampling", SAMPLING_NAMES)
+    InputFormat = OutputFormat = _choices("Format", ("csv", "jsonl"))
+    OnBadRow = _choices("OnBadRow", ("fail", "skip"))
+
+
+def value(choice: Any) -> Any:
+    """The string an Enum choice carries (``None`` stays ``None``)."""
+    return choice.value if isinstance(choice, Enum) else choice
+
+
+# -- option panels and shared options --------------------------------------------------------
+PANEL_INPUT = "Input"
+PANEL_MODEL = "Model"
+PANEL_ESTIMATOR = "Estimator"
+PANEL_OUTPUT = "Output"
+PANEL_DISPLAY = "Display and errors"
+
+InputArg = Annotated[Optional[str], typer.Argument(
+    help="CSV or JSONL file to read (.gz allowed). '-' or nothing reads standard input.",
+    show_default=False, metavar="INPUT")]
+NaValuesOpt = Annotated[Optional[list[str]], typer.Option(
+    "--na-values", help="Also read these values as missing (comma-separated, repeatable), besides empty fields "
+    "and the default tokens NA, N/A, NaN, nan, null, NULL, None, ?, #N/A and the rest of pandas' list.",
+    rich_help_panel=PANEL_INPUT, show_default=False, metavar="TOKENS")]
+NoDefaultNaOpt = Annotated[bool, typer.Option(
+    "--no-default-na", help="Only empty fields and --na-values are missing (NA, None, ? ... stay text).",
+    rich_help_panel=PANEL_INPUT)]
+DelimiterOpt = Annotated[Optional[str], typer.Option(
+    "--delimiter", "-d", help="CSV field separator: one character, or tab, semicolon, pipe. Default: a comma, "
+    "unless the header has none and has ';', tab or '|'; tab for .tsv.", rich_help_panel=PANEL_INPUT,
+    show_default=False, metavar="SEP")]
+
+
+FormatOpt = Annotated[Optional[InputFormat], typer.Option(
+    "--format", "-f", help="Input format. Default: from the file extension; on stdin, JSONL if the "
+    "first line is a JSON object ({...}), else CSV.", rich_help_panel=PANEL_INPUT, show_default=False)]
+ModelOpt = Annotated[str, typer.Option(
+    "--model", "-m", help="Model file: .skops (loaded safely with skops.io; needs ipfi-cli\\[safe]) or "
+    "joblib/pickle (scikit-learn or river, pipelines included). " + PICKLE_WARNING,
+    rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")]
+TrustOpt = Annotated[Optional[list[str]], typer.Option(
+    "--trust", help="For a .skops model: allow this type, which skops does not trust by default "
+    "(repeatable or comma-separated; the error for a refused file lists the types).",
+    rich_help_panel=PANEL_MODEL, show_default=False, metavar="TYPE")]
+TargetOpt = Annotated[str, typer.Option(
+    "--target", "-t", help="Name of the label column in the input.", rich_help_panel=PANEL_MODEL,
+    show_default=False, metavar="COL")]
+TaskOpt = Annotated[Task, typer.Option(
+    "--task", help="classification or regression; auto asks the model.", rich_help_panel=PANEL_MODEL)]
+LossOpt = Annotated[Optional[LossName], typer.Option(
+    "--loss", help="Loss whose increase measures importance. Default: zero-one for classification, "
+    "absolute for regression. log needs predicted probabilities.", rich_help_panel=PANEL_MODEL,
+    show_default=False)]
+RepeatsOpt = Annotated[int, typer.Option(
+    "--repeats", "-M", min=1, help="Permutations averaged per row and feature (M; the paper uses 10). "
+    "Cost grows linearly with it.", rich_help_panel=PANEL_ESTIMATOR)]
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def limit_model_threads(threads: int | None) -> int | None:
+    """Cap the threads of the model's numeric libraries (OpenMP, BLAS) at ``threads``.
+
+    The environment variables reach libraries loaded later (a model file loads
+    scikit-learn); threadpoolctl caps the ones already loaded. Predictions do not depend
+    on it, only speed: small blocks on a busy machine are often much faster on one thread.
+    """
+    if threads is None:
+        return None
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+    if "sklearn" in sys.modules or "numpy" in sys.modules:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=threads)
+    return threads
+
+
+ThreadsOpt = Annotated[Optional[int], typer.Option(
+    "--threads", min=1, callback=limit_model_threads, help="Cap the model's compute threads "
+    "(OpenMP/BLAS) at N. With small micro-batches or on a busy machine, 1 is often much faster for "
+    "scikit-learn's HistGradientBoosting. Results do not depend on it. Default: the libraries' choice.",
+    rich_help_panel=PANEL_MODEL, show_default=False, metavar="N")]
+SeedOpt = Annotated[Optional[int], typer.Option(
+    "--seed", help="Random seed; the same seed and input give byte-identical output. "
+    "Default: a random seed, reported with --verbose and in --meta.", rich_help_panel=PANEL_ESTIMATOR,
+    show_default=False)]
+FeaturesOpt = Annotated[Optional[list[str]], typer.Option(
+    "--features", help="Explain only these columns (comma-separated, repeatable). A model that does not name "
+    "its inputs (river, a function, scikit-learn fitted on an array) gets only these (and --group's). "
+    "Default: every model input.",
+    rich_help_panel=PANEL_ESTIMATOR, show_default=False, metavar="COLS")]
+DropOpt = Annotated[Optional[list[str]], typer.Option(
+    "--drop", help="Do not explain these columns (comma-separated, repeatable). A model that names its "
+    "inputs still gets them; any other model (river, a function, scikit-learn fitted on an array) does not: "
+    "drop ids and dates.",
+    rich_help_panel=PANEL_ESTIMATOR, show_default=False, metavar="COLS")]
+GroupOpt = Annotated[Optional[list[str]], typer.Option(
+    "--group", "-g", help="NAME=col1,col2: permute these columns jointly and report them as NAME "
+    "(repeatable). Grouped columns are not reported alone.", rich_help_panel=PANEL_ESTIMATOR,
+    show_default=False, metavar="NAME=COLS")]
+OutputOpt = Annotated[Optional[str], typer.Option(
+    "--output", "-o", help="Write to this file instead of standard output (overwritten).",
+    rich_help_panel=PANEL_OUTPUT, show_default=False, metavar="FILE")]
+OutputFormatOpt = Annotated[Optional[OutputFormat], typer.Option(
+    "--output-format", "-F", help="csv or jsonl (strict JSON, NaN as null). Default: jsonl for an "
+    "--output ending in .jsonl/.ndjson, else csv.", rich_help_panel=PANEL_OUTPUT, show_default=False)]
+DataArg = Annotated[str, typer.Argument(
+    help="CSV or JSONL file (.gz allowed), read whole; '-' reads standard input.", show_default=False,
+    metavar="DATA")]
+NJobsOpt = Annotated[Optional[int], typer.Option(
+    "--n-jobs", "-j", help="Parallel workers (joblib) for the permutations, one feature per task; -1: all "
+    "cores. Results do not depend on it.", rich_help_panel=PANEL_ESTIMATOR, show_default=False)]
+OnBadRowOpt = Annotated[OnBadRow, typer.Option(
+    "--on-bad-row", help="fail: stop at the first unreadable row (exit 1). skip: skip it and report "
+    "the count at the end.", rich_help_panel=PANEL_DISPLAY)]
+VerboseOpt = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="Print the settings (seed included), the model and columns used, and each "
+    "skipped row.", rich_help_panel=PANEL_DISPLAY)]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="No live table, summary, notes or warnings; errors are still printed.",
+    rich_help_panel=PANEL_DISPLAY)]
+DebugOpt = Annotated[bool, typer.Option(
+    "--debug", help="Show Python tracebacks for errors.", rich_help_panel=PANEL_DISPLAY)]
+
+
+# -- option parsing helpers --------------------------------------------------------------------
+def split_names(values: Sequence[str] | None) -> list[str] | None:
+    """``["a,b", "c"]`` -> ``["a", "b", "c"]``; ``None`` stays ``None``.
+
+    >>> split_names(["age, salary", "elevel"])
+    ['age', 'salary', 'elevel']
+    """
+    if values is None:
+        return None
+    names = [name.strip() for value in values for name in value.split(",")]
+    return [n for n in names if n]
+
+
+def parse_groups(specs: Sequence[str] | None, option: str = "--group") -> dict[str, list[str]]:
+    """``["loc=zipcode,hvalue"]`` -> ``{"loc": ["zipcode", "hvalue"]}``; bad syntax is a usage error.
+
+    >>> parse_groups(["money=salary,commission", "home = hvalue, hyears"])
+    {'money': ['salary', 'commission'], 'home': ['hvalue', 'hyears']}
+    """
+    groups: dict[str, list[str]] = {}
+    for spec in specs or []:
+        name, sep, members = spec.partition("=")
+        name = name.strip()
+        columns = split_names([members]) if sep else None
+        if not sep or not name or not columns:
+            raise UsageError(f"expected NAME=col1,col2, got {spec!r}", option)
+        if name in groups:
+            raise UsageError(f"group {name!r} is given twice", option)
+        groups[name] = columns
+    return groups
+
+

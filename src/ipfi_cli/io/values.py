@@ -1,0 +1,206 @@
+"""How a field becomes a value: numbers, strings and missing values, the same for every command.
+
+* A CSV field that parses as a number becomes an ``int`` or ``float``; other fields stay
+  strings. JSONL values keep their JSON types.
+* **Missing values** become :data:`MISSING` (``float('nan')``), so the model sees NaN for a
+  missing value whatever the input format: an empty CSV field, a JSON ``null``, and a CSV
+  field or JSON string that is one of the ``na_values`` tokens (surrounding spaces ignored).
+  The default tokens, :data:`DEFAULT_NA_VALUES`, are pandas' default list plus UCI's ``?``.
+* The separator of a CSV file: ``,`` unless the header has none and has ``;``, a tab or
+  ``|``; a ``.tsv``/``.tab`` name means a tab.
+
+>>> [parse_value(s) for s in ["12", "-3.5", "NA", "abc"]]
+[12, -3.5, nan, 'abc']
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable, Iterable
+
+from ipfi_cli.errors import InputError, UsageError
+
+#: the value a missing field becomes (an empty CSV field, a JSON null)
+MISSING = float("nan")
+
+FORMATS = ("csv", "jsonl")
+
+#: a column's kind, fixed by its first non-missing value (0 while unknown)
+NUMBER, STRING = 1, 2
+
+#: Tokens read as missing values by default: pandas' default list (``pandas.read_csv``'s
+#: ``na_values``) plus ``?``, which UCI data sets use. An empty field is always missing.
+DEFAULT_NA_VALUES: frozenset[str] = frozenset({
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+    "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null", "?",
+})
+#: field separators recognised from a header line that holds no comma
+SNIFFED_DELIMITERS = (";", "\t", "|")
+_DELIMITER_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|", "space": " "}
+
+
+def na_tokens(extra: Iterable[str] | None = None, *, defaults: bool = True) -> frozenset[str]:
+    """The set of missing-value tokens: the defaults (unless ``defaults=False``) plus ``extra``.
+
+    The empty field is always in it.
+
+    >>> sorted(na_tokens(["-999", " missing "], defaults=False))
+    ['', '-999', 'missing']
+    """
+    tokens = set(DEFAULT_NA_VALUES) if defaults else {""}
+    tokens.update(t.strip() for t in extra or ())
+    return frozenset(tokens)
+
+
+def reader_options(na_values: Iterable[str] | None = None, no_default_na: bool = False,
+                   delimiter: str | None = None) -> dict[str, Any]:
+    """``open_rows``'s ``na_values`` and ``delimiter`` from the options ``--na-values`` (each value
+    may hold several tokens, comma-separated), ``--no-default-na`` and ``--delimiter``.
+
+    >>> options = reader_options(["-999,missing"], delimiter="tab")
+    >>> options["delimiter"], {"-999", "missing", "NA"} <= options["na_values"]
+    ('\\t', True)
+    """
+    tokens = na_tokens([t for value in na_values or [] for t in value.split(",")], defaults=not no_default_na)
+    return {"na_values": tokens, "delimiter": parse_delimiter(delimiter) if delimiter is not None else None}
+
+
+def parse_delimiter(text: str) -> str:
+    """A ``--delimiter`` value as one character: ``;``, ``tab`` or ``\\t``, ``|``...
+
+    >>> [parse_delimiter(t) for t in [";", "tab", "\\t", "semicolon", ","]]
+    [';', '\\t', '\\t', ';', ',']
+    """
+    value = _DELIMITER_NAMES.get(text.lower(), text)
+    if len(value) != 1 or value in "\"\r\n":
+        raise UsageError(f"a delimiter is one character (or tab, semicolon, comma, pipe, space), got {text!r}",
+                         "--delimiter")
+    return value
+
+
+def sniff_delimiter(header_line: str) -> str:
+    """The separator of a CSV header line: ``,`` unless it has none and has ``;``, tab or ``|``.
+
+    >>> [sniff_delimiter(h) for h in ["a,b;c", "a;b;c", "a\\tb", "a|b", "a"]]
+    [',', ';', '\\t', '|', ',']
+    """
+    if "," in header_line:
+        return ","
+    counts = {d: header_line.count(d) for d in SNIFFED_DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
+def is_missing(value: Any) -> bool:
+    """True for the missing marker (NaN) and ``None``."""
+    return value is None or (type(value) is float and math.isnan(value))
+
+
+
+class Row:
+    """One data row: its 1-based ``number`` among data rows, the ``line`` it starts on,
+    and either ``values`` (column -> value) or ``error`` (an :class:`InputError`)."""
+
+    __slots__ = ("number", "line", "values", "error")
+
+    def __init__(self, number: int, line: int, values: dict[str, Any] | None,
+                 error: InputError | None = None) -> None:
+        self.number = number
+        self.line = line
+        self.values = values
+        self.error = error
+
+    def __repr__(self) -> str:
+        state = f"error={str(self.error)!r}" if self.error else f"values={self.values!r}"
+        return f"Row(number={self.number}, line={self.line}, {state})"
+
+
+class NotANumber(ValueError):
+    """A field of a numeric column is not a number (``args[0]`` is the text)."""
+
+
+@functools.lru_cache(maxsize=8)
+def number_parser(na_values: frozenset[str]) -> Callable[[str], Any]:
+    """A field of a column known to hold numbers: missing token -> ``MISSING``, number-like
+    -> int/float; raises :class:`NotANumber` for anything else."""
+
+    def number(text: str) -> Any:
+        if text in na_values:
+            return MISSING
+        if text.isdigit():
+            try:
+                return int(text)
+            except ValueError:  # digits int() does not take, such as superscripts
+                raise NotANumber(text) from None
+        try:
+            value = float(text)
+        except ValueError:
+            stripped = text.strip()
+            if stripped and stripped in na_values:
+                return MISSING
+            raise NotANumber(text) from None
+        if "_" in text:  # float() accepts digit separators; in a data file that is a string
+            raise NotANumber(text)
+        if value != value:  # "nan" and its spellings: missing, like the tokens
+            return MISSING
+        if value.is_integer() and text.strip().lstrip("+-").isdigit():
+            return int(text)
+        return value
+    return number
+
+
+@functools.lru_cache(maxsize=8)
+def string_parser(na_values: frozenset[str]) -> Callable[[str], Any]:
+    """A field of a column known to hold strings: missing token -> ``MISSING``, else the text."""
+
+    def string(text: str) -> Any:
+        if text in na_values:
+            return MISSING
+        stripped = text.strip()
+        return MISSING if stripped and stripped in na_values else text
+    return string
+
+
+def parse_value(text: str, na_values: frozenset[str] = DEFAULT_NA_VALUES) -> Any:
+    """A CSV field as a value: missing token -> ``MISSING``, number-like -> int/float, else the text.
+
+    >>> [parse_value(s) for s in ["12", "-3.5", "1e3", "", "abc", "1_000", " 7 ", "-4", "2.0", "NA", " ? "]]
+    [12, -3.5, 1000.0, nan, 'abc', '1_000', 7, -4, 2.0, nan, nan]
+    """
+    try:
+        return number_parser(na_values)(text)
+    except NotANumber:
+        return text
+
+
+def detect_format(path: str | None, explicit: str | None = None) -> str | None:
+    """``csv`` or ``jsonl`` from ``explicit`` or the file name (``.gz`` ignored); ``None`` if unknown."""
+    if explicit:
+        key = explicit.lower()
+        if key in ("ndjson", "json"):
+            key = "jsonl"
+        if key not in FORMATS:
+            raise ValueError(f"unknown input format {explicit!r}; choose csv or jsonl")
+        return key
+    if not path or path == "-":
+        return None
+    name = path.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    if name.endswith((".jsonl", ".ndjson", ".json")):
+        return "jsonl"
+    if name.endswith((".csv", ".txt", ".tsv", ".tab")):
+        return "csv"
+    return None
+
+
+def delimiter_for(path: str | None) -> str | None:
+    """The separator a file name implies: tab for ``.tsv``/``.tab`` (``.gz`` ignored), else ``None``."""
+    if not path or path == "-":
+        return None
+    name = path.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return "\t" if name.endswith((".tsv", ".tab")) else None
+

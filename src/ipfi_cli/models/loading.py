@@ -1,0 +1,63 @@
+"""A model given on the command line, loaded and wrapped for the core.
+
+:func:`load_predictor` reads a model file (:mod:`ipfi_cli.models.files`) and picks its
+adapter (:func:`ipfi_cli.models.adapters.as_predictor`); the result, a
+:class:`LoadedModel`, tells the run what kind of model it is and which warnings loading
+gave (a library version mismatch, say).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ipfi_cli.core.predictor import Predictor
+from ipfi_cli.errors import ModelError, first_line
+
+
+@dataclass
+class LoadedModel:
+    """A loaded model and its predictor.
+
+    ``kind`` is ``"scikit-learn"``, ``"river"`` or ``"function"``; ``warnings`` are one-line
+    messages from loading.
+    """
+
+    path: str
+    model: Any
+    predictor: Predictor
+    kind: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def description(self) -> str:
+        return f"{self.kind} {type(self.model).__name__}"
+
+    def rewrap(self, model: Any) -> None:
+        """Use ``model`` (a copy of the loaded one) from now on, with a new predictor."""
+        from ipfi_cli.models.adapters import as_predictor
+
+        self.model = model
+        self.predictor = as_predictor(model)
+
+
+def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | None = None) -> LoadedModel:
+    """Load a model file and wrap it for the core; errors name the file (:class:`ModelError`).
+
+    With ``learn``, the model must learn one row at a time (river's ``learn_one``).
+    ``trust``: the types a ``.skops`` file may hold (``--trust``).
+    """
+    from ipfi_cli.models.adapters import RiverPredictor, SklearnPredictor, as_predictor
+    from ipfi_cli.models.files import load_model
+
+    model, warnings = load_model(path, trust or ())
+    try:
+        predictor = as_predictor(model)
+    except ModelError as error:
+        raise ModelError(f"{path}: {first_line(error)}") from None
+    kind = ("river" if isinstance(predictor, RiverPredictor)
+            else "scikit-learn" if isinstance(predictor, SklearnPredictor) else "function")
+    if learn and not predictor.can_learn:
+        raise ModelError(f"{path}: --learn needs a model that learns one row at a time (river's learn_one); "
+                         f"this {kind} {type(model).__name__} cannot")
+    return LoadedModel(path, model, predictor, kind, warnings)

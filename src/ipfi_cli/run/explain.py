@@ -1,0 +1,540 @@
+"""The streaming session behind ``ipfi explain``: read, explain (or explain then learn), write, report.
+
+:class:`ExplainSession` takes an :class:`ExplainSettings` (everything the command was asked
+to do) and a :class:`~ipfi_cli.run.report.Reporter`, and :meth:`~ExplainSession.run`
+returns a :class:`RunStatus`. It imports neither Typer nor Rich: the command line maps the
+status and the :mod:`ipfi_cli.errors` it raises to exit codes, and chooses the reporter.
+
+The loop reads micro-batches of whatever rows are already available
+(:meth:`ipfi_cli.io.readers.RowReader.batches`). A static model explains each batch with
+one ``explain_many`` call (the numbers are those of ``explain_one`` row by row); with
+``learn`` each row is explained with the current model and then learned. ``--state``
+checkpoints and resuming live in :mod:`ipfi_cli.run.resume`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from ipfi_cli.errors import IpfiError, RunError
+from ipfi_cli.io.readers import RowReader
+from ipfi_cli.run.report import RateMeter, Reporter, Snapshot
+from ipfi_cli.run.rows import GoodRow
+
+CHECKPOINT_EVERY = 10_000
+
+
+@dataclass
+class ExplainSettings:
+    """Everything ``ipfi explain`` was asked to do (also written to ``--meta``)."""
+
+    model: str
+    target: str
+    input: str | None = None
+    trust: list[str] | None = None
+    format: str | None = None
+    na_values: list[str] | None = None
+    no_default_na: bool = False
+    delimiter: str | None = None
+    task: str = "auto"
+    loss: str | None = None
+    learn: bool = False
+    save_model: str | None = None
+    alpha: float = 0.001
+    repeats: int = 10
+    sampling: str = "geometric"
+    reservoir_size: int = 100
+    seed: int | None = None
+    features: list[str] | None = None
+    drop: list[str] | None = None
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    output: str | None = None
+    output_format: str | None = None
+    every: int = 1
+    bounds: bool = False
+    delta: float = 0.05
+    meta: str | None = None
+    batch_size: int = 1000
+    on_bad_row: str = "fail"
+    state: str | None = None
+    checkpoint_every: int = CHECKPOINT_EVERY
+    skip_seen: bool = True
+    verbose: bool = False
+    quiet: bool = False
+    live: bool = True
+    debug: bool = False
+
+
+class RunStatus(str, Enum):
+    """How a run ended (``starting``/``running`` while it has not)."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    OK = "ok"
+    INTERRUPTED = "interrupted"
+    BROKEN_PIPE = "broken-pipe"
+    ERROR = "error"
+
+
+@dataclass
+class Progress:
+    """The counters a run keeps (and a checkpoint saves)."""
+
+    rows: int = 0  # good rows processed
+    input_rows: int = 0  # input rows handled, good and bad: where a resumed run starts
+    last_written: int = 0  # row number of the last record written
+    last: tuple[int, list[float]] | None = None  # the last row's number and estimates
+
+
+class ExplainSession:
+    """One ``ipfi explain`` run; :meth:`run` returns its :class:`RunStatus`."""
+
+    def __init__(self, settings: ExplainSettings, reporter: Reporter) -> None:
+        self.settings = settings
+        self.reporter = reporter
+        self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
+        self.progress = Progress()
+        self.status = RunStatus.STARTING
+        self.error: str | None = None
+        self.started = time.time()
+        self.first_row_time: float | None = None
+        self.meter = RateMeter()
+        self.explainer: Any = None
+        self.writer: Any = None
+        self.reader: RowReader | None = None
+        self.loaded: Any = None
+        self.loss: Any = None
+        self.classification: bool | None = None
+        self.input_columns: list[str] = []
+        self.columns: list[str] = []
+        self.checker: Any = None
+        self.labels: Any = None
+        self.state: Any = None  # a StateKeeper with --state
+        self.failure: IpfiError | None = None  # a row the model failed on (on_bad_row "fail")
+        self._reference: tuple[dict[str, Any], Any] | None = None  # a row the model took, and its label
+        self._mismatch_checked = False
+
+    # -- set-up -------------------------------------------------------------------------------
+    def run(self) -> RunStatus:
+        """Set up, stream the input to its end (or an interruption), report; errors propagate."""
+        import numpy as np
+
+        from ipfi_cli.io.readers import open_rows
+        from ipfi_cli.io.values import reader_options
+        from ipfi_cli.models.loading import load_predictor
+        from ipfi_cli.run import setup
+
+        s = self.settings
+        if s.state:
+            from ipfi_cli.run.resume import StateKeeper
+
+            self.state = StateKeeper.open(s.state, skip_seen=s.skip_seen)
+            self.seed = self.state.seed(s.seed, self.seed)
+        self.loaded = loaded = load_predictor(s.model, learn=s.learn, trust=s.trust)
+        if s.learn:
+            # a learning model is checkpointed and unpickled on resume: the sets inside it (river's
+            # Select) must iterate in the same order in both copies (see ipfi_cli.run.canonical)
+            from ipfi_cli.run.canonical import canonical_copy
+
+            saved = self.state.saved_model() if self.state is not None else None
+            loaded.rewrap(canonical_copy(saved if saved is not None else loaded.model))
+        for line in loaded.warnings:
+            self.reporter.message(line, "warning")
+        self.classification = setup.choose_task(loaded, s.task)
+        self.loss = setup.choose_loss(loaded, self.classification, s.loss)
+        self.labels = setup.label_matcher(loaded, self.classification, s.learn)
+        if loaded.kind == "river" and not s.learn:
+            self.reporter.message("note: the river model is explained as it is and does not learn; add --learn "
+                                  "to explain each row and then learn it")
+        self.reader = reader = open_rows(s.input, format=s.format,
+                                         **reader_options(s.na_values, s.no_default_na, s.delimiter))
+        try:
+            if self.state is not None:
+                self.state.continue_reader(reader)
+            # an overflowing loss is reported as one line naming the row, not as numpy warnings
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                self._prepare(reader)
+                return self._stream(reader)
+        finally:
+            reader.close()
+
+    def _prepare(self, reader: RowReader) -> None:
+        """Columns, row checks, the explainer, the state and the writer, before the first row."""
+        from ipfi_cli.core import IncrementalPFI
+        from ipfi_cli.run import setup
+        from ipfi_cli.run.rows import RowChecker
+
+        s, loaded = self.settings, self.loaded
+        source = reader.name
+        self.input_columns = reader.columns
+        known = loaded.predictor.columns
+        if not self.input_columns and reader.format == "jsonl" and not known:
+            bad = [row.error for row in reader]  # no good row at all: only bad ones, if any
+            if bad and s.on_bad_row == "fail" and bad[0] is not None:
+                raise bad[0]
+            raise RunError(f"{source}: no row was explained: the input has no rows"
+                           + (f" but {len(bad):,} bad one(s); the first: {bad[0]}" if bad else ""))
+        notes: list[str] = []
+        if reader.format == "jsonl":
+            # JSONL objects need not share keys: a model that names its inputs gets those, else
+            # the first object's keys are the inputs; each row is checked for them and the target
+            inputs = list(known) if known else [c for c in self.input_columns if c != s.target]
+            columns = [*inputs, s.target]
+            check_target = True
+        else:
+            columns, check_target = self.input_columns or list(known or []), bool(self.input_columns)
+        self.columns = setup.model_columns(loaded, columns, s.target, source, check_target=check_target,
+                                           features=s.features, drop=s.drop, groups=s.groups, notes=notes)
+        features, groups = setup.explained_columns(loaded, self.columns, s.features, s.drop, s.groups)
+        for line in notes:
+            self.reporter.message(line, "note")
+        self.checker = RowChecker(source=source, target=s.target, columns=self.columns, to_label=self.labels,
+                                  check_columns=reader.format == "jsonl", learn=s.learn, on_bad_row=s.on_bad_row,
+                                  on_skip=self._on_skip,
+                                  on_first_row=setup.first_row_hook(loaded, self.labels, self.columns))
+        self.explainer = IncrementalPFI(
+            loaded.predictor, self.columns, loss=self.loss, alpha=s.alpha, n_repeats=s.repeats,
+            sampling=s.sampling, reservoir_size=s.reservoir_size, features=features, groups=groups or None,
+            seed=self.seed)
+        if self.state is not None:
+            self.state.begin(self)
+        if s.verbose:
+            self._describe(source, reader.format)
+        self.writer = self.state.open_writer(self) if self.state is not None else self._open_writer()
+        if self.reporter.live:
+            self.reporter.start(self.title())
+
+    def _open_writer(self) -> Any:
+        from ipfi_cli.io.writers import open_trace_writer
+
+        s = self.settings
+        try:
+            writer = open_trace_writer(s.output, self.explainer.names, format=s.output_format, bounds=s.bounds)
+            writer.flush()  # the header, for `tail -f`
+        except OSError as error:
+            if isinstance(error, BrokenPipeError):
+                raise
+            from ipfi_cli.errors import OutputError
+
+            raise OutputError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
+        return writer
+
+    def title(self) -> str:
+        mode = "learning" if self.settings.learn else "static"
+        return f"ipfi explain · {type(self.loaded.model).__name__} · {mode} · {self.loss.name} loss"
+
+    def _describe(self, source: str, fmt: str) -> None:
+        s, loaded, explainer, say = self.settings, self.loaded, self.explainer, self.reporter.message
+        task = "classification" if self.classification else "regression"
+        mode = "learning (explain each row, then learn it)" if s.learn else "static"
+        say(f"model {s.model}: {loaded.description}; {task}, loss {self.loss.name}; {mode}")
+        unused = [c for c in self.input_columns if c not in self.columns and c != s.target]
+        say(f"input {source} ({fmt}); target {s.target!r}; model inputs ({len(self.columns)}): "
+            f"{', '.join(self.columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
+        if loaded.predictor.n_features is not None and not loaded.predictor.columns:
+            say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(self.columns)))
+        say(f"explaining ({len(explainer.names)}): "
+            + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in explainer.names))
+        say(f"alpha {s.alpha}, repeats {s.repeats}, sampling {s.sampling}, reservoir {s.reservoir_size}, "
+            f"seed {self.seed} (--seed {self.seed} repeats this run)")
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def _stream(self, reader: RowReader) -> RunStatus:
+        s, state = self.settings, self.state
+        self.status = RunStatus.RUNNING
+        idle = self.refresh if self.reporter.live else None
+        signals = state.watch_signals() if state is not None else None
+        try:
+            for batch in reader.batches(s.batch_size, idle=idle):
+                if state is not None:
+                    batch = state.drop_seen(batch, reader.name)
+                    if not batch:
+                        continue
+                    state.busy = True
+                if self.first_row_time is None:
+                    self.first_row_time = time.monotonic()
+                good, failure = self.checker.check(batch)
+                if good:
+                    if s.learn:
+                        self._learn_rows(good)
+                    else:
+                        self._explain_static(good)
+                    self.writer.flush()
+                if self.failure is not None:  # the model failed on a good row: it comes first
+                    failure = self.failure
+                if failure is not None:  # after the rows before it are explained and written
+                    raise failure
+                self._check_labels_match()
+                self.progress.input_rows += len(batch)
+                if state is not None:
+                    state.after_batch(self, batch)
+                if self.reporter.live and self.reporter.due():
+                    self.refresh()
+            if state is not None:
+                state.at_end(self, reader.name)  # before the end-of-input record
+            self._write_last()
+            self.writer.flush()
+            self.status = RunStatus.OK
+        except KeyboardInterrupt:
+            self.status = RunStatus.INTERRUPTED
+            if state is not None:
+                state.on_interrupt(self)
+        except BrokenPipeError:
+            self.status = RunStatus.BROKEN_PIPE
+        except BaseException as error:
+            self.status = RunStatus.ERROR
+            self.error = str(error)
+            raise
+        finally:
+            if signals is not None:
+                signals.restore()
+            self._close()
+        return self._report()
+
+    def _close(self) -> None:
+        """Flush and close the output, stop the live view, write ``--meta``; runs whatever happened."""
+        from ipfi_cli.io.writers import silence_stdout
+
+        if self.reporter.live:
+            try:
+                self.reporter.stop(self.snapshot() if self.status is not RunStatus.BROKEN_PIPE else None)
+            except Exception:  # noqa: BLE001 - never hide the real outcome behind a display error
+                pass
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except BrokenPipeError:
+                self.status = RunStatus.BROKEN_PIPE
+            except KeyboardInterrupt:
+                self.status = RunStatus.INTERRUPTED
+        if self.status is RunStatus.BROKEN_PIPE:
+            silence_stdout()
+        if self.settings.meta and self.status is not RunStatus.STARTING:
+            from ipfi_cli.run.meta import write_meta
+
+            try:
+                write_meta(self)
+            except OSError as error:
+                self.reporter.message(f"{self.settings.meta}: cannot write the metadata file "
+                                      f"({error.strerror or error})", "error")
+                if self.status is RunStatus.OK:
+                    self.status = RunStatus.ERROR
+
+    def _report(self) -> RunStatus:
+        s, say, status = self.settings, self.reporter.message, self.status
+        if status in (RunStatus.BROKEN_PIPE, RunStatus.ERROR):
+            if self.state is not None:
+                self.state.report_kept(self)
+            return status
+        if status is RunStatus.OK and s.save_model:
+            from ipfi_cli.models.files import save_model
+
+            save_model(s.save_model, self.loaded.model)
+            if s.verbose:
+                say(f"saved the learned model to {s.save_model}")
+        skipped = self.checker.skipped_summary()
+        if skipped:
+            say(skipped, "warning")
+        unknown = self.labels.unknown_summary()
+        if unknown:
+            say(unknown, "warning")
+        if status is RunStatus.INTERRUPTED:
+            say(f"interrupted after {self.progress.rows:,} rows; every record written is complete"
+                + ("; the model was not saved" if s.save_model else "")
+                + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
+                "status")
+        if not self.reporter.live:
+            self.reporter.summary(self.title(), self.snapshot())
+        if s.verbose:
+            say(f"wrote {self.writer.records:,} record(s) to {s.output or '<stdout>'}")
+        if status is RunStatus.OK and self.explainer.n_explained == 0:
+            skipped_rows, rows = self.checker.skipped, self.progress.rows
+            why = (f"all {skipped_rows:,} row(s) were bad" if skipped_rows and not rows
+                   else "the input has no rows" if not rows
+                   else "one row only fills the reservoir; a row is explained against earlier rows")
+            raise RunError(f"{self.reader.name if self.reader else s.input}: no row was explained: {why}")
+        return status
+
+    def _on_skip(self, error: Any) -> None:
+        if self.settings.verbose:
+            self.reporter.message(f"skipped {error}", "warning")
+
+    def _check_labels_match(self) -> None:
+        """Once enough rows are explained: a zero-one loss of 1 on every one of them means the
+        labels and the model's outputs are probably of different kinds; say so."""
+        from ipfi_cli.run.labels import MISMATCH_ROWS, mismatch_example
+
+        explainer = self.explainer
+        needed = MISMATCH_ROWS * (8 if self.settings.learn else 1)  # a learning model starts out wrong
+        if self._mismatch_checked or explainer.n_explained < needed:
+            return
+        self._mismatch_checked = True
+        if self.loss.name == "zero-one" and explainer.mean_loss == 1.0:
+            example = mismatch_example(self.loaded.predictor, self.columns, self._reference)
+            self.reporter.message(
+                f"every one of the first {explainer.n_explained:,} explained rows has a wrong prediction (loss 1): "
+                f"the labels probably do not match the model's outputs{example}; check --target and the "
+                "label values", "warning")
+
+    def _nonfinite_loss(self, row: GoodRow) -> RunError:
+        return RunError(f"{self.reader.name if self.reader else ''}: row {row.number} (line {row.line}): the loss is "
+                        "not a finite number (the model's prediction is NaN or infinite, or the label is too large); "
+                        "every later importance would be NaN, so the run stops here")
+
+    def _due(self, count: int) -> bool:
+        return count % self.settings.every == 0
+
+    def _explain_static(self, good: list[GoodRow]) -> None:
+        """Explain a micro-batch of a static model in as few model calls as its width allows;
+        with bounds a record needs the bounds after its own row, so the batch is cut there."""
+        s = self.settings
+        begin = 0
+        while begin < len(good):
+            size = s.every - self.progress.rows % s.every if s.bounds else len(good) - begin
+            self._explain_part(good[begin:begin + size])
+            begin += size
+
+    def _explain_part(self, part: list[GoodRow]) -> None:
+        """Explain ``part`` in one call; if the model fails, bisect (the explainer is all or
+        nothing per call) to the row it fails on, which is skipped or stops the run."""
+        if self.failure is not None or not part:
+            return
+        if self.explainer.n_seen == 0 and not self._model_takes(part[0]):
+            # the first row only fills the reservoir: checked alone, so a row the model cannot
+            # take never becomes a replacement value for later rows
+            self._explain_part(part[1:])
+            return
+        try:
+            array = self.explainer.explain_many([p.values for p in part], [p.label for p in part])
+        except Exception as error:  # noqa: BLE001 - locate the row the model failed on
+            if len(part) == 1:
+                self._bad_model_row(part[0], error)
+                return
+            middle = len(part) // 2
+            self._explain_part(part[:middle])
+            self._explain_part(part[middle:])
+            return
+        self._emit(part, array)
+
+    def _model_takes(self, row: GoodRow) -> bool:
+        from ipfi_cli.core.losses import Output
+
+        output = self.loss.output if self.loss.output is not Output.PROBA else Output.LABEL
+        try:
+            self.loaded.predictor.predict_records([{c: row.values[c] for c in self.columns}], output, row.label)
+        except Exception as error:  # noqa: BLE001
+            self._bad_model_row(row, error)
+            return False
+        return True
+
+    def _bad_model_row(self, row: GoodRow, error: BaseException) -> None:
+        """The model cannot take ``row``: name it (and its column); skip it or stop after the rows before it."""
+        from ipfi_cli.errors import InputError
+        from ipfi_cli.run.failures import failing_column, failure_message
+
+        reference = self._reference[0] if self._reference is not None else None
+        column = failing_column(self.loaded.predictor, self.columns, row.values, row.label, self.loss.output,
+                                reference)
+        message = failure_message(self.reader.name if self.reader else "", row.number, row.line, row.values,
+                                  self.columns, error, column)
+        if self.settings.on_bad_row == "skip":
+            self.checker.skip(message)
+        else:
+            self.failure = InputError(message)
+
+    def _emit(self, part: list[GoodRow], array: Any) -> None:
+        """Write the due records of an explained part; a non-finite loss stops the run there."""
+        import numpy as np
+
+        explainer, writer, s, progress = self.explainer, self.writer, self.settings, self.progress
+        fresh = explainer.n_explained == 0 or progress.rows == 0
+        broken = np.isnan(array).any(axis=1)
+        if fresh:
+            broken[0] = False  # the stream's first row has no estimate yet (NaN)
+        stop = int(broken.argmax()) if broken.any() else len(part)
+        estimates = array.tolist()
+        bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
+        for offset in range(stop):
+            progress.rows += 1
+            if self._due(progress.rows):
+                writer.write(part[offset].number, estimates[offset], bound)
+                progress.last_written = part[offset].number
+        if stop < len(part):
+            raise self._nonfinite_loss(part[stop])
+        progress.last = (part[-1].number, estimates[-1])
+        self._reference = (dict(part[-1].values), part[-1].label)
+
+    def _learn_rows(self, good: list[GoodRow]) -> None:
+        import numpy as np
+
+        from ipfi_cli.errors import InputError
+
+        explainer, writer, s, progress = self.explainer, self.writer, self.settings, self.progress
+        predictor, columns = self.loaded.predictor, self.columns
+        for row in good:
+            x = {c: row.values[c] for c in columns}
+            if explainer.n_seen == 0 and not self._model_takes(row):  # the first row is not predicted
+                if self.failure is not None:
+                    raise self.failure
+                continue
+            try:
+                estimates = explainer.explain_one(x, row.label)
+            except Exception as error:  # noqa: BLE001
+                self._bad_model_row(row, error)
+                if self.failure is not None:
+                    raise self.failure from error
+                continue
+            if explainer.n_explained and np.isnan(estimates).any():
+                raise self._nonfinite_loss(row)  # before the model learns the row
+            try:
+                predictor.learn_one(x, row.label)
+            except Exception as error:  # noqa: BLE001
+                from ipfi_cli.run.failures import failure_message
+
+                message = failure_message(self.reader.name if self.reader else "", row.number, row.line, row.values,
+                                          columns, error, None)
+                raise InputError(message.replace("the model failed on this row", "the model failed to learn the row")
+                                 ) from error  # a half-learned row cannot be skipped: stop
+            progress.rows += 1
+            values = estimates.tolist()
+            if self._due(progress.rows):
+                writer.write(row.number, values, explainer.bound_array(s.delta).tolist() if s.bounds else None)
+                writer.flush()
+                progress.last_written = row.number
+            progress.last = (row.number, values)
+            self._reference = (x, row.label)
+            if self.reporter.live and self.reporter.due():
+                self.refresh()
+
+    def _write_last(self) -> None:
+        """Always end with the last row's record (``every`` may have skipped it)."""
+        last = self.progress.last
+        if last is not None and self.progress.last_written != last[0]:
+            bound = self.explainer.bound_array(self.settings.delta).tolist() if self.settings.bounds else None
+            self.writer.write(last[0], last[1], bound)
+            self.progress.last_written = last[0]
+
+    # -- display ----------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """The run as the reporter shows it now."""
+        explainer, progress = self.explainer, self.progress
+        explained = explainer.n_explained
+        self.meter.update(progress.rows, explained, explainer.mean_loss)
+        elapsed = time.monotonic() - self.first_row_time if self.first_row_time is not None else 0.0
+        rate = self.meter.rate
+        if self.status not in (RunStatus.RUNNING, RunStatus.STARTING) and elapsed > 0:
+            rate = progress.rows / elapsed  # the whole run's average in the final table
+        return Snapshot(names=explainer.names, importances=explainer.importance_array().tolist(),
+                        bounds=explainer.bound_array(self.settings.delta).tolist(), rows=progress.rows,
+                        explained=explained, skipped=self.checker.skipped, elapsed=elapsed, rate=rate,
+                        loss=explainer.mean_loss,
+                        recent_loss=self.meter.recent_loss if self.settings.learn else float("nan"),
+                        seed=self.seed, learning=self.settings.learn)
+
+    def refresh(self) -> None:
+        if self.explainer is not None:
+            self.reporter.update(self.snapshot())

@@ -1,0 +1,275 @@
+"""Checkpoints and resuming of a long ``ipfi explain`` run (``--state``).
+
+A :class:`StateKeeper` saves the whole run (the explainer without its model, the learned
+model with ``--learn``, the session's counters, where the traces end and their CRC) every
+``checkpoint_every`` input rows and at exit, through :mod:`ipfi_cli.io.run_state` (atomic,
+durable). Running the same command again continues: the state file holds one format with
+one version, and one check of the settings (:func:`run_settings`) refuses a continuation
+with other options, another model file, another ipfi version or another input, naming
+what differs. The traces file is cut back to the checkpoint, so a resumed run ends
+byte-identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import pickle
+import signal
+import threading
+import time
+import zlib
+from typing import TYPE_CHECKING, Any
+
+from ipfi_cli.errors import InputError, StateError
+
+if TYPE_CHECKING:
+    from ipfi_cli.io.readers import RowReader
+    from ipfi_cli.io.values import Row
+    from ipfi_cli.run.explain import ExplainSession
+
+
+def fingerprint(row: Row) -> int:
+    """A checksum of one input row (its values, or its error), to recognise it when resuming."""
+    text = repr(row.values) if row.error is None else row.error.message
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's bytes (the model a run started with)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def run_settings(session: ExplainSession) -> dict[str, Any]:
+    """Everything that must be the same for a run to continue another: option -> value."""
+    from ipfi_cli.io.writers import output_format_for
+
+    s, explainer = session.settings, session.explainer
+    return {
+        "model inputs": list(explainer.columns), "explained (--features/--drop/--group)": list(explainer.names),
+        "--group": {name: list(cols) for name, cols in explainer.groups.items()}, "--loss": explainer.loss.name,
+        "--alpha": explainer.alpha, "--repeats": explainer.n_repeats, "--sampling": explainer.sampling,
+        "--reservoir-size": explainer.reservoir_size, "--seed": explainer.seed,
+        "--model": file_digest(s.model), "--target": s.target, "--learn": s.learn,
+        "--task": "classification" if session.classification else "regression", "--every": s.every,
+        "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
+        "--output-format": output_format_for(s.output, s.output_format),
+    }
+
+
+class _Signals:
+    """Ctrl-C and SIGTERM wait for the end of the current micro-batch, so the state saved at
+    exit is consistent; while waiting for input they stop at once."""
+
+    def __init__(self, keeper: StateKeeper) -> None:
+        def stop(signum: int, frame: Any) -> None:
+            if keeper.busy:
+                keeper.stop_requested = True
+            else:
+                raise KeyboardInterrupt
+
+        self._previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class StateKeeper:
+    """The ``--state`` file of one run: what it resumed from, and the checkpoints it saves."""
+
+    def __init__(self, path: str, *, skip_seen: bool, resumed: dict[str, Any] | None) -> None:
+        self.path = path
+        self.skip_seen = skip_seen
+        self.resumed = resumed  # the state file's content when continuing
+        self.settings: dict[str, Any] = {}
+        self.tracked: Any = None  # the traces' byte count and CRC (TrackedOutput)
+        self.checkpoint_rows = 0  # input rows at the last checkpoint
+        self.checkpoints = 0
+        self.to_skip = 0  # rows of the input the resumed state has already read
+        self.last_print: int | None = None  # fingerprint of the last input row handled
+        self.busy = False  # in the middle of a micro-batch: Ctrl-C/SIGTERM wait for its end
+        self.stop_requested = False
+
+    @classmethod
+    def open(cls, path: str, *, skip_seen: bool) -> StateKeeper:
+        """The keeper of ``path``: continuing from it if it exists (the ipfi version checked first)."""
+        from ipfi_cli import __version__
+        from ipfi_cli.io.run_state import load_state
+
+        resumed = load_state(path) if os.path.exists(path) else None
+        if resumed is not None and resumed.get("ipfi") != __version__:
+            raise StateError(f"{path}: the state was written by ipfi {resumed.get('ipfi')}, and a run "
+                             f"continues only with the version that started it (this is ipfi {__version__}); "
+                             "finish it with that version, or start a new run with a new --state")
+        return cls(path, skip_seen=skip_seen, resumed=resumed)
+
+    # -- before the first row -----------------------------------------------------------------
+    def seed(self, asked: int | None, drawn: int) -> int:
+        """The run's seed: the one asked for, else the resumed run's, else ``drawn``."""
+        if asked is not None:
+            return asked
+        return self.resumed["run"]["seed"] if self.resumed is not None else drawn
+
+    def saved_model(self) -> Any:
+        """The learned model the resumed run saved (``None`` when starting, or for a static model)."""
+        if self.resumed is None or self.resumed["model"] is None:
+            return None
+        return pickle.loads(self.resumed["model"])
+
+    def continue_reader(self, reader: RowReader) -> None:
+        """With ``--no-skip-seen`` the input continues the stream: row numbers and column kinds go on."""
+        if self.resumed is not None and not self.skip_seen:
+            reader.rows_read = self.resumed["run"]["input_rows"]
+            reader.assume_kinds(self.resumed["run"]["kinds"])
+
+    def begin(self, session: ExplainSession) -> None:
+        """Note the run's settings; when continuing, check them and restore the explainer and counters."""
+        self.settings = now = run_settings(session)
+        if self.resumed is None:
+            return
+        saved = self.resumed["settings"]
+        differences = [f"{key}: the model file differs from the one the run started with" if key == "--model"
+                       else f"{key}: state {saved.get(key)!r}, now {value!r}"
+                       for key, value in now.items() if saved.get(key) != value]
+        if differences:
+            raise StateError(f"{self.path}: the state belongs to a run with other settings "
+                             f"({'; '.join(differences)}); use that run's options, or a new --state to start a "
+                             "new run")
+        explainer = self.resumed["explainer"]
+        explainer.model = session.loaded.predictor
+        session.explainer = explainer
+        run = self.resumed["run"]
+        progress = session.progress
+        progress.rows, progress.last_written = run["rows"], run["last_written"]
+        progress.last = (run["last"][0], list(run["last"][1])) if run["last"] else None
+        progress.input_rows = self.checkpoint_rows = run["input_rows"]
+        session.checker.skipped, session.checker.first_skip = run["skipped"], run["first_skip"]
+        self.last_print = run["last_print"]
+        self.to_skip = progress.input_rows if self.skip_seen else 0
+        rows = progress.input_rows
+        session.reporter.message(
+            f"continuing from {self.path}: {rows:,} input row(s) already handled; "
+            + (f"skipping the first {rows:,} row(s) of the input" if self.skip_seen
+               else f"the input continues the stream at row {rows + 1:,}")
+            + (f"; traces continue at row {rows + 1:,}" if rows else ""))
+
+    def open_writer(self, session: ExplainSession) -> Any:
+        """The trace writer on a :class:`~ipfi_cli.io.run_state.TrackedOutput`: a new file, stdout,
+        or (continuing) the traces file cut back to where the state says it ends."""
+        import sys
+
+        from ipfi_cli.errors import OutputError
+        from ipfi_cli.io.run_state import TrackedOutput, reopen_traces
+        from ipfi_cli.io.writers import WRITERS, output_format_for
+
+        s = session.settings
+        to_file = bool(s.output) and s.output != "-"
+        try:
+            if self.resumed is not None:
+                output = self.resumed["run"]["output"]
+                if to_file:
+                    tracked = reopen_traces(s.output, output["size"], output["crc"])
+                else:  # stdout: the continuation, for appending to the earlier output
+                    tracked = TrackedOutput(sys.stdout.buffer, size=output["size"], crc=output["crc"])
+            elif to_file:
+                tracked = TrackedOutput(open(s.output, "wb"), close=True)  # type: ignore[arg-type]
+            else:
+                tracked = TrackedOutput(sys.stdout.buffer)
+        except StateError as error:
+            raise StateError(f"{error} (the traces of the state {self.path})") from None
+        except OSError as error:
+            raise OutputError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
+        self.tracked = tracked
+        tracked.muted = self.resumed is not None  # the header is already there
+        writer = WRITERS[output_format_for(s.output, s.output_format)](
+            tracked, session.explainer.names, bounds=s.bounds, close=True)
+        tracked.muted = False
+        if self.resumed is not None:
+            writer.records = self.resumed["run"]["records"]
+        writer.flush()
+        return writer
+
+    def watch_signals(self) -> _Signals | None:
+        """Defer Ctrl-C/SIGTERM to the end of a micro-batch (only on the main thread)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        return _Signals(self)
+
+    # -- while streaming ----------------------------------------------------------------------
+    def drop_seen(self, batch: list[Row], source: str) -> list[Row]:
+        """Drop the rows of ``batch`` that the resumed state has already read; check the last one."""
+        if not self.to_skip:
+            return batch
+        if len(batch) < self.to_skip:
+            self.to_skip -= len(batch)
+            return []
+        last, rest = batch[self.to_skip - 1], batch[self.to_skip:]
+        self.to_skip = 0
+        if fingerprint(last) != self.last_print:
+            raise InputError(f"row {last.number} is not the row the state {self.path} read there: is this the same "
+                             "input? (with --no-skip-seen the input holds only the rows after those the state has "
+                             "read)", source=source)
+        return rest
+
+    def after_batch(self, session: ExplainSession, batch: list[Row]) -> None:
+        """A micro-batch is done: checkpoint when due; an interruption asked for during it stops now."""
+        self.last_print = fingerprint(batch[-1])
+        if session.progress.input_rows - self.checkpoint_rows >= session.settings.checkpoint_every:
+            self.checkpoint(session)
+        self.busy = False
+        if self.stop_requested:
+            raise KeyboardInterrupt
+
+    def at_end(self, session: ExplainSession, source: str) -> None:
+        """The input ended: it must hold every row the state has read; then the last checkpoint."""
+        if self.to_skip:
+            handled = session.progress.input_rows
+            raise InputError(f"the input ends after {handled - self.to_skip:,} row(s), but the state {self.path} "
+                             f"has read {handled:,}: is this the same input? (with --no-skip-seen the input holds "
+                             "only the rows after those)", source=source)
+        self.checkpoint(session)
+
+    def on_interrupt(self, session: ExplainSession) -> None:
+        if not self.busy:  # between micro-batches: the state is consistent
+            self.busy = True  # a second Ctrl-C waits for the save
+            self.checkpoint(session)
+
+    def report_kept(self, session: ExplainSession) -> None:
+        """After a failure: say that the state stays at its last checkpoint."""
+        if self.checkpoints or self.resumed is not None:
+            session.reporter.message(f"the state in {self.path} stays at its last checkpoint (input row "
+                                     f"{self.checkpoint_rows:,}); running the command again continues from there")
+
+    # -- saving ---------------------------------------------------------------------------------
+    def checkpoint(self, session: ExplainSession) -> None:
+        """Save the state: traces flushed and synced first, so it never claims a record not in the file."""
+        from ipfi_cli import __version__
+        from ipfi_cli.io.run_state import save_state
+
+        s, progress, writer = session.settings, session.progress, session.writer
+        writer.flush()
+        self.tracked.sync()
+        last = progress.last
+        assert session.reader is not None
+        run = {
+            "seed": session.seed, "input_rows": progress.input_rows, "rows": progress.rows,
+            "skipped": session.checker.skipped, "first_skip": session.checker.first_skip,
+            "last_written": progress.last_written,
+            "last": [last[0], [float(v) for v in last[1]]] if last is not None else None,
+            "records": writer.records, "kinds": session.reader.column_kinds(), "last_print": self.last_print,
+            "output": {"size": self.tracked.size, "crc": self.tracked.crc,
+                       "path": os.path.abspath(s.output) if s.output and s.output != "-" else None},
+            "input": session.reader.name, "saved": time.time(),
+        }
+        detached = copy.copy(session.explainer)
+        detached.model = None  # the predictor is rebuilt around the model (saved below when it learns)
+        model = pickle.dumps(session.loaded.model, protocol=pickle.HIGHEST_PROTOCOL) if s.learn else None
+        save_state(self.path, {"ipfi": __version__, "settings": self.settings, "explainer": detached, "model": model, "run": run})
+        self.checkpoint_rows = progress.input_rows
+        self.checkpoints += 1

@@ -1,0 +1,169 @@
+"""Setting a run up: the task, the loss, the labels and the columns the model gets.
+
+Every command (``explain``, ``batch``, ``compare``) calls these, so a mistake gives the same
+one-line message everywhere: a loss that cannot measure the model is refused before the
+first row (:class:`~ipfi_cli.errors.ModelError`), a missing column names the input
+(:class:`~ipfi_cli.errors.InputError`), and an option naming a column that is not there is
+a :class:`~ipfi_cli.errors.UsageError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from ipfi_cli.core.losses import Loss
+from ipfi_cli.errors import InputError, ModelError, UsageError
+from ipfi_cli.models.loading import LoadedModel
+from ipfi_cli.run.labels import LabelMatcher
+
+TASKS = ("auto", "classification", "regression")
+
+
+def choose_task(loaded: LoadedModel, task: str = "auto") -> bool:
+    """True for classification: ``task`` if given, else what the model says it is."""
+    if task not in TASKS:
+        raise UsageError(f"choose one of {', '.join(TASKS)}, got {task!r}", "--task")
+    if task != "auto":
+        return task == "classification"
+    return bool(loaded.predictor.is_classifier)
+
+
+def choose_loss(loaded: LoadedModel, classification: bool, loss: str | None) -> Loss:
+    """The core ``Loss``: ``loss`` if given, else the paper's default for the task.
+
+    A loss that cannot measure this model (zero-one or log loss on a regressor, absolute or
+    squared error on text classes) is refused here, before the first row, naming the fix.
+    """
+    from ipfi_cli.core.losses import default_loss, get_loss
+    from ipfi_cli.run.labels import LossFitError, check_loss, declared_task
+
+    chosen = get_loss(loss) if loss else default_loss(classification)
+    try:
+        check_loss(chosen, classification, declared_task(loaded.model), loaded.predictor.classes,
+                   loaded.predictor.has_proba)
+    except LossFitError as error:
+        raise ModelError(f"{loaded.path}: {error}") from None
+    return chosen
+
+
+def label_matcher(loaded: LoadedModel, classification: bool, learn: bool) -> LabelMatcher:
+    """A :class:`~ipfi_cli.run.labels.LabelMatcher` for the model's classes (scikit-learn's
+    ``classes_``; a river classifier's are asked on the first row, see :func:`first_row_hook`)."""
+    return LabelMatcher(classification=classification, classes=loaded.predictor.classes, fixed=not learn)
+
+
+def first_row_hook(loaded: LoadedModel, matcher: LabelMatcher,
+                   columns: Sequence[str]) -> Callable[[dict[str, Any]], None] | None:
+    """For a river classifier with no known classes: learn them from its answer on the first row."""
+    if not matcher.classification or matcher.classes is not None or loaded.kind != "river":
+        return None
+    from ipfi_cli.run.labels import model_classes_from_first_row
+
+    def learn_classes(values: dict[str, Any]) -> None:
+        classes = model_classes_from_first_row(loaded.model, {c: values[c] for c in columns if c in values})
+        if classes:
+            matcher.learn_classes(classes)
+    return learn_classes
+
+
+def _preview(columns: Sequence[str]) -> str:
+    return ", ".join(columns[:6]) + (", ..." if len(columns) > 6 else "")
+
+
+def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str, source: str,
+                  *, check_target: bool = True, features: Sequence[str] | None = None,
+                  drop: Sequence[str] | None = None, groups: dict[str, list[str]] | None = None,
+                  notes: list[str] | None = None) -> list[str]:
+    """The model's input columns, checked against the input's columns up front.
+
+    A model that names its inputs (``feature_names_in_``) gets exactly those, and every
+    one must be in the input. A model without a schema (river, a function, scikit-learn
+    fitted on an array) gets the columns chosen by ``--features`` (with the ``--group``
+    members) or else every input column but the target and the ``--drop`` columns; one
+    fitted on an array takes them by position, so the count must match (``notes`` gets a
+    line saying so).
+    """
+    inputs = list(input_columns)
+    if check_target and target not in inputs:
+        hint = ""
+        for delimiter, name in ((";", "';'"), ("\t", "tab"), ("|", "'|'")):
+            if any(delimiter in c for c in inputs):
+                hint = f" (the header holds {name}: is the file separated by it? use --delimiter)"
+                break
+        raise InputError(f"no column {target!r} (the --target); the columns are: {', '.join(inputs)}{hint}",
+                         source=source)
+    known = loaded.predictor.columns
+    if known:
+        if target in known:
+            raise ModelError(f"{loaded.path}: the model takes the target column {target!r} as an input")
+        missing = [c for c in known if c not in inputs]
+        if missing:
+            raise InputError(f"the model needs column(s) {', '.join(missing)}, which the input lacks "
+                             f"(the model's inputs: {', '.join(known)})", source=source)
+        return list(known)
+    available = [c for c in inputs if c != target]
+    for option, names in (("--features", features or []), ("--drop", drop or []),
+                          ("--group", [c for members in (groups or {}).values() for c in members])):
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            raise UsageError(f"no such input column: {', '.join(unknown)} (the columns: {', '.join(available)})",
+                             option)
+    dropped = set(drop or [])
+    if features:
+        chosen = set(features) | {c for members in (groups or {}).values() for c in members}
+        columns = [c for c in available if c in chosen and c not in dropped]
+    else:
+        columns = [c for c in available if c not in dropped]
+    expected = loaded.predictor.n_features
+    if expected is not None and expected != len(columns):
+        raise InputError(f"the model was fitted on {expected} unnamed features and takes columns by "
+                         f"position, but it would get {len(columns)}: {', '.join(columns)} (choose them with "
+                         "--features or --drop, in the order the model was fitted on)", source=source)
+    if not columns:
+        raise InputError(f"the input has no columns besides the target {target!r}", source=source)
+    if features and notes is not None and len(columns) < len(available) - len(dropped):
+        notes.append(f"the model does not name its inputs, so it gets only the columns --features and --group "
+                     f"choose ({_preview(columns)}); to give it every other column, leave out the ones it must "
+                     "not see with --drop instead")
+    if expected is not None and notes is not None:
+        notes.append("the model was fitted without column names: it gets the input's columns by position "
+                     f"({_preview(columns)}); --verbose shows the mapping")
+    return columns
+
+
+def select_features(columns: Sequence[str], features: Sequence[str] | None, drop: Sequence[str] | None,
+                    groups: dict[str, list[str]]) -> tuple[list[str] | None, dict[str, list[str]]]:
+    """Check ``--features``/``--drop``/``--group`` against the model's columns (usage errors).
+
+    Returns the ``features`` and ``groups`` arguments for the core estimators. (A ``--drop``
+    column that the model does not get, because it has no schema, is already left out.)
+    """
+    known = set(columns)
+    for option, names in (("--features", features or []), ("--drop", drop or []),
+                          ("--group", [c for members in groups.values() for c in members])):
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise UsageError(f"not a model input: {', '.join(unknown)} (the model's inputs: {', '.join(columns)})",
+                             option)
+    selected: list[str] | None = list(features) if features else None
+    if drop:
+        base = selected if selected is not None else list(columns)
+        selected = [c for c in base if c not in set(drop)]
+        if not selected and not groups:
+            raise UsageError("every feature is dropped: nothing left to explain", "--drop")
+    from ipfi_cli.core.groups import resolve_groups
+
+    try:
+        resolve_groups(list(columns), selected, groups)
+    except ValueError as error:
+        raise UsageError(str(error), "--group" if groups else "--features") from None
+    return selected, groups
+
+
+def explained_columns(loaded: LoadedModel, columns: Sequence[str], features: Sequence[str] | None,
+                      drop: Sequence[str] | None, groups: dict[str, list[str]]
+                      ) -> tuple[list[str] | None, dict[str, list[str]]]:
+    """:func:`select_features` for the run's model: a ``--drop`` column that a model without a
+    schema does not get at all is not checked again."""
+    schema = bool(loaded.predictor.columns)
+    return select_features(columns, features, drop if schema else [c for c in drop or [] if c in columns], groups)
