@@ -1,40 +1,26 @@
 """Streaming readers: rows of a CSV or JSONL file, stdin or pipe, one at a time.
 
-* ``INPUT`` is a path, ``-`` or ``None`` (stdin). gzip input is recognised by its magic
-  bytes, so ``data.csv.gz`` and ``zcat``-less pipes of gzip both work. Text is UTF-8; a
-  byte-order mark at the start is ignored.
+* ``INPUT`` is a path, ``-`` or ``None`` (stdin). gzip is recognised by its magic bytes;
+  text is UTF-8 and a byte-order mark is ignored (:mod:`ipfi_cli.io.sources`).
 * CSV has a header line; fields follow the stdlib ``csv`` rules (quoted fields may hold
   commas, quotes and newlines). JSONL is one JSON object per line; blank lines are skipped.
-* CSV fields are separated by ``,``; a header line with no comma but ``;``, a tab or
-  ``|`` sets that separator instead (European exports, TSV), and so does a ``.tsv`` or
-  ``.tab`` file name or ``delimiter=``.
-* Values: a CSV field that parses as a number becomes an ``int`` or ``float``, other
-  fields stay strings. JSONL values keep their JSON types. **Missing values** become
-  ``MISSING``, which is ``float('nan')``, so the model always sees NaN for a missing
-  value, whatever the input format: an empty CSV field, a JSON ``null``, and a CSV field
-  or JSON string that is one of the ``na_values`` tokens (surrounding spaces ignored).
-  The default tokens, :data:`DEFAULT_NA_VALUES`, are pandas' default list plus UCI's
-  ``?``: ``NA``, ``N/A``, ``NaN``, ``nan``, ``null``, ``NULL``, ``None``, ``#N/A``...
-* A column's kind is fixed by its first non-missing value (a missing value never fixes it): once a column has held a
+  How a field becomes a number, a string or missing, and the separator, are the rules of
+  :mod:`ipfi_cli.io.values`.
+* A column's kind is fixed by its first non-missing value: once a column has held a
   number, a later non-numeric value in it is a bad row (``column 'age': expected a
   number``); once it has held a string, later number-like fields keep their text
-  (``"07"`` stays ``"07"``), so a categorical column never mixes types. Only good rows
-  fix a column's kind: a row that is bad for another reason does not.
-* Memory is constant: the reader keeps one read chunk and the current row. A line longer
-  than :data:`MAX_LINE_BYTES` (32 MiB) is a bad row and the rest of it is dropped unread.
+  (``"07"`` stays ``"07"``). Only good rows fix a column's kind.
 
-Rows come out as :class:`Row` objects that know their 1-based data row number and the
-line they start on. A row that cannot be read (wrong number of fields, invalid UTF-8 or
-JSON, a type clash) comes out with ``row.error`` set instead of raising, so the caller
-decides whether to stop or skip it; only problems with the file as a whole (cannot be
-opened, no header, duplicate column names) raise :class:`InputError`.
+Rows come out as :class:`~ipfi_cli.io.values.Row` objects that know their 1-based data row
+number and the line they start on. A row that cannot be read comes out with ``row.error``
+set instead of raising, so the caller decides whether to stop or skip it; only problems
+with the file as a whole (cannot be opened, no header, duplicate column names) raise
+:class:`~ipfi_cli.errors.InputError`.
 
 :meth:`RowReader.batches` groups rows into micro-batches of *whatever is already
 available*: it blocks for the first row, then takes more rows only while they can be
-read without waiting. A fast pipe therefore gives large batches (a static model
-explains them in one call) and a slow writer's row is handed on at once. It reads the
-raw file descriptor with ``os.read`` and ``select``, because Python's buffered
-``sys.stdin`` hides already-buffered data from ``select``.
+read without waiting, so a fast pipe gives large batches and a slow writer's row is
+handed on at once.
 
 >>> import io
 >>> reader = RowReader(io.BytesIO(b"a,b,label\\n1,x,yes\\n2.5,,no\\n"), name="demo.csv")

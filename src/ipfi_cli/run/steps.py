@@ -1,0 +1,167 @@
+"""How a session explains its good rows and writes their records.
+
+A static model explains a micro-batch in as few ``explain_many`` calls as its width
+allows; a learning model explains each row with ``explain_one`` and then learns it. When
+the model fails inside a call, the part is bisected (the explainer is all or nothing per
+call, so the halves that work count exactly as if explained together) down to the row it
+fails on, which is named with its column and skipped or made the run's failure.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ipfi_cli.errors import InputError, IpfiError, RunError
+from ipfi_cli.run.rows import GoodRow
+
+if TYPE_CHECKING:
+    from ipfi_cli.run.explain import ExplainSession
+
+
+class RowSteps:
+    """Explain good rows for ``session`` and write the due records of its trace."""
+
+    def __init__(self, session: ExplainSession) -> None:
+        self.session = session
+        self.settings = session.settings
+        self.explainer = session.explainer
+        self.predictor = session.loaded.predictor
+        self.columns = session.columns
+        self.output = session.loss.output
+        self.source = session.reader.name if session.reader is not None else ""
+        self.failure: IpfiError | None = None  # a row the model failed on (on_bad_row "fail")
+        self.reference: tuple[dict[str, Any], Any] | None = None  # a row the model took, and its label
+
+    def explain(self, good: list[GoodRow]) -> None:
+        """Explain (and with ``learn``, then learn) the good rows of one micro-batch."""
+        if self.settings.learn:
+            self._learn_rows(good)
+        else:
+            self._explain_static(good)
+
+    def _nonfinite_loss(self, row: GoodRow) -> RunError:
+        return RunError(f"{self.source}: row {row.number} (line {row.line}): the loss is "
+                        "not a finite number (the model's prediction is NaN or infinite, or the label is too large); "
+                        "every later importance would be NaN, so the run stops here")
+
+    def _due(self, count: int) -> bool:
+        return count % self.settings.every == 0
+
+    def _explain_static(self, good: list[GoodRow]) -> None:
+        """Explain a micro-batch of a static model in as few model calls as its width allows;
+        with bounds a record needs the bounds after its own row, so the batch is cut there."""
+        s = self.settings
+        begin = 0
+        while begin < len(good):
+            size = s.every - self.session.progress.rows % s.every if s.bounds else len(good) - begin
+            self._explain_part(good[begin:begin + size])
+            begin += size
+
+    def _explain_part(self, part: list[GoodRow]) -> None:
+        """Explain ``part`` in one call; if the model fails, bisect (the explainer is all or
+        nothing per call) to the row it fails on, which is skipped or stops the run."""
+        if self.failure is not None or not part:
+            return
+        if self.explainer.n_seen == 0 and not self._model_takes(part[0]):
+            # the first row only fills the reservoir: checked alone, so a row the model cannot
+            # take never becomes a replacement value for later rows
+            self._explain_part(part[1:])
+            return
+        try:
+            array = self.explainer.explain_many([p.values for p in part], [p.label for p in part])
+        except Exception as error:  # noqa: BLE001 - locate the row the model failed on
+            if len(part) == 1:
+                self._bad_model_row(part[0], error)
+                return
+            middle = len(part) // 2
+            self._explain_part(part[:middle])
+            self._explain_part(part[middle:])
+            return
+        self._emit(part, array)
+
+    def _model_takes(self, row: GoodRow) -> bool:
+        from ipfi_cli.core.losses import Output
+
+        output = self.output if self.output is not Output.PROBA else Output.LABEL
+        try:
+            self.predictor.predict_records([{c: row.values[c] for c in self.columns}], output, row.label)
+        except Exception as error:  # noqa: BLE001
+            self._bad_model_row(row, error)
+            return False
+        return True
+
+    def _bad_model_row(self, row: GoodRow, error: BaseException) -> None:
+        """The model cannot take ``row``: name it (and its column); skip it or stop after the rows before it."""
+        from ipfi_cli.run.failures import failing_column, failure_message
+
+        reference = self.reference[0] if self.reference is not None else None
+        column = failing_column(self.predictor, self.columns, row.values, row.label, self.output,
+                                reference)
+        message = failure_message(self.source, row.number, row.line, row.values,
+                                  self.columns, error, column)
+        if self.settings.on_bad_row == "skip":
+            self.session.checker.skip(message)
+        else:
+            self.failure = InputError(message)
+
+    def _emit(self, part: list[GoodRow], array: Any) -> None:
+        """Write the due records of an explained part; a non-finite loss stops the run there."""
+        import numpy as np
+
+        explainer, writer, s, progress = self.explainer, self.session.writer, self.settings, self.session.progress
+        fresh = explainer.n_explained == 0 or progress.rows == 0
+        broken = np.isnan(array).any(axis=1)
+        if fresh:
+            broken[0] = False  # the stream's first row has no estimate yet (NaN)
+        stop = int(broken.argmax()) if broken.any() else len(part)
+        estimates = array.tolist()
+        bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
+        for offset in range(stop):
+            progress.rows += 1
+            if self._due(progress.rows):
+                writer.write(part[offset].number, estimates[offset], bound)
+                progress.last_written = part[offset].number
+        if stop < len(part):
+            raise self._nonfinite_loss(part[stop])
+        progress.last = (part[-1].number, estimates[-1])
+        self.reference = (dict(part[-1].values), part[-1].label)
+
+    def _learn_rows(self, good: list[GoodRow]) -> None:
+        import numpy as np
+
+        explainer, writer, s, progress = self.explainer, self.session.writer, self.settings, self.session.progress
+        predictor, columns = self.predictor, self.columns
+        for row in good:
+            x = {c: row.values[c] for c in columns}
+            if explainer.n_seen == 0 and not self._model_takes(row):  # the first row is not predicted
+                if self.failure is not None:
+                    raise self.failure
+                continue
+            try:
+                estimates = explainer.explain_one(x, row.label)
+            except Exception as error:  # noqa: BLE001
+                self._bad_model_row(row, error)
+                if self.failure is not None:
+                    raise self.failure from error
+                continue
+            if explainer.n_explained and np.isnan(estimates).any():
+                raise self._nonfinite_loss(row)  # before the model learns the row
+            try:
+                predictor.learn_one(x, row.label)
+            except Exception as error:  # noqa: BLE001
+                from ipfi_cli.run.failures import failure_message
+
+                message = failure_message(self.source, row.number, row.line, row.values,
+                                          columns, error, None)
+                raise InputError(message.replace("the model failed on this row", "the model failed to learn the row")
+                                 ) from error  # a half-learned row cannot be skipped: stop
+            progress.rows += 1
+            values = estimates.tolist()
+            if self._due(progress.rows):
+                writer.write(row.number, values, explainer.bound_array(s.delta).tolist() if s.bounds else None)
+                writer.flush()
+                progress.last_written = row.number
+            progress.last = (row.number, values)
+            self.reference = (x, row.label)
+            if self.session.reporter.live and self.session.reporter.due():
+                self.session.refresh()
