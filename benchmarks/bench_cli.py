@@ -91,7 +91,6 @@ def command_rate(path: Path, model_path: Path, repeats: int, batch: int, skip: i
                                stdin=cat.stdout, stdout=subprocess.PIPE, env=env)
     cat.stdout.close()
     fd = process.stdout.fileno()
-    buffer = b""
     lines = 0
     mark = None
     while True:
@@ -103,7 +102,6 @@ def command_rate(path: Path, model_path: Path, repeats: int, batch: int, skip: i
         lines += chunk.count(b"\n")
         if mark is None and lines - 1 >= skip:  # header + `skip` records have arrived
             mark, rows_at_mark = now, lines - 1
-        buffer = chunk[-200:]
     end = time.perf_counter()
     process.wait()
     cat.wait()

@@ -45,8 +45,9 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -320,7 +321,7 @@ def bench_hgb(s: Settings, report: Report) -> None:
 def bench_river(s: Settings, report: Report) -> None:
     from river import tree
 
-    from ipfi_cli.core import IncrementalPFI, explain_then_learn
+    from ipfi_cli.core import IncrementalPFI
     from ipfi_cli.models import as_predictor
 
     stream = agrawal(s.river_rows, s.seed + 7)

@@ -77,7 +77,7 @@ def feed(stdin, rows: int, n_features: int, seed: int, chunk: int = 5000) -> Non
             weights = np.where((np.arange(done, done + n) < rows // 2)[:, None], before, after)
             p = 1.0 / (1.0 + np.exp(-(X * weights).sum(axis=1)))
             y = (rng.random(n) < p).astype(int)
-            lines = ["%s,%d" % (",".join("%.4f" % v for v in x), label) for x, label in zip(X.tolist(), y.tolist())]
+            lines = [",".join(f"{v:.4f}" for v in x) + f",{label}" for x, label in zip(X.tolist(), y.tolist())]
             stdin.write(("\n".join(lines) + "\n").encode())
             done += n
         stdin.close()

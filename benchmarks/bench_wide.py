@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -139,7 +138,7 @@ def main() -> None:
         tiny.write_text("".join(open(data).readlines()[:3]))
         startup = min(run_case(tiny, model, args.repeats, [])[0] for _ in range(3))
         print(f"start-up (the same command on 2 rows: Python, scikit-learn's import, the model): {startup:.2f} s")
-        print(f"{'case':<26}{'seconds':>9}{'rows/s':>9}{'peak RSS':>11}{'x floor':>9}{'beyond start-up, x':>22}  traces")
+        print(f"{'case':<26}{'seconds':>9}{'rows/s':>9}{'peak RSS':>11}{'x floor':>9}{'beyond start-up, x':>22}  traces")  # noqa: E501
         for label, extra in (("default options", []), ("--batch-size 100", ["--batch-size", "100"]),
                              ("--batch-size 10", ["--batch-size", "10"])):
             seconds, peak, digest = run_case(data, model, args.repeats, extra)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
-
 from _common import fmt, log, table
 
 

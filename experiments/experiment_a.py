@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (DEFAULT_DATA, DEFAULT_OUT, environment, fmt, log, need_files, table,  # noqa: E402
-                     write_json, write_text)
+from _common import DEFAULT_DATA, DEFAULT_OUT, environment, fmt, log, need_files, table, write_json, write_text  # noqa: E402
 
 # the paper's Table 1: model, performance, uniform median (IQR), geometric median (IQR)
 PAPER = {
@@ -67,8 +66,11 @@ def load(name: str, data: Path, seed: int):
 
 def make_model(name: str, X, seed: int):
     from sklearn.compose import ColumnTransformer
-    from sklearn.ensemble import (GradientBoostingClassifier, HistGradientBoostingClassifier,
-                                  HistGradientBoostingRegressor)
+    from sklearn.ensemble import (
+        GradientBoostingClassifier,
+        HistGradientBoostingClassifier,
+        HistGradientBoostingRegressor,
+    )
     from sklearn.neural_network import MLPClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
@@ -145,7 +147,7 @@ def page(results: dict, args, total_seconds: float) -> str:
         f"- Command: `python experiments/experiment_a.py --orderings {args.orderings} --repeats {args.repeats} "
         f"--alpha {args.alpha} --reservoir {args.reservoir} --seed {args.seed}"
         + (f" --max-rows {args.max_rows}" if args.max_rows else "")
-        + (" --orderings-for " + ",".join(f"{k}={v}" for k, v in results.get("_args", {}).get("orderings_for", {}).items())
+        + (" --orderings-for " + ",".join(f"{k}={v}" for k, v in results.get("_args", {}).get("orderings_for", {}).items())  # noqa: E501
            if results.get("_args", {}).get("orderings_for") else "") + "`",
         f"- Seed {args.seed} (model fitting, the 67/33 split, the orderings and every explainer derive from it).",
         f"- iPFI: alpha = {args.alpha}, M = {args.repeats} realisations, reservoir of {args.reservoir} rows "

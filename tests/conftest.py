@@ -26,7 +26,7 @@ def agrawal_rule_1(block: np.ndarray) -> np.ndarray:
     return np.where(age < 40, young, np.where(age < 60, middle, old)).astype(np.int64)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _agrawal_stream(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     from river.datasets import synth
 

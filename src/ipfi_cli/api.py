@@ -25,7 +25,8 @@ model: zero-one for a classifier, absolute error otherwise.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -10,9 +10,10 @@ only when a figure is drawn, and :class:`PlottingUnavailable` says how to instal
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ def plot_importance(
     colour = {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(highlight)}
     n = len(panels)
     rows = 2 if performance is not None else 1
-    fig, axes = plt.subplots(rows, n, figsize=(6.2 * n, 4.2 + 1.3 * (rows - 1)), squeeze=False, sharex="col", sharey="row",
+    fig, axes = plt.subplots(rows, n, figsize=(6.2 * n, 4.2 + 1.3 * (rows - 1)), squeeze=False, sharex="col", sharey="row",  # noqa: E501
                              gridspec_kw={"height_ratios": [1, 3.2] if rows == 2 else [1]})
     steps = _interval_steps(interval) if interval is not None and len(interval.rows) else None
     for i, series in enumerate(panels):

@@ -99,8 +99,9 @@ def test_micro_batch_size_does_not_change_the_numbers(run, static_csv, hgb):
 
 
 def test_threads_caps_the_model_libraries_without_changing_the_numbers(run, static_csv, hgb, monkeypatch):
-    from ipfi_cli.cli.options import THREAD_VARIABLES
     from threadpoolctl import threadpool_info
+
+    from ipfi_cli.cli.options import THREAD_VARIABLES
 
     for name in THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)  # restored after the test
@@ -221,7 +222,7 @@ def test_summary_table_on_stderr_when_not_a_terminal(run, static_csv, hgb):
 def test_verbose_prints_settings_and_seed(run, static_csv, hgb):
     result = run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "--verbose", "--drop", "car")
     assert result.exit_code == 0
-    assert "seed 7" in result.stderr and "alpha 0.001" in result.stderr and "HistGradientBoostingClassifier" in result.stderr
+    assert "seed 7" in result.stderr and "alpha 0.001" in result.stderr and "HistGradientBoostingClassifier" in result.stderr  # noqa: E501
     assert "explaining (8)" in result.stderr
 
 
@@ -335,7 +336,7 @@ def test_wrong_number_of_features_for_an_unnamed_model(run, static_csv, unnamed_
     lines[0] = lines[0][:-2] + ",extra"
     path = tmp_path / "extra.csv"
     path.write_text("\n".join(lines) + "\n")
-    one_error_line(run("explain", path, "-m", unnamed_model, "-t", "class"), "fitted on 9 unnamed features", "would get 10")
+    one_error_line(run("explain", path, "-m", unnamed_model, "-t", "class"), "fitted on 9 unnamed features", "would get 10")  # noqa: E501
 
 
 def test_wrong_number_of_fields(run, static_csv, hgb, tmp_path):

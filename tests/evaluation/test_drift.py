@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from ipfi_cli.evaluation.drift import (agrawal_function_drift, agrawal_rows, function_drift, pick_swap_partner,
-                                       swap_features)
+from ipfi_cli.evaluation.drift import (
+    agrawal_function_drift,
+    agrawal_rows,
+    function_drift,
+    pick_swap_partner,
+    swap_features,
+)
 
 
 def test_swap_features_from_the_drift_row_on():

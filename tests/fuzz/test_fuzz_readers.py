@@ -21,8 +21,8 @@ from typing import Any
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
-from ipfi_cli.io import sources
 from ipfi_cli.errors import InputError
+from ipfi_cli.io import sources
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.io.values import parse_value
 
@@ -260,7 +260,7 @@ def test_csv_rows_follow_the_documented_rules_in_any_chunking(case, sizes):
     check_csv(case, data, starts, whole)
     chunked = read_all(data, sizes, format="csv")
     assert chunked[0] == whole[0]
-    assert same_rows(chunked[1], [(n, l, v if isinstance(v, dict) else v) for n, l, v in whole[1]])
+    assert same_rows(chunked[1], [(n, line, v if isinstance(v, dict) else v) for n, line, v in whole[1]])
 
 
 # -- JSONL --------------------------------------------------------------------------------------
@@ -394,7 +394,7 @@ def test_any_bytes_give_rows_or_one_line_errors_never_a_crash(data, format, size
             continue
         numbers = [n for n, _, _ in rows]
         assert numbers == list(range(1, len(rows) + 1))
-        for n, line, value in rows:
+        for n, _line, value in rows:
             if isinstance(value, InputError):
                 assert "\n" not in str(value) and f"row {n}" in str(value)
             else:

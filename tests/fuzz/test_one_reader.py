@@ -57,7 +57,7 @@ def inputs(draw):
 
 
 def skipped_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("ipfi: warning: skipped ") and "bad row(s)" not in line]
+    return [line for line in stderr.splitlines() if line.startswith("ipfi: warning: skipped ") and "bad row(s)" not in line]  # noqa: E501
 
 
 @fuzz(60)

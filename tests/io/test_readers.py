@@ -108,7 +108,7 @@ def test_csv_invalid_utf8_is_a_bad_row():
 def test_csv_header_problems_raise(data, message):
     reader = RowReader(io.BytesIO(data), name="t.csv")
     with pytest.raises(InputError, match=message):
-        reader.columns
+        _ = reader.columns
 
 
 @settings(max_examples=60, deadline=None)

@@ -83,7 +83,6 @@ def test_trusted_types_load_the_same_model(hgb_skops):
     original = joblib.load(SAMPLE / "agrawal_hgb.joblib")
     assert type(model) is type(original) and warnings == []
     import pandas as pd
-
     from threadpoolctl import threadpool_limits
 
     frame = pd.read_csv(SAMPLE / "agrawal_static.csv", nrows=20)

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import pickle
 
 import joblib
 import pytest
 
-from ipfi_cli.models.files import ModelFileError, load_model, save_model
 from ipfi_cli.io.writers import (
-    CsvTraceWriter, JsonlTraceWriter, atomic_write, output_format_for, trace_columns, write_json,
+    CsvTraceWriter,
+    JsonlTraceWriter,
+    atomic_write,
+    output_format_for,
+    trace_columns,
+    write_json,
 )
+from ipfi_cli.models.files import ModelFileError, load_model, save_model
 
 NAN = float("nan")
 

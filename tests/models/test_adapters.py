@@ -13,7 +13,7 @@ from river import preprocessing as river_pre
 from sklearn.compose import ColumnTransformer
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from sklearn.preprocessing import OneHotEncoder
 
 from ipfi_cli.core import IncrementalPFI, Output, explain_then_learn
 from ipfi_cli.models import FunctionPredictor, ModelError, RiverPredictor, SklearnPredictor, as_predictor
@@ -144,9 +144,9 @@ def test_values_reach_a_river_model_untouched():
     rows = [{"name": "ab", "count": 3, "ratio": 0.5}, {"name": "xyz", "count": 10, "ratio": 1.25},
             {"name": "é", "count": -1, "ratio": 2.0}]
     explainer = IncrementalPFI(predictor, ["name", "count", "ratio"], loss="absolute", n_repeats=2, seed=0)
-    for row in explain_then_learn(explainer, predictor, [(r, 1.0) for r in rows]):
+    for _row in explain_then_learn(explainer, predictor, [(r, 1.0) for r in rows]):
         pass
-    assert model.learned == rows and all(type(l["count"]) is int for l in model.learned)
+    assert model.learned == rows and all(type(x["count"]) is int for x in model.learned)
     valid = {("name", r["name"]) for r in rows} | {("count", r["count"]) for r in rows} \
         | {("ratio", r["ratio"]) for r in rows}
     assert len(model.predicted) == 2 * (1 + 2 * 3)

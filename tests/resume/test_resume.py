@@ -12,8 +12,8 @@ import zlib
 
 import pytest
 
-from ipfi_cli.io import run_state
 from ipfi_cli.errors import StateError
+from ipfi_cli.io import run_state
 from ipfi_cli.io.run_state import MAGIC, TrackedOutput, load_state, reopen_traces, save_state
 
 from .conftest import head

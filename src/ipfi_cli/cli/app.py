@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any, Callable
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -54,7 +55,10 @@ def add_command(function: Callable[..., Any], name: str | None = None) -> None:
 from ipfi_cli.cli import explain as _explain  # noqa: E402
 
 add_command(_explain.explain)
-from ipfi_cli.cli import batch as _batch, compare as _compare, plot as _plot  # noqa: E402
+from ipfi_cli.cli import batch as _batch  # noqa: E402
+from ipfi_cli.cli import compare as _compare  # noqa: E402
+from ipfi_cli.cli import plot as _plot  # noqa: E402
+
 add_command(_batch.batch)
 add_command(_compare.compare)
 add_command(_plot.plot)

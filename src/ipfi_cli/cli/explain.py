@@ -15,10 +15,38 @@ import typer
 
 from ipfi_cli.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
 from ipfi_cli.cli.options import (
-    PANEL_DISPLAY, PANEL_ESTIMATOR, PANEL_INPUT, PANEL_MODEL, PANEL_OUTPUT, PICKLE_WARNING, DebugOpt, DelimiterOpt,
-    DropOpt, FeaturesOpt, FormatOpt, GroupOpt, InputArg, LossOpt, ModelOpt, NaValuesOpt, NoDefaultNaOpt, OnBadRow,
-    OnBadRowOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt, Sampling, SeedOpt, TargetOpt, Task, TaskOpt,
-    ThreadsOpt, TrustOpt, VerboseOpt, parse_groups, split_names, value,
+    PANEL_DISPLAY,
+    PANEL_ESTIMATOR,
+    PANEL_INPUT,
+    PANEL_MODEL,
+    PANEL_OUTPUT,
+    PICKLE_WARNING,
+    DebugOpt,
+    DelimiterOpt,
+    DropOpt,
+    FeaturesOpt,
+    FormatOpt,
+    GroupOpt,
+    InputArg,
+    LossOpt,
+    ModelOpt,
+    NaValuesOpt,
+    NoDefaultNaOpt,
+    OnBadRowOpt,
+    OutputFormatOpt,
+    OutputOpt,
+    QuietOpt,
+    RepeatsOpt,
+    Sampling,
+    SeedOpt,
+    TargetOpt,
+    TaskOpt,
+    ThreadsOpt,
+    TrustOpt,
+    VerboseOpt,
+    parse_groups,
+    split_names,
+    value,
 )
 from ipfi_cli.cli.ui import TerminalReporter, live_display_allowed, stream_is_terminal
 from ipfi_cli.run.explain import CHECKPOINT_EVERY, ExplainSession, ExplainSettings, RunStatus
@@ -53,7 +81,7 @@ def explain(
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
-    task: TaskOpt = Task.auto,
+    task: TaskOpt = "auto",
     loss: LossOpt = None,
     learn: Annotated[bool, typer.Option(
         "--learn", help="Prequential learning: explain each row with the current model, then learn it "
@@ -67,7 +95,7 @@ def explain(
     repeats: RepeatsOpt = 10,
     sampling: Annotated[Sampling, typer.Option(
         "--sampling", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
-        "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)] = Sampling.geometric,
+        "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)] = "geometric",
     reservoir_size: Annotated[int, typer.Option(
         "--reservoir-size", min=1, help="Earlier rows remembered per permutation.",
         rich_help_panel=PANEL_ESTIMATOR)] = 100,
@@ -92,7 +120,7 @@ def explain(
     batch_size: Annotated[int, typer.Option(
         "--batch-size", min=1, help="At most this many rows per model call for a static model (rows already "
         "waiting are batched; a slow stream is never held back).", rich_help_panel=PANEL_INPUT)] = 1000,
-    on_bad_row: OnBadRowOpt = OnBadRow.fail,
+    on_bad_row: OnBadRowOpt = "fail",
     state: Annotated[Optional[str], typer.Option(
         "--state", help="Keep the run's whole state in this file (the explainer, the counters, where the traces "
         "end and, with --learn, the model), saved atomically every --checkpoint-every rows and at exit. If the "

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeAlias
 
 import typer
 
@@ -28,7 +29,12 @@ def _choices(name: str, values: Sequence[str]) -> Any:
 
 
 if TYPE_CHECKING:  # to a type checker each choice is the string it carries
-    Task = LossName = Sampling = InputFormat = OutputFormat = OnBadRow = str
+    Task: TypeAlias = str
+    LossName: TypeAlias = str
+    Sampling: TypeAlias = str
+    InputFormat: TypeAlias = str
+    OutputFormat: TypeAlias = str
+    OnBadRow: TypeAlias = str
 else:
     Task = _choices("Task", ("auto", "classification", "regression"))
     LossName = _choices("LossName", LOSS_NAMES)

@@ -16,7 +16,8 @@ import math
 import os
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ipfi_cli.run.report import PlainReporter, Snapshot
 
@@ -154,7 +155,7 @@ class Dashboard:
         from rich.text import Text
 
         order = sorted(range(len(s.names)),
-                       key=lambda i: (math.isnan(s.importances[i]), -s.importances[i] if s.importances[i] == s.importances[i] else 0.0))
+                       key=lambda i: (math.isnan(s.importances[i]), -s.importances[i] if s.importances[i] == s.importances[i] else 0.0))  # noqa: E501
         values = [v for v in s.importances if v == v]
         top = max(values) if values else float("nan")
         histories = [list(self._history.get(name, ())) for name in s.names]

@@ -30,7 +30,11 @@ _WHERE = {
     "ExponentialMean": "smoothing",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "LOSSES", "ExponentialMean", "GeometricReservoir", "IncrementalPFI", "IntervalPFI", "Loss",
+    "LossMismatchError", "Output", "PFIResult", "Predictor", "RowError", "UniformReservoir",
+    "batch_pfi", "default_loss", "explain_then_learn", "get_loss", "make_sampler", "resolve_groups",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -22,8 +22,9 @@ result does not depend on ``n_jobs``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -64,13 +65,16 @@ class PFIResult:
         return dict(zip(self.names, self.mean))
 
 
-def _as_block(rows: Any, columns: Sequence[str]) -> np.ndarray:
-    """Rows (a 2-D array, a DataFrame or a list of dicts) as a 2-D array in ``columns`` order."""
+def as_block(rows: Any, columns: Sequence[str]) -> np.ndarray:
+    """Rows (a 2-D array, a DataFrame or a list of dicts) as a 2-D array in ``columns`` order:
+    float64 when every column is numeric, else object."""
     if hasattr(rows, "to_numpy") and hasattr(rows, "columns"):
         frame = rows[list(columns)]
         numeric = all(kind in "biuf" for kind in (dt.kind for dt in frame.dtypes))
         return frame.to_numpy(dtype=np.float64 if numeric else object)
     if isinstance(rows, np.ndarray):
+        if rows.ndim != 2 or rows.shape[1] != len(columns):
+            raise ValueError(f"expected rows with {len(columns)} columns, got shape {rows.shape}")
         return rows
     values = [[r[c] for c in columns] for r in rows]
     block = np.array(values, dtype=object)
@@ -117,7 +121,7 @@ def _group_repeats(model: Predictor, block: np.ndarray, columns: Sequence[str], 
 def batch_pfi(
     model: Predictor,
     rows: Any,
-    targets: Sequence[Any],
+    targets: Sequence[Any] | np.ndarray,
     columns: Sequence[str],
     *,
     loss: str | Loss = "zero-one",
@@ -135,7 +139,7 @@ def batch_pfi(
     columns = [str(c) for c in columns]
     loss = get_loss(loss)
     resolved = resolve_groups(columns, features, groups)
-    block = _as_block(rows, columns)
+    block = as_block(rows, columns)
     target_array = np.empty(len(block), dtype=object)
     target_array[:] = list(targets)
     if len(block) < 2:
@@ -177,7 +181,6 @@ class IntervalPFI:
     n_jobs: int | None = None
     _rows: list[Any] = field(default_factory=list, init=False, repr=False)
     _targets: list[Any] = field(default_factory=list, init=False, repr=False)
-    _windows: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         if self.interval < 2:
@@ -200,5 +203,4 @@ class IntervalPFI:
                            n_repeats=self.n_repeats, features=self.features, groups=self.groups,
                            seed=int(window_seed.generate_state(1)[0]), n_jobs=self.n_jobs)
         self._rows, self._targets = [], []
-        self._windows += 1
         return result

@@ -33,16 +33,17 @@ from __future__ import annotations
 
 import copy
 import numbers
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ipfi_cli.core.groups import resolve_groups
-from ipfi_cli.errors import InputError
 from ipfi_cli.core.losses import Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.samplers import Reservoir, make_sampler
 from ipfi_cli.core.smoothing import ExponentialMean
+from ipfi_cli.errors import InputError
 
 
 class RowError(InputError):
@@ -184,8 +185,8 @@ class IncrementalPFI:
         """
         values = self._row_values(x)
         self._ensure_sampler(values)
-        row = np.asarray(values, dtype=self._sampler.rows.dtype)
-        if self._sampler.filled > 0:
+        row = np.asarray(values, dtype=self._reservoir.rows.dtype)
+        if self._reservoir.filled > 0:
             rng_state = self._rng.bit_generator.state
             try:
                 if self.use_batch:
@@ -241,7 +242,7 @@ class IncrementalPFI:
         if sampler_state is None:
             self._sampler = None
         else:
-            self._sampler.rows, self._sampler.filled, self._sampler.n_seen = sampler_state
+            self._reservoir.rows, self._reservoir.filled, self._reservoir.n_seen = sampler_state
         self.n_seen = n_seen
 
     def _explain_many_batched(self, value_rows: list[list[Any]], targets: list[Any]) -> np.ndarray:
@@ -274,8 +275,8 @@ class IncrementalPFI:
 
         for t, values in enumerate(value_rows):
             self._ensure_sampler(values)
-            row = np.asarray(values, dtype=self._sampler.rows.dtype)  # type: ignore[union-attr]
-            if self._sampler.filled > 0:  # type: ignore[union-attr]
+            row = np.asarray(values, dtype=self._reservoir.rows.dtype)
+            if self._reservoir.filled > 0:
                 if block is None or (block.dtype != row.dtype and block.dtype != object):
                     capacity = min(per_call, len(value_rows) - t)
                     # a non-numeric value arrived: object from here on
@@ -345,14 +346,20 @@ class IncrementalPFI:
         elif not numeric and self._sampler.rows.dtype != object:
             self._sampler.as_dtype(object)
 
+    @property
+    def _reservoir(self) -> Reservoir:
+        """The sampler, which exists once the first row has been seen."""
+        assert self._sampler is not None, "no row has been seen yet"
+        return self._sampler
+
     def _store(self, values: Sequence[Any] | np.ndarray) -> None:
-        self._sampler.insert(self._rng, np.asarray(values, dtype=self._sampler.rows.dtype))
+        self._reservoir.insert(self._rng, np.asarray(values, dtype=self._reservoir.rows.dtype))
         self.n_seen += 1
 
     def _draw_replacements(self) -> np.ndarray:
         """Draw one earlier row per (realisation, group); return the value of every replaced cell."""
-        rows = self._sampler.rows
-        slots = self._sampler.draw(self._rng, len(self.names)).reshape(-1)
+        rows = self._reservoir.rows
+        slots = self._reservoir.draw(self._rng, len(self.names)).reshape(-1)
         if self._pair_draw is not None:
             slots = slots[self._pair_draw]
         return rows.reshape(-1)[self._pair_offset + slots * rows.shape[2]]

@@ -13,9 +13,9 @@ targets and that output to one loss value per row. iPFI only ever uses loss
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable
 
 import numpy as np
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping, Protocol
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
 import numpy as np
 

@@ -31,8 +31,9 @@ With ``drift_at`` the errors are summarised over the whole stream, before the dr
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from ipfi_cli.core import ExponentialMean, IncrementalPFI, IntervalPFI, PFIResul
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.evaluation.metrics import ErrorSummary, importance_error, summarise
-from ipfi_cli.evaluation.records import FeatureComparison, compare_vectors
+from ipfi_cli.evaluation.records import FeatureComparison, compare_vectors, sampling_slot
 
 
 @dataclass
@@ -200,15 +201,14 @@ def compare_learning(
     samplings = list(dict.fromkeys(samplings))
     alphas = list(dict.fromkeys(float(a) for a in alphas))
     explainer_seeds, interval_seed = np.random.SeedSequence(seed).spawn(2)
-    slot = {"uniform": 0, "geometric": 1}
     children = explainer_seeds.spawn(2)
-    explainers, extra, traces = [], [], []
+    explainers: list[IncrementalPFI] = []
+    extra: list[list[ExponentialMean]] = []
+    traces: list[Trace] = []
     for sampling in samplings:
-        if sampling not in slot:
-            raise ValueError(f"unknown sampling {sampling!r}; choose uniform or geometric")
         explainer = IncrementalPFI(predictor, columns, loss=loss, alpha=alphas[0], n_repeats=n_repeats,
                                    sampling=sampling, reservoir_size=reservoir_size, features=features,
-                                   groups=groups, seed=int(children[slot[sampling]].generate_state(1)[0]))
+                                   groups=groups, seed=int(children[sampling_slot(sampling)].generate_state(1)[0]))
         explainers.append(explainer)
         extra.append([ExponentialMean(a, len(explainer.names)) for a in alphas[1:]])
         traces.extend(Trace(sampling, a) for a in alphas)
@@ -223,7 +223,7 @@ def compare_learning(
     start = time.perf_counter()
     seen = 0
     window_start = 0
-    estimates: list[np.ndarray] = []
+    estimates: Any = []
     for estimates in explain_then_learn(fan_out, learner, stream):  # type: ignore[arg-type]
         seen += 1
         losses.append(explainers[0].last_loss)

@@ -26,8 +26,8 @@ NaN (an estimate not available yet) normalises to all NaN, and its error is NaN.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 

@@ -6,8 +6,9 @@ is a plain number or string and missing values are ``None``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -73,3 +74,20 @@ def compare_vectors(names: Sequence[str], estimate: Sequence[float] | np.ndarray
                               reference_normalised=_number(b[j]), abs_diff=_number(abs(a[j] - b[j])),
                               error=error, **labels)
             for j, name in enumerate(names)]
+
+
+#: each sampling strategy's child of a run's seed sequence, so one strategy's numbers do not
+#: depend on which others are run with it
+_SAMPLING_SLOTS = {"uniform": 0, "geometric": 1}
+
+
+def sampling_slot(sampling: str) -> int:
+    """The index of ``sampling``'s seed among a run's two spawned seed sequences.
+
+    >>> sampling_slot("geometric")
+    1
+    """
+    try:
+        return _SAMPLING_SLOTS[sampling]
+    except KeyError:
+        raise ValueError(f"unknown sampling {sampling!r}; choose uniform or geometric") from None

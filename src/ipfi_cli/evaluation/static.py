@@ -27,31 +27,21 @@ True
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ipfi_cli.core import IncrementalPFI, PFIResult, batch_pfi
+from ipfi_cli.core.batch import as_block
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.evaluation.metrics import ErrorSummary, importance_error, summarise
-from ipfi_cli.evaluation.records import FeatureComparison, compare_vectors
+from ipfi_cli.evaluation.records import FeatureComparison, compare_vectors, sampling_slot
 
 #: how many model rows (time steps x evaluation block rows) one explain_many call may build
 CHUNK_MODEL_ROWS = 400_000
-
-
-def as_block(rows: Any, columns: Sequence[str]) -> np.ndarray:
-    """Rows as a 2-D array in ``columns`` order: float64 when every column is numeric, else object."""
-    if hasattr(rows, "to_numpy") and hasattr(rows, "columns"):
-        frame = rows[list(columns)]
-        numeric = all(dt.kind in "biuf" for dt in frame.dtypes)
-        return frame.to_numpy(dtype=np.float64 if numeric else object)
-    block = np.asarray(rows)
-    if block.ndim != 2 or block.shape[1] != len(columns):
-        raise ValueError(f"expected rows with {len(columns)} columns, got shape {block.shape}")
-    return block
 
 
 @dataclass(frozen=True)
@@ -191,10 +181,8 @@ def compare_static(
     batch_seed, order_seeds, run_seeds = root.spawn(3)
     order_children = order_seeds.spawn(orderings)
     run_children = [s.spawn(2) for s in run_seeds.spawn(orderings)]  # [ordering][uniform, geometric]
-    sampler_slot = {"uniform": 0, "geometric": 1}
     for s in samplings:
-        if s not in sampler_slot:
-            raise ValueError(f"unknown sampling {s!r}; choose uniform or geometric")
+        sampling_slot(s)  # an unknown sampling fails before any work
 
     start = time.perf_counter()
     if batch is None:
@@ -211,7 +199,7 @@ def compare_static(
     for k in range(orderings):
         order = np.random.default_rng(order_children[k]).permutation(n) if shuffle else np.arange(n)
         for sampling in samplings:
-            run_seed = int(run_children[k][sampler_slot[sampling]].generate_state(1)[0])
+            run_seed = int(run_children[k][sampling_slot(sampling)].generate_state(1)[0])
             tasks.append((order, sampling, k, run_seed, keep_traces and k == 0))
     args = (predictor, block, target_array, columns)
     runs: list[StaticRun] = []

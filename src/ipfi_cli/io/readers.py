@@ -36,13 +36,24 @@ import collections
 import csv
 import os
 import sys
-from typing import Any, BinaryIO, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 from ipfi_cli.errors import InputError
 from ipfi_cli.io.sources import ByteSource, LineBuffer, stdin_is_tty
 from ipfi_cli.io.values import (
-    DEFAULT_NA_VALUES, MISSING, NUMBER, STRING, NotANumber, Row, delimiter_for, detect_format, number_parser,
-    parse_value, sniff_delimiter, string_parser,
+    DEFAULT_NA_VALUES,
+    MISSING,
+    NUMBER,
+    STRING,
+    NotANumber,
+    Row,
+    delimiter_for,
+    detect_format,
+    number_parser,
+    parse_value,
+    sniff_delimiter,
+    string_parser,
 )
 
 STDIN_NAME = "<stdin>"
@@ -186,6 +197,7 @@ class RowReader:
     def _csv_rows(self) -> Iterator[Row]:
         reader = self._csv
         header = self._columns
+        assert header is not None, "the header is read before the rows"
         n_fields = len(header)
         bad_lines = self._lines.bad_lines
         # 0 until the column's first non-missing value (or as assumed by ``assume_kinds``)

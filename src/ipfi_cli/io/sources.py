@@ -15,7 +15,8 @@ import select
 import sys
 import time
 import zlib
-from typing import Any, BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from ipfi_cli.errors import InputError
 
@@ -57,7 +58,7 @@ class ByteSource:
         if not self._pollable:
             return True
         try:
-            readable, _, _ = select.select([self._fd], [], [], timeout)
+            readable, _, _ = select.select([self._fd or 0], [], [], timeout)
         except (OSError, ValueError):  # not selectable (e.g. some platforms' files)
             self._pollable = False
             return True
@@ -246,7 +247,7 @@ class LineBuffer:
                     return text
             if self._eof:
                 return None
-            self._take(self._source.read(wait=True))
+            self._take(self._source.read(wait=True) or b"")
 
     def readline(self) -> str:
         """The next line with its newline; ``''`` at the end of input. Blocks if needed."""
@@ -254,7 +255,7 @@ class LineBuffer:
         while not lines:
             if self._eof:
                 return ""
-            self._take(self._source.read(wait=True))
+            self._take(self._source.read(wait=True) or b"")
         self.lines_read += 1
         return lines.popleft()
 

@@ -34,7 +34,9 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from typing import IO, Any, BinaryIO, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import IO, Any, BinaryIO, Protocol
+
 
 def trace_columns(names: Sequence[str], bounds: bool = False) -> list[str]:
     """The trace header: ``row``, each name, then ``<name>_bound`` for each name if ``bounds``."""
@@ -65,12 +67,22 @@ def _csv_cell(value: Any) -> str:
     return _csv_field(str(value))
 
 
+class ByteSink(Protocol):
+    """Where writers write: a binary file, stdout's buffer, or a tracked output."""
+
+    def write(self, data: bytes, /) -> int | None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class TraceWriter:
     """Base class: fixed header, one record per :meth:`write`, explicit :meth:`flush`."""
 
     format = ""
 
-    def __init__(self, stream: BinaryIO, names: Sequence[str], *, bounds: bool = False,
+    def __init__(self, stream: ByteSink, names: Sequence[str], *, bounds: bool = False,
                  close: bool = False) -> None:
         self.stream = stream
         self.names = [str(n) for n in names]

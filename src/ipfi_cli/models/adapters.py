@@ -15,7 +15,8 @@ Heavy libraries are imported only when an adapter of that kind is used.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,8 +24,10 @@ from ipfi_cli.core.losses import Output
 from ipfi_cli.errors import ModelError
 
 
-def _proba_of(probabilities: np.ndarray, classes: Sequence[Any], targets: np.ndarray) -> np.ndarray:
+def _proba_of(probabilities: np.ndarray, classes: Sequence[Any], targets: np.ndarray | None) -> np.ndarray:
     """Pick, per row, the probability of that row's target (0 for a class the model never saw)."""
+    if targets is None:
+        raise ValueError("the probability of the true label needs the labels")
     index = {c: i for i, c in enumerate(list(classes))}
     columns = np.array([index.get(t, -1) for t in targets.tolist()], dtype=np.intp)
     picked = probabilities[np.arange(len(columns)), np.maximum(columns, 0)]

@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import pickle
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ipfi_cli.errors import ModelError, first_line
 from ipfi_cli.io.writers import atomic_write
@@ -36,7 +37,7 @@ class ModelFileError(ModelError):
         super().__init__(f"{self.path}: {message}")
 
 
-def _version_warning(path: str, warning: Warning) -> str | None:
+def _version_warning(path: str, warning: Warning | str) -> str | None:
     """One line for scikit-learn's InconsistentVersionWarning (matched by name: sklearn stays unimported)."""
     if type(warning).__name__ != "InconsistentVersionWarning":
         return None
@@ -111,7 +112,7 @@ def _load_pickle(path: str) -> Any:
     try:
         return joblib.load(path)
     except ModuleNotFoundError as error:
-        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None
+        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None  # noqa: E501
     except (AttributeError, ImportError) as error:
         raise ModelFileError(path, f"the model was saved with other library versions and cannot be loaded "
                                    f"with these ({error})") from None
@@ -146,7 +147,7 @@ def _load_skops(path: str, trusted: list[str]) -> Any:
     try:
         return sio.load(path, trusted=untrusted)
     except ModuleNotFoundError as error:
-        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None
+        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None  # noqa: E501
     except (AttributeError, ImportError) as error:
         raise ModelFileError(path, f"the model was saved with other library versions and cannot be loaded "
                                    f"with these ({first_line(error)})") from None

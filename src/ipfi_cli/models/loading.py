@@ -8,8 +8,9 @@ gave (a library version mismatch, say).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.errors import ModelError, first_line

@@ -36,7 +36,7 @@ def _rebuilt_frozenset(elements: list[Any]) -> frozenset[Any]:
 
 
 # The pure-Python pickler: the C one does not call reducer_override for exact sets (a speed-up).
-class _CanonicalPickler(pickle._Pickler):  # type: ignore[name-defined,misc]
+class _CanonicalPickler(pickle._Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is set:
             return _rebuilt_set, (sorted(obj, key=_element_key),)

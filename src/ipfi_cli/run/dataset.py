@@ -7,8 +7,9 @@ values and the same bad rows to every command, with the same messages.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.errors import InputError, RunError

@@ -11,7 +11,8 @@ named.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ipfi_cli.core.losses import Output
 from ipfi_cli.errors import first_line

@@ -26,7 +26,8 @@ error for a classifier with text classes.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ipfi_cli.core.losses import Loss, Output
 from ipfi_cli.errors import InputError, ModelError

@@ -26,7 +26,7 @@ def library_versions() -> dict[str, str]:
 
 
 def _iso(seconds: float) -> str:
-    return _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.fromtimestamp(seconds, _dt.UTC).isoformat(timespec="seconds")
 
 
 def write_meta(session: ExplainSession) -> None:
@@ -68,4 +68,5 @@ def write_meta(session: ExplainSession) -> None:
         meta["state"] = {"path": s.state, "checkpoints_saved": state.checkpoints,
                          "continued_after_input_row": state.resumed["run"]["input_rows"] if state.resumed else None,
                          "input_rows_handled": progress.input_rows}
+    assert s.meta is not None
     write_json(s.meta, meta)

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Protocol, Sequence
+from typing import IO, Protocol
 
 PROG = "ipfi"
 

@@ -169,16 +169,16 @@ class StateKeeper:
         from ipfi_cli.io.writers import WRITERS, output_format_for
 
         s = session.settings
-        to_file = bool(s.output) and s.output != "-"
+        path = s.output if s.output and s.output != "-" else None
         try:
             if self.resumed is not None:
                 output = self.resumed["run"]["output"]
-                if to_file:
-                    tracked = reopen_traces(s.output, output["size"], output["crc"])
+                if path is not None:
+                    tracked = reopen_traces(path, output["size"], output["crc"])
                 else:  # stdout: the continuation, for appending to the earlier output
                     tracked = TrackedOutput(sys.stdout.buffer, size=output["size"], crc=output["crc"])
-            elif to_file:
-                tracked = TrackedOutput(open(s.output, "wb"), close=True)  # type: ignore[arg-type]
+            elif path is not None:
+                tracked = TrackedOutput(open(path, "wb"), close=True)
             else:
                 tracked = TrackedOutput(sys.stdout.buffer)
         except StateError as error:
@@ -270,6 +270,7 @@ class StateKeeper:
         detached = copy.copy(session.explainer)
         detached.model = None  # the predictor is rebuilt around the model (saved below when it learns)
         model = pickle.dumps(session.loaded.model, protocol=pickle.HIGHEST_PROTOCOL) if s.learn else None
-        save_state(self.path, {"ipfi": __version__, "settings": self.settings, "explainer": detached, "model": model, "run": run})
+        save_state(self.path, {"ipfi": __version__, "settings": self.settings, "explainer": detached,
+                               "model": model, "run": run})
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1

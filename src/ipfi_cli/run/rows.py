@@ -13,7 +13,8 @@ are counted and left out (``"skip"``), with the same one-line messages everywher
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 from ipfi_cli.io.readers import MISSING, InputError, Row, RowReader
 

@@ -9,7 +9,8 @@ a :class:`~ipfi_cli.errors.UsageError`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.errors import InputError, ModelError, UsageError
