@@ -1,4 +1,4 @@
-"""Fixtures for the ``ipfi explain`` tests: small slices of the sample data and tiny models."""
+"""Fixtures for the command tests (explain, batch, compare, plot): slices of the sample data and tiny models."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from ipfi_cli.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"
-FEATURES = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
+#: the sample data's feature columns, read from its header (the last column is the label)
+FEATURES = (SAMPLE / "agrawal_static.csv").read_text().split("\n", 1)[0].split(",")[:-1]
 
 
 def head_lines(source: Path, n_rows: int, start: int = 0) -> str:
@@ -37,6 +38,22 @@ def drift_csv(tmp_path_factory) -> Path:
     """60 rows of agrawal_drift.csv."""
     path = tmp_path_factory.mktemp("cli") / "drift.csv"
     path.write_text(head_lines(SAMPLE / "agrawal_drift.csv", 60))
+    return path
+
+
+@pytest.fixture(scope="session")
+def agrawal_small(tmp_path_factory) -> Path:
+    """The first 300 rows of agrawal_static.csv (static sklearn model's data)."""
+    path = tmp_path_factory.mktemp("data") / "agrawal_small.csv"
+    path.write_text(head_lines(SAMPLE / "agrawal_static.csv", 300))
+    return path
+
+
+@pytest.fixture(scope="session")
+def drift_small(tmp_path_factory) -> Path:
+    """400 rows around the function drift of agrawal_drift.csv (drift at row 201 of this slice)."""
+    path = tmp_path_factory.mktemp("data") / "drift_small.csv"
+    path.write_text(head_lines(SAMPLE / "agrawal_drift.csv", 400, start=9800))
     return path
 
 
@@ -110,11 +127,11 @@ def run_shell(command: str, timeout: float = 120, **kw) -> subprocess.CompletedP
 
 
 @pytest.fixture(autouse=True, scope="session")
-def one_openmp_thread():
-    """HistGradientBoosting's OpenMP threads spin on a busy 2-core machine; one thread gives the
-    same numbers several times faster for the tiny blocks these tests use."""
+def one_compute_thread():
+    """HistGradientBoosting's OpenMP threads spin on a busy 2-core machine; one OpenMP/BLAS thread
+    gives the same numbers several times faster for the tiny blocks these tests use."""
     import sklearn.ensemble  # noqa: F401 - load OpenMP first: threadpool_limits only limits loaded libraries
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1, user_api="openmp"):
+    with threadpool_limits(limits=1):
         yield

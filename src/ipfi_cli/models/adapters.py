@@ -133,7 +133,9 @@ class RiverPredictor:
     def predict_records(self, records: list[dict[str, Any]], output: Output, target: Any) -> np.ndarray:
         model = self.model
         if output is Output.PROBA:
-            proba = model.predict_proba_one
+            proba = getattr(model, "predict_proba_one", None)
+            if proba is None:
+                raise ModelError("the log loss needs predict_proba_one, which this model does not have")
             return np.array([proba(record).get(target, 0.0) for record in records], dtype=np.float64)
         predict = model.predict_one
         predictions = [predict(record) for record in records]
@@ -151,6 +153,8 @@ class RiverPredictor:
         if block.dtype == object:
             frame = frame.infer_objects()
         if output is Output.PROBA:
+            if not hasattr(self.model, "predict_proba_many"):
+                raise ModelError("the log loss needs predict_proba_many, which this model does not have")
             probabilities = self.model.predict_proba_many(frame)
             return _proba_of(probabilities.to_numpy(dtype=np.float64), list(probabilities.columns), targets)
         return np.asarray(self.model.predict_many(frame))

@@ -21,9 +21,9 @@ def records(text):
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def test_static_compare_records_summary_and_traces(agrawal_small, hgb_model, tmp_path):
+def test_static_compare_records_summary_and_traces(agrawal_small, hgb, tmp_path):
     traces = tmp_path / "traces.csv"
-    result = invoke("compare", agrawal_small, "-m", hgb_model, "-t", "class", "-K", "2", "-M", "2",
+    result = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "-K", "2", "-M", "2",
                     "--seed", "3", "--traces", traces, "--trace-every", "10")
     assert result.exit_code == 0, result.output
     rows = records(result.stdout)
@@ -39,13 +39,13 @@ def test_static_compare_records_summary_and_traces(agrawal_small, hgb_model, tmp
     header, *lines = traces.read_text().splitlines()
     assert header.startswith("method,row,salary")
     assert {line.split(",")[0] for line in lines} == {"ipfi-uniform-0.001", "ipfi-geometric-0.001", "batch"}
-    again = invoke("compare", agrawal_small, "-m", hgb_model, "-t", "class", "-K", "2", "-M", "2", "--seed", "3",
+    again = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "-K", "2", "-M", "2", "--seed", "3",
                    "-q")
     assert again.stdout == result.stdout and again.stderr == ""
 
 
-def test_static_compare_options(agrawal_small, hgb_model):
-    result = invoke("compare", agrawal_small, "-m", hgb_model, "-t", "class", "-M", "2", "--seed", "1",
+def test_static_compare_options(agrawal_small, hgb):
+    result = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "-M", "2", "--seed", "1",
                     "--sampling", "geometric", "--alpha", "0.01", "--alpha", "0.05", "--keep-order",
                     "--features", "salary,age", "-F", "jsonl", "-q")
     assert result.exit_code == 0, result.output
@@ -58,22 +58,22 @@ def test_static_compare_options(agrawal_small, hgb_model):
     assert all(r["sampling"] == "geometric" for r in ipfi)
 
 
-def test_usage_errors(agrawal_small, hgb_model):
-    base = ["compare", agrawal_small, "-m", hgb_model, "-t", "class"]
+def test_usage_errors(agrawal_small, hgb):
+    base = ["compare", agrawal_small, "-m", hgb, "-t", "class"]
     assert invoke(*base, "--drift-at", "100").exit_code == 2
     assert invoke(*base, "--keep-order", "-K", "2").exit_code == 2
     assert invoke(*base, "--alpha", "0").exit_code == 2
     assert invoke(*base, "--normalisation", "softmax").exit_code == 2
 
 
-def test_learning_compare_needs_a_learning_model(agrawal_small, hgb_model):
-    result = invoke("compare", agrawal_small, "-m", hgb_model, "-t", "class", "--learn")
+def test_learning_compare_needs_a_learning_model(agrawal_small, hgb):
+    result = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "--learn")
     assert result.exit_code == 1 and "--learn needs a model that learns" in result.stderr
 
 
-def test_learning_compare_with_drift(drift_small, river_model, tmp_path):
+def test_learning_compare_with_drift(drift_small, hoeffding, tmp_path):
     traces = tmp_path / "traces.jsonl"
-    result = invoke("compare", drift_small, "-m", river_model, "-t", "class", "--learn", "--interval", "100",
+    result = invoke("compare", drift_small, "-m", hoeffding, "-t", "class", "--learn", "--interval", "100",
                     "--drift-at", "200", "-M", "2", "--alpha", "0.01", "--alpha", "0.05", "--seed", "0",
                     "--traces", traces, "--trace-every", "20")
     assert result.exit_code == 0, result.output
@@ -86,5 +86,5 @@ def test_learning_compare_with_drift(drift_small, river_model, tmp_path):
 
     methods = {json.loads(line)["method"] for line in traces.read_text().splitlines()}
     assert methods == {"ipfi-geometric-0.01", "ipfi-geometric-0.05", "interval"}
-    bad = invoke("compare", drift_small, "-m", river_model, "-t", "class", "--learn", "--drift-at", "400")
+    bad = invoke("compare", drift_small, "-m", hoeffding, "-t", "class", "--learn", "--drift-at", "400")
     assert bad.exit_code == 2

@@ -16,21 +16,21 @@ def invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def test_batch_csv_matches_the_core(agrawal_small, hgb_model):
+def test_batch_csv_matches_the_core(agrawal_small, hgb):
     import joblib
     import pandas as pd
 
     from ipfi_cli.core import batch_pfi
     from ipfi_cli.models import as_predictor
 
-    result = invoke("batch", agrawal_small, "-m", hgb_model, "-t", "class", "--repeats", "3", "--seed", "1")
+    result = invoke("batch", agrawal_small, "-m", hgb, "-t", "class", "--repeats", "3", "--seed", "1")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "feature,importance,std,n_repeats,n_rows,loss,baseline_loss"
     assert len(lines) == 1 + 9
     frame = pd.read_csv(agrawal_small)
     columns = [c for c in frame.columns if c != "class"]
-    direct = batch_pfi(as_predictor(joblib.load(hgb_model)), frame[columns], frame["class"].tolist(), columns,
+    direct = batch_pfi(as_predictor(joblib.load(hgb)), frame[columns], frame["class"].tolist(), columns,
                        n_repeats=3, seed=1)
     first = lines[1].split(",")
     assert first[0] == direct.names[0] and float(first[1]) == direct.mean[0]
@@ -38,8 +38,8 @@ def test_batch_csv_matches_the_core(agrawal_small, hgb_model):
     assert "batch PFI: 300 rows" in result.stderr
 
 
-def test_batch_is_deterministic_and_jsonl_groups_drop(agrawal_small, hgb_model, tmp_path):
-    args = ["batch", agrawal_small, "-m", hgb_model, "-t", "class", "-M", "2", "--seed", "4"]
+def test_batch_is_deterministic_and_jsonl_groups_drop(agrawal_small, hgb, tmp_path):
+    args = ["batch", agrawal_small, "-m", hgb, "-t", "class", "-M", "2", "--seed", "4"]
     assert invoke(*args).stdout == invoke(*args).stdout
     out = tmp_path / "pfi.jsonl"
     result = invoke(*args, "-g", "money=salary,commission", "--drop", "car,zipcode", "-o", out, "-q")
@@ -51,14 +51,14 @@ def test_batch_is_deterministic_and_jsonl_groups_drop(agrawal_small, hgb_model, 
     assert all(r["n_repeats"] == 2 for r in records)
 
 
-def test_batch_errors(agrawal_small, hgb_model, tmp_path):
-    missing_target = invoke("batch", agrawal_small, "-m", hgb_model, "-t", "label")
+def test_batch_errors(agrawal_small, hgb, tmp_path):
+    missing_target = invoke("batch", agrawal_small, "-m", hgb, "-t", "label")
     assert missing_target.exit_code == 1 and "no column 'label'" in missing_target.stderr
-    unknown_feature = invoke("batch", agrawal_small, "-m", hgb_model, "-t", "class", "--features", "nope")
+    unknown_feature = invoke("batch", agrawal_small, "-m", hgb, "-t", "class", "--features", "nope")
     assert unknown_feature.exit_code == 2
     no_model = invoke("batch", agrawal_small, "-m", tmp_path / "none.joblib", "-t", "class")
     assert no_model.exit_code == 1 and "no such model file" in no_model.stderr
-    no_data = invoke("batch", tmp_path / "none.csv", "-m", hgb_model, "-t", "class")
+    no_data = invoke("batch", tmp_path / "none.csv", "-m", hgb, "-t", "class")
     assert no_data.exit_code == 1 and "no such file" in no_data.stderr
 
 
