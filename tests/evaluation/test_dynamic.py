@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ipfi_cli.evaluation import compare_learning, importance_error
+from ipfi_cli.evaluation import compare_learning
 from ipfi_cli.models import FunctionPredictor, as_predictor
-
 
 
 def independent_error(estimate, reference):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ipfi_cli.core import batch_pfi
-from ipfi_cli.evaluation import compare_static, importance_error
+from ipfi_cli.evaluation import compare_static
 from ipfi_cli.evaluation import static as static_module
 from ipfi_cli.models import FunctionPredictor
 
