@@ -65,12 +65,22 @@ class PFIResult:
         return dict(zip(self.names, self.mean))
 
 
-def as_block(rows: Any, columns: Sequence[str]) -> np.ndarray:
+def as_block(rows: Any, columns: Sequence[str], *, exact: bool = False) -> np.ndarray:
     """Rows (a 2-D array, a DataFrame or a list of dicts) as a 2-D array in ``columns`` order:
-    float64 when every column is numeric, else object."""
+    float64 when every column is numeric, else object.
+
+    ``exact`` keeps every value as it came (an object block: an ``int`` stays an ``int``), for
+    a model that takes records: a river ``OneHotEncoder`` that learned the category ``2``
+    does not know ``2.0``.
+
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"store": [1, 2], "x": [0.5, 1.5]})
+    >>> as_block(frame, ["store", "x"]).tolist(), as_block(frame, ["store", "x"], exact=True).tolist()
+    ([[1.0, 0.5], [2.0, 1.5]], [[1, 0.5], [2, 1.5]])
+    """
     if hasattr(rows, "to_numpy") and hasattr(rows, "columns"):
         frame = rows[list(columns)]
-        numeric = all(kind in "biuf" for kind in (dt.kind for dt in frame.dtypes))
+        numeric = not exact and all(kind in "biuf" for kind in (dt.kind for dt in frame.dtypes))
         return frame.to_numpy(dtype=np.float64 if numeric else object)
     if isinstance(rows, np.ndarray):
         if rows.ndim != 2 or rows.shape[1] != len(columns):
@@ -78,6 +88,8 @@ def as_block(rows: Any, columns: Sequence[str]) -> np.ndarray:
         return rows
     values = [[r[c] for c in columns] for r in rows]
     block = np.array(values, dtype=object)
+    if exact:
+        return block
     try:
         return block.astype(np.float64)
     except (TypeError, ValueError):
@@ -139,7 +151,7 @@ def batch_pfi(
     columns = [str(c) for c in columns]
     loss = get_loss(loss)
     resolved = resolve_groups(columns, features, groups)
-    block = as_block(rows, columns)
+    block = as_block(rows, columns, exact=not getattr(model, "supports_batch", False))
     target_array = np.empty(len(block), dtype=object)
     target_array[:] = list(targets)
     if len(block) < 2:

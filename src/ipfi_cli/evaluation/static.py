@@ -167,7 +167,7 @@ def compare_static(
     called with each finished run (in submission order), e.g. to write partial results.
     """
     columns = [str(c) for c in columns]
-    block = as_block(rows, columns)
+    block = as_block(rows, columns, exact=not getattr(predictor, "supports_batch", False))
     target_array = np.empty(len(block), dtype=object)
     target_array[:] = list(targets)
     if orderings < 1:

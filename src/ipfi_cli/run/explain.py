@@ -22,6 +22,7 @@ from typing import Any
 
 from ipfi_cli.errors import RunError
 from ipfi_cli.io.readers import RowReader
+from ipfi_cli.run.checks import all_zero_warning, check_inputs, check_output_names, labels_match_nothing
 from ipfi_cli.run.report import RateMeter, Reporter, Snapshot
 
 CHECKPOINT_EVERY = 10_000
@@ -188,16 +189,20 @@ class ExplainSession:
         self.columns = setup.model_columns(loaded, columns, s.target, source, check_target=check_target,
                                            features=s.features, drop=s.drop, groups=s.groups, notes=notes)
         features, groups = setup.explained_columns(loaded, self.columns, s.features, s.drop, s.groups)
+        check_inputs(loaded, self.columns, source)
         for line in notes:
             self.reporter.message(line, "note")
         self.checker = RowChecker(source=source, target=s.target, columns=self.columns, to_label=self.labels,
                                   check_columns=reader.format == "jsonl", learn=s.learn, on_bad_row=s.on_bad_row,
                                   on_skip=self._on_skip,
-                                  on_first_row=setup.first_row_hook(loaded, self.labels, self.columns))
+                                  on_first_row=setup.first_row_hook(loaded, self.labels, self.columns),
+                                  known_keys=({*self.input_columns, s.target} if reader.format == "jsonl" and not known
+                                              and not s.features else None))
         self.explainer = IncrementalPFI(
             loaded.predictor, self.columns, loss=self.loss, alpha=s.alpha, n_repeats=s.repeats,
             sampling=s.sampling, reservoir_size=s.reservoir_size, features=features, groups=groups or None,
             seed=self.seed)
+        check_output_names(self.explainer.names, s.bounds, source)
         if self.state is not None:
             self.state.begin(self)
         from ipfi_cli.run.steps import RowSteps
@@ -337,6 +342,9 @@ class ExplainSession:
         skipped = self.checker.skipped_summary()
         if skipped:
             say(skipped, "warning")
+        late = self.checker.late_keys_summary()
+        if late:
+            say(late, "warning")
         unknown = self.labels.unknown_summary()
         if unknown:
             say(unknown, "warning")
@@ -349,6 +357,13 @@ class ExplainSession:
             self.reporter.summary(self.title(), self.snapshot())
         if s.verbose:
             say(f"wrote {self.writer.records:,} record(s) to {s.output or '<stdout>'}")
+        if status is RunStatus.OK:
+            source = self.reader.name if self.reader else s.input
+            if self.labels.none_matched:
+                raise RunError(f"{source}: {labels_match_nothing(self.labels)}")
+            zero = all_zero_warning(self.explainer.importance_array(), self.explainer.n_explained)
+            if zero:
+                say(zero, "warning")
         if status is RunStatus.OK and self.explainer.n_explained == 0:
             skipped_rows, rows = self.checker.skipped, self.progress.rows
             why = (f"all {skipped_rows:,} row(s) were bad" if skipped_rows and not rows

@@ -48,7 +48,9 @@ class LossFitError(ModelError):
 
 
 def _native(value: Any) -> Any:
-    """A numpy scalar as the Python value (``np.int64(1)`` -> ``1``)."""
+    """A numpy scalar as the Python value (``np.int64(1)`` -> ``1``, ``np.str_('a')`` -> ``'a'``)."""
+    if isinstance(value, str):
+        return str(value)
     item = getattr(value, "item", None)
     return item() if item is not None and not isinstance(value, (str, bytes)) else value
 
@@ -94,6 +96,8 @@ class LabelMatcher:
         self.classes: list[Any] | None = None
         #: label (as read) -> rows with it that match no class of a fixed model
         self.unknown: dict[Any, int] = {}
+        #: labels looked up among known classes (rows)
+        self.matched = 0
         self._lookup: dict[Any, Any] = {}
         self._kind: type | None = None
         if classes is not None:
@@ -108,9 +112,10 @@ class LabelMatcher:
         kinds = {type(c) for c in known}
         self._kind = kinds.pop() if len(kinds) == 1 else None
         lookup: dict[Any, Any] = {}
+        zero_one = sorted(known, key=str) == [0, 1] and all(type(c) is int for c in known)
         for c in known:
             keys: list[Any] = [str(c), str(c).strip().lower()]
-            if isinstance(c, bool):
+            if isinstance(c, bool) or zero_one:  # True/yes find the class 1 of a 0/1 model, as 1 finds True
                 keys += list(_TRUE if c else _FALSE)
             elif isinstance(c, (int, float)) and math.isfinite(c):
                 keys.append(("number", float(c)))
@@ -129,6 +134,7 @@ class LabelMatcher:
             return value
         if not self._lookup:
             return value
+        self.matched += 1
         found = self._find(value)
         if found is not None:
             return found[0]
@@ -176,6 +182,12 @@ class LabelMatcher:
         if kind is float and number is not None:
             return number
         return value
+
+    @property
+    def none_matched(self) -> bool:
+        """Every label looked up so far matched no class of a fixed model: the model cannot be
+        measured on these labels (every row would have the maximal loss)."""
+        return self.fixed and self.matched > 0 and sum(self.unknown.values()) == self.matched
 
     def unknown_summary(self, limit: int = 3) -> str | None:
         """One line about the labels no class matched, or ``None``."""

@@ -51,12 +51,16 @@ class RowChecker:
     on_first_row : callable, optional
         Called once with the first good row's values, before its label is converted (a
         river classifier tells its classes there).
+    known_keys : set of str, optional
+        JSONL: the keys the model's inputs were taken from (the first row's). The first later
+        row with another key is remembered, for :meth:`late_keys_summary`.
     """
 
     def __init__(self, *, source: str, target: str, columns: Sequence[str], to_label: Callable[[Any], Any],
                  check_columns: bool, learn: bool, on_bad_row: str = "fail",
                  on_skip: Callable[[InputError], None] | None = None,
-                 on_first_row: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_first_row: Callable[[dict[str, Any]], None] | None = None,
+                 known_keys: set[str] | None = None) -> None:
         self.source = source
         self.target = target
         self.columns = list(columns)
@@ -68,6 +72,8 @@ class RowChecker:
         self.on_first_row = on_first_row
         self.skipped = 0
         self.first_skip: str | None = None
+        self.known_keys = known_keys
+        self.late_key: tuple[int, str] | None = None  # (row, key) of the first key the first row lacked
 
     def check(self, batch: Iterable[Row]) -> tuple[list[GoodRow], InputError | None]:
         """The batch's good rows, and the error to stop with (``fail``: the first bad row's)."""
@@ -87,6 +93,8 @@ class RowChecker:
                     error = self._problem(row, values)
                     if error is None:
                         good.append(GoodRow(row.number, row.line, values, label))
+                        if self.known_keys is not None and self.late_key is None and values.keys() - self.known_keys:
+                            self.late_key = (row.number, sorted(values.keys() - self.known_keys)[0])
                         continue
             if self.on_bad_row == "fail":
                 return good, error
@@ -100,6 +108,15 @@ class RowChecker:
             self.first_skip = str(error)
         if self.on_skip is not None:
             self.on_skip(error)  # type: ignore[arg-type]
+
+    def late_keys_summary(self) -> str | None:
+        """One line about a key that rows have but the first row lacked (JSONL), or ``None``."""
+        if self.late_key is None:
+            return None
+        row, key = self.late_key
+        return (f"{self.source}: row {row} has the key {key!r}, which the first row lacks, so the model does not get "
+                "it (a model that does not name its inputs gets the first row's keys); name its inputs with "
+                "--features")
 
     def skipped_summary(self) -> str | None:
         if not self.skipped:
