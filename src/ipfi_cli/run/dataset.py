@@ -14,6 +14,7 @@ from typing import Any
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.errors import InputError, RunError
 from ipfi_cli.models.loading import LoadedModel
+from ipfi_cli.run.checks import check_inputs, labels_match_nothing
 from ipfi_cli.run.report import Reporter
 
 
@@ -72,6 +73,7 @@ def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: R
         columns = setup.model_columns(loaded, input_columns, target, source, features=features, drop=drop,
                                       groups=groups, notes=notes)
         selected, groups = setup.explained_columns(loaded, columns, features, drop, groups)
+        check_inputs(loaded, columns, source)
         for line in notes:
             reporter.message(line, "note")
 
@@ -89,6 +91,8 @@ def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: R
     unknown = matcher.unknown_summary()
     if unknown:
         reporter.message(unknown, "warning")
+    if matcher.none_matched:
+        raise RunError(f"{source}: {labels_match_nothing(matcher)}")
     if len(rows) < 2:
         why = f"all {checker.skipped:,} row(s) were bad" if checker.skipped and not rows else \
             f"{len(rows)} good row(s); batch PFI needs at least 2"

@@ -181,7 +181,9 @@ class ExplainSession:
         if reader.format == "jsonl":
             # JSONL objects need not share keys: a model that names its inputs gets those, else
             # the first object's keys are the inputs; each row is checked for them and the target
-            inputs = list(known) if known else [c for c in self.input_columns if c != s.target]
+            named = [*(s.features or []), *(c for members in s.groups.values() for c in members)]
+            inputs = (list(known) if known else list(dict.fromkeys(named)) if s.features
+                      else [c for c in self.input_columns if c != s.target])
             columns = [*inputs, s.target]
             check_target = True
         else:

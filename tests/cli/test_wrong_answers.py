@@ -1,0 +1,153 @@
+"""Cases a new user met where ipfi once printed numbers that could not be right, with exit 0.
+Each now gives the right answer, or one line saying why it cannot. Through the real command,
+on data the test generates."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+from river import compose, linear_model, preprocessing, stream
+from sklearn.dummy import DummyClassifier
+from sklearn.ensemble import RandomForestClassifier
+
+from .conftest import parse_csv
+
+BASE = ["--seed", "0", "-M", "3"]
+
+
+def one_error(result, *fragments):
+    assert result.exit_code == 1, (result.exit_code, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ipfi: error: ")]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def batch_importances(stdout: str) -> dict[str, float]:
+    return {row["feature"]: float(row["importance"]) for row in parse_csv(stdout)}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A river pipeline that one-hot encodes an int-coded store id: the label is store 1 (or a rare x1)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"store": rng.choice([1, 2, 3], 600), "x1": rng.normal(size=600)})
+    frame["y"] = (frame.store == 1) | (frame.x1 > 1.5)
+    folder = tmp_path_factory.mktemp("store")
+    frame.to_csv(folder / "store.csv", index=False)
+
+    def make():
+        return compose.Pipeline(compose.TransformerUnion(compose.Select("store") | preprocessing.OneHotEncoder(),
+                                                         compose.Select("x1") | preprocessing.StandardScaler()),
+                                linear_model.LogisticRegression())
+    (folder / "fresh.pkl").write_bytes(pickle.dumps(make()))
+    model = make()
+    for x, y in stream.iter_frame(frame[["store", "x1"]], frame.y):
+        model.learn_one(x, y)
+    (folder / "trained.pkl").write_bytes(pickle.dumps(model))
+    return folder
+
+
+def test_batch_and_compare_give_a_river_model_the_ints_it_learned(run, store):
+    """Batch PFI once turned the int store ids into floats, which the encoder never saw: store 0."""
+    stream_result = run("explain", store / "store.csv", "-m", store / "trained.pkl", "-t", "y", *BASE, "-q")
+    streamed = float(parse_csv(stream_result.stdout)[-1]["store"])
+    batch = run("batch", store / "store.csv", "-m", store / "trained.pkl", "-t", "y", *BASE, "-q")
+    assert batch.exit_code == 0, batch.stderr
+    found = batch_importances(batch.stdout)
+    # store decides about a third of the labels: its importance is far from 0 (tolerance: the
+    # two estimators average different permutations of 600 rows, so they agree only roughly)
+    assert found["store"] > 0.25 and streamed > 0.25 and abs(found["store"] - streamed) < 0.1
+    learning = run("compare", store / "store.csv", "-m", store / "fresh.pkl", "-t", "y", "--learn",
+                   "--interval", "200", "--alpha", "0.01", *BASE, "-q")
+    assert learning.exit_code == 0, learning.stderr
+    interval = [float(r["importance"]) for r in parse_csv(learning.stdout)
+                if r["method"] == "interval" and r["feature"] == "store"]
+    assert min(interval[1:]) > 0.2  # once learned, interval PFI sees the store too
+
+
+def test_a_river_model_trained_on_other_names_is_refused(run, tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] > 0
+    model = preprocessing.StandardScaler() | linear_model.LogisticRegression()
+    for x, label in stream.iter_array(X, y):  # int keys 0, 1, 2
+        model.learn_one(x, label)
+    (tmp_path / "model.pkl").write_bytes(pickle.dumps(model))
+    pd.DataFrame(X).assign(label=y).to_csv(tmp_path / "data.csv", index=False)  # header '0','1','2'
+    for command in ("explain", "batch"):
+        one_error(run(command, tmp_path / "data.csv", "-m", tmp_path / "model.pkl", "-t", "label", *BASE),
+                  "learned the features 0, 1, 2", "none of them is an input column", "iter_array")
+
+
+@pytest.fixture(scope="module")
+def bool_labels(tmp_path_factory):
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"x1": rng.normal(size=400), "x2": rng.normal(size=400)})
+    truth = X.x1 > 0
+    folder = tmp_path_factory.mktemp("labels")
+    X.assign(y=truth).to_csv(folder / "data.csv", index=False)  # pandas writes True/False
+    joblib.dump(RandomForestClassifier(20, random_state=0).fit(X, truth.astype(int)), folder / "zero_one.joblib")
+    joblib.dump(RandomForestClassifier(20, random_state=0).fit(X, np.where(truth, "a", "b")), folder / "ab.joblib")
+    return folder
+
+
+def test_true_and_false_find_the_classes_one_and_zero(run, bool_labels):
+    result = run("explain", bool_labels / "data.csv", "-m", bool_labels / "zero_one.joblib", "-t", "y", *BASE, "-q")
+    assert result.exit_code == 0, result.stderr
+    last = parse_csv(result.stdout)[-1]
+    assert float(last["x1"]) > 0.3 and abs(float(last["x2"])) < 0.05  # y is x1 > 0
+
+
+def test_labels_that_are_no_class_of_the_model_exit_1(run, bool_labels):
+    for command in ("explain", "batch"):
+        one_error(run(command, bool_labels / "data.csv", "-m", bool_labels / "ab.joblib", "-t", "y", *BASE),
+                  "no label is one of the model's classes ('a', 'b')", "'True'")
+
+
+def test_a_feature_named_like_a_trace_field_is_refused(run, tmp_path):
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"row": rng.normal(size=200), "x": rng.normal(size=200)})
+    y = np.where(X.row > 0, "yes", "no")
+    joblib.dump(RandomForestClassifier(10, random_state=0).fit(X, y), tmp_path / "m.joblib")
+    X.assign(label=y).to_csv(tmp_path / "d.csv", index=False)
+    one_error(run("explain", tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "label", *BASE),
+              "'row' has the name of the traces' row-number field", "--group NEW=row")
+    renamed = run("explain", tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "label", *BASE, "-q",
+                  "--group", "first=row", "-F", "jsonl")
+    assert renamed.exit_code == 0, renamed.stderr
+    record = json.loads(renamed.stdout.splitlines()[-1])
+    assert record["row"] == 200 and record["first"] > 0.3
+
+
+def test_a_jsonl_key_the_first_row_lacks_is_reported(run, tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    rows = [{"a": r[0], "b": r[1], "c": r[2], "label": bool(r[0] > 0)} for r in X.tolist()]
+    del rows[0]["a"]
+    (tmp_path / "events.jsonl").write_text("\n".join(map(json.dumps, rows)) + "\n")
+    (tmp_path / "model.pkl").write_bytes(pickle.dumps(preprocessing.StandardScaler()
+                                                       | linear_model.LogisticRegression()))
+    result = run("explain", tmp_path / "events.jsonl", "-m", tmp_path / "model.pkl", "-t", "label", "--learn",
+                 *BASE, "--no-live")
+    assert result.exit_code == 0
+    assert "row 2 has the key 'a', which the first row lacks" in result.stderr
+    listed = run("explain", tmp_path / "events.jsonl", "-m", tmp_path / "model.pkl", "-t", "label", "--learn",
+                 *BASE, "--features", "a,b,c", "--on-bad-row", "skip", "-q")
+    assert listed.exit_code == 0 and parse_csv(listed.stdout)[0].keys() == {"row", "a", "b", "c"}
+
+
+def test_importances_that_are_all_exactly_zero_are_warned_about(run, tmp_path):
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"x1": rng.normal(size=100), "x2": rng.normal(size=100)})
+    y = np.where(X.x1 > 0, "yes", "no")
+    joblib.dump(DummyClassifier(strategy="most_frequent").fit(X, y), tmp_path / "constant.joblib")
+    X.assign(y=y).to_csv(tmp_path / "d.csv", index=False)
+    result = run("explain", tmp_path / "d.csv", "-m", tmp_path / "constant.joblib", "-t", "y", *BASE, "--no-live")
+    assert result.exit_code == 0
+    assert "every importance is exactly 0 after 99 rows" in result.stderr
