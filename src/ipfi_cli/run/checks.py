@@ -10,11 +10,13 @@ columns (:func:`check_inputs`), a feature whose name is one of the traces' own f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError
-from ipfi_cli.models.loading import LoadedModel
-from ipfi_cli.run.labels import LabelMatcher
+
+if TYPE_CHECKING:  # imported when used: the command line loads this module for --help
+    from ipfi_cli.models.loading import LoadedModel
+    from ipfi_cli.run.labels import LabelMatcher
 
 #: explained rows before all-zero importances are worth a warning
 ZERO_ROWS = 30
