@@ -151,3 +151,28 @@ def test_importances_that_are_all_exactly_zero_are_warned_about(run, tmp_path):
     result = run("explain", tmp_path / "d.csv", "-m", tmp_path / "constant.joblib", "-t", "y", *BASE, "--no-live")
     assert result.exit_code == 0
     assert "every importance is exactly 0 after 99 rows" in result.stderr
+
+
+def test_a_question_mark_read_as_missing_is_noted(run, tmp_path):
+    """UCI's '?' is a missing value to ipfi but text to pandas: a model trained on a frame pandas
+    read may know it as a category, so the run says how many were read as missing, and where."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"work": rng.choice(["a", "b", "?"], 200), "x": rng.normal(size=200)})
+    frame["y"] = np.where(frame.x > 0, "yes", "no")
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    model = make_pipeline(ColumnTransformer([("oh", OneHotEncoder(handle_unknown="ignore"), ["work"])],
+                                            remainder="passthrough"), RandomForestClassifier(10, random_state=0))
+    joblib.dump(model.fit(frame[["work", "x"]], frame.y), tmp_path / "m.joblib")
+    expected = int((frame.work == "?").sum())
+    for command in ("explain", "batch"):
+        display = ["--no-live"] if command == "explain" else []
+        result = run(command, tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "y", *BASE, *display)
+        assert result.exit_code == 0, result.stderr
+        assert f"'?' read as missing (UCI's token) in 'work' ({expected})" in result.stderr
+        assert "--no-default-na" in result.stderr
+    kept = run("batch", tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "y", *BASE, "--no-default-na")
+    assert kept.exit_code == 0 and "read as missing" not in kept.stderr

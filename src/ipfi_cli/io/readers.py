@@ -44,6 +44,7 @@ from ipfi_cli.io.sources import ByteSource, LineBuffer, stdin_is_tty
 from ipfi_cli.io.values import (
     DEFAULT_NA_VALUES,
     MISSING,
+    NOT_PANDAS_NA,
     NUMBER,
     STRING,
     NotANumber,
@@ -106,6 +107,8 @@ class RowReader:
         self._peeked: collections.deque[Row] = collections.deque()
         self._csv: Any = None
         self.rows_read = 0  # data rows handed out, bad ones included
+        #: column -> {token: count} of the fields read as missing through a token pandas keeps as text
+        self.noted_missing: dict[str, dict[str, int]] = {}
 
     # -- set-up ---------------------------------------------------------------------------
     @property
@@ -204,7 +207,9 @@ class RowReader:
         kinds = self._csv_kinds = [self._kinds.get(h, 0) for h in header]
         converters: list[Callable[[str], Any]] | None = None  # once every kind is known
         na_values = self.na_values
-        as_number, as_string = number_parser(na_values), string_parser(na_values)
+        noted = self.noted_missing
+        as_number = number_parser(na_values)
+        as_strings = [string_parser(na_values, noted.setdefault(h, {})) for h in header]
         last_line = reader.line_num
         while True:
             try:
@@ -252,9 +257,11 @@ class RowReader:
             for i, text in enumerate(fields):
                 kind = kinds[i]
                 if kind == STRING:
-                    values[header[i]] = as_string(text)
+                    values[header[i]] = as_strings[i](text)
                     continue
                 value = parse_value(text, na_values)
+                if value != value and text.strip() in NOT_PANDAS_NA:  # read as missing, where pandas keeps it
+                    as_strings[i](text)  # counts it
                 if type(value) is str:
                     if kind == NUMBER:
                         problem = (f"expected a number (the column held numbers before), got {text!r}", header[i])
@@ -269,7 +276,7 @@ class RowReader:
             for i, kind in learned:
                 kinds[i] = kind
             if 0 not in kinds:
-                converters = [as_number if k == NUMBER else as_string for k in kinds]
+                converters = [as_number if k == NUMBER else as_strings[i] for i, k in enumerate(kinds)]
             self.rows_read += 1
             yield Row(self.rows_read, line, values)
 
@@ -309,6 +316,9 @@ class RowReader:
                 is_text = type(value) is str
                 if is_text and (value in na_values or (value.strip() or "\x00") in na_values):
                     obj[key] = MISSING
+                    if value.strip() in NOT_PANDAS_NA:
+                        counts = self.noted_missing.setdefault(key, {})
+                        counts[value.strip()] = counts.get(value.strip(), 0) + 1
                     continue
                 if isinstance(value, (dict, list)):
                     problem = ("nested objects and arrays are not supported as values", key)
@@ -329,6 +339,19 @@ class RowReader:
             if self._columns is None:
                 self._columns = list(obj)
             yield Row(self.rows_read, line, obj)
+
+    def noted_missing_summary(self) -> str | None:
+        """One line about values read as missing through a token pandas keeps as text (``?``),
+        or ``None``: a model trained on data pandas read may have learned them as a category."""
+        counts = {column: sum(tokens.values()) for column, tokens in self.noted_missing.items() if tokens}
+        if not counts:
+            return None
+        tokens = sorted({t for found in self.noted_missing.values() for t in found})
+        shown = ", ".join(f"{column!r} ({n:,})" for column, n in sorted(counts.items(), key=lambda kv: -kv[1])[:4])
+        more = ", ..." if len(counts) > 4 else ""
+        return (f"{self.name}: {' '.join(repr(t) for t in tokens)} read as missing (UCI's token) in {shown}{more}; "
+                "pandas keeps it as text, so a model trained on a frame pandas read may have learned it as a "
+                "category: then use --no-default-na (and --na-values for the real tokens)")
 
     # -- column kinds (for a run that continues in another input) ----------------------------
     def column_kinds(self) -> dict[str, str]:

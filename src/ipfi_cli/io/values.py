@@ -36,6 +36,9 @@ DEFAULT_NA_VALUES: frozenset[str] = frozenset({
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
     "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null", "?",
 })
+#: default missing-value tokens that pandas reads as text (a model trained on a frame pandas read
+#: may have learned them as categories)
+NOT_PANDAS_NA: frozenset[str] = frozenset({"?"})
 #: field separators recognised from a header line that holds no comma
 SNIFFED_DELIMITERS = (";", "\t", "|")
 _DELIMITER_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|", "space": " "}
@@ -151,15 +154,23 @@ def number_parser(na_values: frozenset[str]) -> Callable[[str], Any]:
     return number
 
 
-@functools.lru_cache(maxsize=8)
-def string_parser(na_values: frozenset[str]) -> Callable[[str], Any]:
-    """A field of a column known to hold strings: missing token -> ``MISSING``, else the text."""
+def string_parser(na_values: frozenset[str], noted: dict[str, int] | None = None) -> Callable[[str], Any]:
+    """A field of a column known to hold strings: missing token -> ``MISSING``, else the text.
+
+    ``noted`` counts the fields read as missing through a token that pandas reads as text
+    (:data:`NOT_PANDAS_NA`: ``?``), so a run can say so.
+    """
 
     def string(text: str) -> Any:
         if text in na_values:
-            return MISSING
-        stripped = text.strip()
-        return MISSING if stripped and stripped in na_values else text
+            token = text
+        else:
+            token = text.strip()
+            if not token or token not in na_values:
+                return text
+        if noted is not None and token in NOT_PANDAS_NA:
+            noted[token] = noted.get(token, 0) + 1
+        return MISSING
     return string
 
 

@@ -85,6 +85,9 @@ def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: R
                              check_columns=reader.format == "jsonl", learn=learn, on_bad_row=on_bad_row,
                              on_skip=on_skip, on_first_row=setup.first_row_hook(loaded, matcher, columns))
         rows = read_good_rows(reader, checker)
+        noted = reader.noted_missing_summary()
+        if noted:
+            reporter.message(noted, "note")
     skipped = checker.skipped_summary()
     if skipped:
         reporter.message(skipped, "warning")

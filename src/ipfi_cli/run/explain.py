@@ -344,9 +344,9 @@ class ExplainSession:
         skipped = self.checker.skipped_summary()
         if skipped:
             say(skipped, "warning")
-        late = self.checker.late_keys_summary()
-        if late:
-            say(late, "warning")
+        for line in (self.checker.late_keys_summary(), self.reader.noted_missing_summary() if self.reader else None):
+            if line:
+                say(line, "note")
         unknown = self.labels.unknown_summary()
         if unknown:
             say(unknown, "warning")
