@@ -1,0 +1,605 @@
+"""Importance-change detection on iPFI's per-row contributions, with a false-alarm guarantee.
+
+iPFI's smoothed estimate of feature (or group) ``j`` averages per-row contributions
+``lambda_t(j)`` (the loss increase of row ``t`` when ``j`` is replaced, averaged over the
+``M`` realisations; :attr:`IncrementalPFI.last_contribution`). A change in the model's
+reliance on ``j`` is a change in the mean of ``lambda_t(j)``. :class:`ChangeDetector` runs
+one river :class:`~river.drift.ADWIN` per feature or group, and one on the model's own
+per-row loss, and turns ADWIN's detections into :class:`ChangeEvent` records that say what
+changed, from what to what, with which confidence, and where it ranks.
+
+**The test (ADWIN, Bifet & Gavalda 2007, as river implements it).** ADWIN keeps a window
+``W`` of the most recent values (``n`` of them, in exponential buckets) and, every ``clock``
+values, checks each bucket boundary splitting ``W`` into an older part ``W0`` (``n0`` values)
+and a recent part ``W1`` (``n1``). It flags a change when::
+
+    |mean(W0) - mean(W1)| > eps_cut,
+    eps_cut = sqrt(2 / m * var(W) * L) + 2 / (3 m) * L,   1/m = 1/(n0 - 4) + 1/(n1 - 4),
+    L = ln(2 ln(n) / delta)
+
+(``var(W)`` is the window's variance; the ``- 4`` is river's ``min_window_length - 1``). It
+then drops the oldest buckets until no boundary is significant. The values are divided by
+their range ``R`` first (``value_range``; zero-one loss: contributions lie in [-1, 1], so
+``R = 2``, the loss in [0, 1], ``R = 1``), which makes ``eps_cut`` Bernstein's bound for
+values in an interval of width 1.
+
+**The guarantee.** (ADWIN's Theorem 3.1, false positives.) If the mean of the values has
+not changed within the window, the probability that a check flags a change is at most
+``delta`` (default 0.002), for each feature's detector at each check. Over a stream of
+``T`` rows a detector makes ``T / clock`` checks, so ``delta * T / clock`` bounds the expected
+number of false alarms per detector; the bound is loose (a union over every cut and
+Bernstein's inequality with a worst-case range), and the measured rate is far lower (no
+false alarm in 10 x 20,000 rows, see ``benchmarks/bench_changes.py``). Contributions of
+nearby rows share reservoir rows, so they are not quite independent: the guarantee is for
+the idealised stream of independent rows, like :meth:`IncrementalPFI.bounds`. For a loss
+without a known range (absolute, squared, log) the values are not scaled unless
+``value_range`` / ``loss_range`` are given, and the bound is then the Gaussian-like
+(variance) term plus a range term in the values' own units: approximate.
+
+**What is reported.** A detection becomes an event only if the two windows' means differ
+by at least ``min_change`` (importance or loss units, default 0.01): a long stream does
+not alert on trivial shifts. Either way the detector then restarts on the rows that follow
+(river's ADWIN resets after a detection). ``before``/``after`` are the means of ``W0`` (the
+rows dropped) and ``W1`` (the rows kept), each with an empirical-Bernstein half-width at the
+same level as the test, ``sqrt(2 var_i L / n_i) + 2 R L / (3 n_i)``. ``W1`` starts at a bucket
+boundary, so it may hold some rows from before the change: ``after`` then understates the
+change (the smoothed estimate, with its ``~2 / alpha``-row memory, understates it far more).
+
+**A reference ranking** (``reference``): the current estimates' top-``k`` ranking is scored
+against a reference importance vector by nDCG@k (:func:`ndcg_at_k`, the reference's
+importances as relevances), every ``clock`` rows after ``warmup`` rows; a
+:class:`RankingEvent` is raised when it falls below ``ndcg_threshold`` (default 0.9, as
+SageMaker Clarify uses), once per crossing: it re-arms only after the nDCG has come back
+above ``ndcg_threshold + rearm``.
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> detector = ChangeDetector(["a", "b"], value_range=2.0, loss_range=1.0)
+>>> events = []
+>>> for row in range(6000):
+...     relied_on = 0 if row < 3000 else 1           # the model stops using "a" for "b"
+...     contributions = np.zeros(2)
+...     contributions[relied_on] = float(rng.random() < 0.5)
+...     events += detector.update(row, contributions, loss=float(rng.random() < 0.1))
+>>> [(e.feature, e.direction, e.rank_before, e.rank_after) for e in events]
+[('a', 'down', 1, 2), ('b', 'up', 2, 1)]
+>>> events[0].row - 3000 < 100, round(events[0].before, 1)
+(True, 0.5)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+#: the ``feature`` of an event on the model's own loss
+LOSS = "loss"
+
+
+# -- events ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChangeEvent:
+    """A change in the mean of one feature's per-row contributions, or of the model's loss.
+
+    Attributes
+    ----------
+    row : int
+        The row at which the change was detected (the caller's row number).
+    feature : str
+        The feature or group whose importance changed, or ``"loss"``.
+    kind : str
+        ``"importance"`` (a feature's contributions) or ``"loss"`` (the model's own loss).
+    direction : str
+        ``"up"`` (more important / higher loss after) or ``"down"``.
+    before, after : float
+        Mean contribution (importance units; for ``"loss"``: mean loss) over the two windows
+        the detector compared: the older rows it dropped, and the recent rows it kept.
+    before_bound, after_bound : float
+        Half-widths of the confidence intervals of ``before`` and ``after`` (empirical
+        Bernstein, at the level of the detector's test; see the module docstring).
+    change : float
+        ``after - before``; its size is at least ``min_change``.
+    n_before, n_after : int
+        Rows in the two windows.
+    start_row : int
+        The first row of the ``after`` window: where the change is placed (the change happened
+        at or before it; the window starts at a bucket boundary, so possibly a little earlier).
+    rank_before, rank_after : int or None
+        The feature's rank (1 = most important) among all features' mean contributions over
+        the ``before`` and the ``after`` window (rows older than the detector's ``history``
+        are left out of ``before``); ``None`` for ``"loss"``.
+    features : tuple of str
+        For ``"loss"``: the features whose importance changed with it: whose mean contribution
+        over the same two windows moved by at least ``min_change`` and by more than the sum of
+        the two bounds, biggest change first, then those with an importance event in the
+        preceding ``link_rows`` rows. Empty for ``"importance"``.
+    loss_row : int or None
+        For ``"importance"``: the row of a loss event in the preceding ``link_rows`` rows, if
+        any (the importance change came with that change of performance).
+    """
+
+    row: int
+    feature: str
+    kind: str
+    direction: str
+    before: float
+    after: float
+    before_bound: float
+    after_bound: float
+    n_before: int
+    n_after: int
+    start_row: int
+    rank_before: int | None = None
+    rank_after: int | None = None
+    features: tuple[str, ...] = ()
+    loss_row: int | None = None
+
+    @property
+    def change(self) -> float:
+        return self.after - self.before
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values, fields in a fixed order (``kind`` first after ``row``)."""
+        return {"row": self.row, "kind": self.kind, "feature": self.feature, "direction": self.direction,
+                "before": self.before, "before_bound": self.before_bound, "after": self.after,
+                "after_bound": self.after_bound, "change": self.change, "n_before": self.n_before,
+                "n_after": self.n_after, "start_row": self.start_row, "rank_before": self.rank_before,
+                "rank_after": self.rank_after, "features": list(self.features), "loss_row": self.loss_row}
+
+
+@dataclass(frozen=True)
+class RankingEvent:
+    """The current top-k ranking departed from the reference: nDCG@k fell below the threshold.
+
+    Attributes
+    ----------
+    row : int
+        The row at which it was seen (checked every ``clock`` rows).
+    ndcg : float
+        nDCG@k of the current estimates against the reference (1 = same top-k order).
+    threshold : float
+        The threshold it fell below.
+    k : int
+        How many top features are scored.
+    top_current, top_reference : tuple of str
+        The current and the reference top-k features, most important first.
+    error : float
+        The paper's error between the two vectors (normalised to shares, L1 distance, in
+        [0, 2]; :func:`ipfi_cli.evaluation.metrics.importance_error`).
+    kind, feature : str
+        Always ``"ranking"`` (so every event has a ``kind`` and a ``feature``).
+    """
+
+    row: int
+    ndcg: float
+    threshold: float
+    k: int
+    top_current: tuple[str, ...]
+    top_reference: tuple[str, ...]
+    error: float
+    kind: str = field(default="ranking", init=False)
+    feature: str = field(default="ranking", init=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"row": self.row, "kind": self.kind, "feature": self.feature, "ndcg": self.ndcg,
+                "threshold": self.threshold, "k": self.k, "top_current": list(self.top_current),
+                "top_reference": list(self.top_reference), "error": self.error}
+
+
+# -- nDCG --------------------------------------------------------------------------------------
+def _dcg(relevance: np.ndarray, scores: np.ndarray, k: int) -> float:
+    """DCG@k of ``relevance`` ranked by ``scores``; tied scores share their positions' discounts."""
+    order = np.argsort(-scores, kind="stable")
+    ranked_scores, ranked_rel = scores[order], relevance[order]
+    discount = np.zeros(len(scores))
+    discount[:k] = 1.0 / np.log2(np.arange(2, min(k, len(scores)) + 2))
+    _, starts = np.unique(-ranked_scores, return_index=True)
+    total = 0.0
+    bounds = list(starts) + [len(scores)]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        total += float(ranked_rel[a:b].mean() * discount[a:b].sum())
+    return total
+
+
+def ndcg_at_k(current: Sequence[float] | np.ndarray, reference: Sequence[float] | np.ndarray,
+              k: int | None = None) -> float:
+    """nDCG@k of the ranking by ``current`` with ``reference`` (clipped at 0) as the relevances.
+
+    Tied scores in ``current`` get the average gain of their positions (as scikit-learn's
+    ``ndcg_score`` with ``ignore_ties=False``). NaN when ``current`` has a NaN or the
+    reference has nothing positive.
+
+    >>> ndcg_at_k([0.3, 0.2, 0.0], [0.3, 0.2, 0.0])
+    1.0
+    >>> round(ndcg_at_k([0.0, 0.2, 0.3], [0.3, 0.2, 0.0]), 3)   # (0.2 / log2(3) + 0.3 / 2) / (0.3 + 0.2 / log2(3))
+    0.648
+    """
+    scores = np.asarray(current, dtype=np.float64)
+    relevance = np.clip(np.asarray(reference, dtype=np.float64), 0.0, None)
+    if scores.shape != relevance.shape or scores.ndim != 1:
+        raise ValueError(f"the vectors differ in shape: {scores.shape} and {relevance.shape}")
+    k = len(scores) if k is None else int(k)
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if np.isnan(scores).any() or np.isnan(relevance).any():
+        return float("nan")
+    ideal = _dcg(relevance, relevance, k)
+    return float(_dcg(relevance, scores, k) / ideal) if ideal > 0 else float("nan")
+
+
+# -- the detector ------------------------------------------------------------------------------
+def default_ranges(loss: Any) -> tuple[float | None, float | None]:
+    """``(contribution range, loss range)`` for a loss (name or :class:`Loss`); ``None``: unbounded.
+
+    >>> default_ranges("zero-one")
+    (2.0, 1.0)
+    """
+    name = getattr(loss, "name", loss)
+    return (2.0, 1.0) if name == "zero-one" else (None, None)
+
+
+def _ranks(means: np.ndarray) -> np.ndarray:
+    """1 + the number of strictly larger means (ties share the better rank)."""
+    return 1 + (means[None, :] > means[:, None]).sum(axis=1)
+
+
+class ChangeDetector:
+    """Detects changes in a model's reliance on its features, and in its loss, on a stream.
+
+    One river ADWIN per feature or group on the per-row contributions, and one on the
+    model's per-row loss (see the module docstring for the test and its guarantee). Feed it
+    every explained row with :meth:`update` (or a micro-batch with :meth:`update_many`, or
+    straight from an explainer with :meth:`update_from`); it returns the events of that row.
+    It pickles, and a restored detector carries on exactly as the original would.
+
+    Parameters
+    ----------
+    names : list of str
+        The features or groups, in the order of the contribution vectors.
+    delta : float, default=0.002
+        ADWIN's confidence: the false-alarm probability per check of each detector.
+    min_change : float, default=0.01
+        The smallest change of a mean (importance or loss units) worth an event.
+    value_range, loss_range : float, default=None
+        Width of the interval the contributions / the per-row losses lie in (see
+        :func:`default_ranges`); ``None``: unknown, values are not scaled.
+    clock : int, default=32
+        ADWIN checks every ``clock`` rows (river's default); also the reference check's period.
+    reference : array-like of float, default=None
+        A reference importance vector in ``names`` order: check the ranking against it.
+    k : int, default=None
+        Top-k of the reference check (default ``min(10, len(names))``).
+    ndcg_threshold : float, default=0.9
+        A :class:`RankingEvent` when nDCG@k falls below it.
+    rearm : float, default=0.02
+        After an event the reference check re-arms once nDCG is back above ``threshold + rearm``.
+    warmup : int, default=1000
+        Rows before the reference check starts (the estimates are noisy at first).
+    link_rows : int, default=500
+        How far apart a loss event and importance events may be to be reported together.
+    history : int, default=20000
+        Rows of cumulative sums kept for the ranks and the loss events' feature lists (at most
+        ``2**21`` cells: fewer rows for many features). The detectors themselves are exact.
+
+    Attributes
+    ----------
+    events : list of ChangeEvent and RankingEvent
+        Every event so far, in order.
+    n_rows : int
+        Rows fed so far (rows with a NaN contribution are not counted).
+    n_suppressed : int
+        Detections below ``min_change``, not reported.
+    """
+
+    def __init__(self, names: Sequence[str], *, delta: float = 0.002, min_change: float = 0.01,
+                 value_range: float | None = None, loss_range: float | None = None, clock: int = 32,
+                 reference: Sequence[float] | np.ndarray | None = None, k: int | None = None,
+                 ndcg_threshold: float = 0.9, rearm: float = 0.02, warmup: int = 1000,
+                 link_rows: int = 500, history: int = 20000) -> None:
+        from river.drift import ADWIN   # here, so importing this module stays cheap
+
+        if not 0.0 < delta < 1.0:
+            raise ValueError(f"delta must be in (0, 1), got {delta}")
+        if min_change < 0:
+            raise ValueError(f"min_change must be at least 0, got {min_change}")
+        for label, value in (("value_range", value_range), ("loss_range", loss_range)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{label} must be positive, got {value}")
+        self.names = [str(n) for n in names]
+        self.delta = float(delta)
+        self.min_change = float(min_change)
+        self.value_range = value_range
+        self.loss_range = loss_range
+        self.clock = int(clock)
+        self.ndcg_threshold = float(ndcg_threshold)
+        self.rearm = float(rearm)
+        self.warmup = int(warmup)
+        self.link_rows = int(link_rows)
+        n = len(self.names) + 1   # the features, then the loss
+        self._ranges = np.array([value_range or 1.0] * (n - 1) + [loss_range or 1.0])
+        self._scale = 1.0 / self._ranges
+        self._adwin_params = {"delta": self.delta, "clock": self.clock}
+        self._adwins = [ADWIN(**self._adwin_params) for _ in range(n)]
+        # running sums of the values and their squares since the start of the stream, and a ring of
+        # them after each of the last ``history`` rows: any window's mean and variance in O(1)
+        self._cum = np.zeros(n)
+        self._cum_sq = np.zeros(n)
+        self._start = np.zeros(n, dtype=np.int64)   # index (into the rows fed) of each window's first row
+        self.history = max(64, min(int(history), (1 << 21) // (2 * n)))
+        self._ring_cum = np.zeros((self.history, n))
+        self._ring_sq = np.zeros((self.history, n))
+        self._ring_row = np.zeros(self.history, dtype=np.int64)
+        self._written = 0   # rows whose cumulative sums went into the ring
+        self.n_rows = 0
+        self.n_suppressed = 0
+        self.events: list[ChangeEvent | RankingEvent] = []
+        self._last_loss_event: int | None = None   # row of the last loss event
+        self._last_importance: dict[str, int] = {}   # feature -> row of its last importance event
+        self._seen_explained: int | None = None   # for update_from: the explainer's n_explained last time
+        # reference ranking
+        self.reference = None if reference is None else np.asarray(reference, dtype=np.float64)
+        if self.reference is not None and self.reference.shape != (len(self.names),):
+            raise ValueError(f"the reference has {self.reference.size} values for {len(self.names)} features")
+        self.k = min(10, len(self.names)) if k is None else int(k)
+        self.ndcg = float("nan")   # the last nDCG computed
+        self._armed = True
+
+    @classmethod
+    def from_explainer(cls, explainer: Any, **options: Any) -> ChangeDetector:
+        """A detector for an :class:`IncrementalPFI` (core or API): its names, and its loss's ranges.
+
+        >>> from ipfi_cli.core import IncrementalPFI
+        >>> from ipfi_cli.models import FunctionPredictor
+        >>> explainer = IncrementalPFI(FunctionPredictor(lambda X: X[:, 0] > 0), ["a", "b"])
+        >>> detector = ChangeDetector.from_explainer(explainer, min_change=0.02)
+        >>> detector.names, detector.value_range, detector.loss_range
+        (['a', 'b'], 2.0, 1.0)
+        """
+        core = _core_of(explainer)
+        value_range, loss_range = default_ranges(core.loss if core is not None else explainer.loss)
+        options.setdefault("value_range", value_range)
+        options.setdefault("loss_range", loss_range)
+        names = core.names if core is not None else list(explainer.columns)
+        return cls(names, **options)
+
+    # -- feeding -------------------------------------------------------------------------------
+    def update(self, row: int, contributions: Sequence[float] | np.ndarray, loss: float,
+               estimates: Sequence[float] | np.ndarray | None = None) -> list[ChangeEvent | RankingEvent]:
+        """Feed one explained row; returns its events (usually none).
+
+        ``contributions``: the row's contribution per feature (``IncrementalPFI.last_contribution``),
+        ``loss``: its unperturbed loss (``last_loss``), ``estimates``: the smoothed estimates after
+        it (needed only for the reference check). A row with a NaN contribution is skipped.
+        """
+        values = np.asarray(contributions, dtype=np.float64).reshape(1, -1)
+        estimates_block = None if estimates is None else np.asarray(estimates, dtype=np.float64).reshape(1, -1)
+        return self.update_many([row], values, [loss], estimates_block)
+
+    def update_many(self, rows: Sequence[int] | np.ndarray, contributions: np.ndarray,
+                    losses: Sequence[float] | np.ndarray,
+                    estimates: np.ndarray | None = None) -> list[ChangeEvent | RankingEvent]:
+        """Feed consecutive rows (``explain_many(..., return_contributions=True)``'s output);
+        the same events as :meth:`update` row by row. Rows with a NaN contribution are skipped."""
+        contributions = np.asarray(contributions, dtype=np.float64)
+        n_features = len(self.names)
+        if contributions.ndim != 2 or contributions.shape[1] != n_features:
+            raise ValueError(f"expected contributions of shape (rows, {n_features}), got {contributions.shape}")
+        values = np.empty((contributions.shape[0], n_features + 1))
+        values[:, :n_features] = contributions
+        values[:, n_features] = np.asarray(losses, dtype=np.float64)
+        rows = np.asarray(rows, dtype=np.int64)
+        keep = ~np.isnan(values).any(axis=1)
+        if not keep.all():
+            values, rows = values[keep], rows[keep]
+            estimates = None if estimates is None else np.asarray(estimates)[keep]
+        events: list[ChangeEvent | RankingEvent] = []
+        step = self.history // 2   # a chunk never overwrites ring rows it still needs
+        for a in range(0, len(values), step):
+            events += self._feed(rows[a:a + step], values[a:a + step],
+                                 None if estimates is None else estimates[a:a + step])
+        return events
+
+    def update_from(self, explainer: Any, row: int | None = None) -> list[ChangeEvent | RankingEvent]:
+        """Feed the row an explainer (core or API ``IncrementalPFI``) has just explained.
+
+        Call it after each ``explain_one``; ``row`` defaults to the explainer's count of rows
+        seen minus one (0-based). A call with no newly explained row returns no event.
+        """
+        core = _core_of(explainer)
+        if core is None or core.n_explained == self._seen_explained or core.n_explained == 0:
+            return []
+        self._seen_explained = core.n_explained
+        row = core.n_seen - 1 if row is None else row
+        return self.update(row, core.last_contribution, core.last_loss, core.importance_array())
+
+    # -- internals -----------------------------------------------------------------------------
+    def _feed(self, rows: np.ndarray, values: np.ndarray,
+              estimates: np.ndarray | None) -> list[ChangeEvent | RankingEvent]:
+        t = len(values)
+        if t == 0:
+            return []
+        first = self.n_rows
+        # cumulative sums after each row, added in stream order (the same bits as one row at a time)
+        cum = np.cumsum(np.vstack([self._cum, values]), axis=0)[1:]
+        cum_sq = np.cumsum(np.vstack([self._cum_sq, values * values]), axis=0)[1:]
+        positions = np.arange(first, first + t) % self.history
+        self._ring_cum[positions] = cum
+        self._ring_sq[positions] = cum_sq
+        self._ring_row[positions] = rows
+        self._written = first + t
+        scaled = (values * self._scale).tolist()
+        adwins = self._adwins
+        events: list[ChangeEvent | RankingEvent] = []
+        for i in range(t):
+            for j, (adwin, value) in enumerate(zip(adwins, scaled[i])):
+                adwin.update(value)
+                if adwin.drift_detected:
+                    event = self._detected(j, first + i)
+                    if event is not None:
+                        events.append(event)
+            if estimates is not None and self.reference is not None and (first + i + 1) % self.clock == 0:
+                ranking = self._check_reference(int(rows[i]), first + i + 1, estimates[i])
+                if ranking is not None:
+                    events.append(ranking)
+        self._cum, self._cum_sq = cum[-1].copy(), cum_sq[-1].copy()
+        self.n_rows = first + t
+        self.events.extend(events)
+        return events
+
+    def _span(self, a: int, b: int) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """Cumulative sums and sums of squares from the ring: the values before row ``a`` (indices
+        into the rows fed), then after each row up to ``b - 1``; ``a`` is moved up to the oldest
+        row kept, and returned. ``None`` if no row is left."""
+        oldest = self._written - self.history   # the oldest index whose cumulative sums are kept
+        a = max(a, oldest + 1)
+        if b <= a:
+            return None
+        positions = np.arange(a - 1, b) % self.history
+        cum, cum_sq = self._ring_cum[positions], self._ring_sq[positions]
+        if a == 0:
+            cum[0] = 0.0
+            cum_sq[0] = 0.0
+        return a, cum, cum_sq
+
+    @staticmethod
+    def _stats(c0: np.ndarray, c1: np.ndarray, q0: np.ndarray, q1: np.ndarray,
+               n: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(n, means, sums of squared deviations)`` of a window from the cumulative sums at its ends."""
+        total = c1 - c0
+        return n, total / n, np.maximum((q1 - q0) - total * total / n, 0.0)
+
+    def _bound(self, m2: float, n: int, log_term: float, width: float) -> float:
+        """Empirical-Bernstein half-width of a mean of ``n`` values with sum of squared deviations ``m2``."""
+        return float(math.sqrt(2.0 * max(float(m2), 0.0) / n * log_term / n) + 2.0 * width * log_term / (3.0 * n))
+
+    def _detected(self, j: int, index: int) -> ChangeEvent | None:
+        """Detector ``j`` flagged a change at row ``index`` (into the rows fed): make its event
+        (or count it as suppressed), then restart its window after this row.
+
+        The event's windows split the detector's window (its last ``history`` rows at most) where
+        ADWIN's statistic ``|mean(W0) - mean(W1)| / eps_cut`` is largest, over every row (ADWIN
+        itself looks at bucket boundaries only, and keeps the longest recent part without a
+        significant cut, which may hold many rows from before the change)."""
+        width = self._ranges[j]
+        start = int(self._start[j])
+        n_window = index - start + 1
+        self._start[j] = index + 1
+        log_term = math.log(2.0 * math.log(max(n_window, 3)) / self.delta)
+        span = self._span(start, index + 1)
+        if span is None:
+            self.n_suppressed += 1
+            return None
+        a, cum, cum_sq = span   # cumulative sums before row a (first entry) and after each row to index
+        n = len(cum) - 1
+        low = 5   # river's min_window_length
+        if n < 2 * low:
+            self.n_suppressed += 1
+            return None
+        k = np.arange(low, n - low + 1)
+        s_all, q_all = cum[-1, j] - cum[0, j], cum_sq[-1, j] - cum_sq[0, j]
+        s0 = cum[k, j] - cum[0, j]
+        diff = np.abs(s0 / k - (s_all - s0) / (n - k)) / width
+        variance = max(q_all - s_all * s_all / n, 0.0) / n / (width * width)
+        m_recip = 1.0 / (k - low + 1) + 1.0 / (n - k - low + 1)
+        eps = np.sqrt(2.0 * m_recip * variance * log_term) + 2.0 / 3.0 * log_term * m_recip
+        n0 = int(k[int(np.argmax(diff / eps))])
+        n1 = n - n0
+        cut = a + n0
+        before, after = self._stats(cum[0], cum[n0], cum_sq[0], cum_sq[n0], n0), \
+            self._stats(cum[n0], cum[-1], cum_sq[n0], cum_sq[-1], n1)
+        mean0, mean1 = before[1][j], after[1][j]
+        if abs(mean1 - mean0) < self.min_change:
+            self.n_suppressed += 1
+            return None
+        row = int(self._ring_row[index % self.history])
+        start_row = int(self._ring_row[cut % self.history])
+        common = {"row": row, "direction": "up" if mean1 > mean0 else "down", "before": float(mean0),
+                  "after": float(mean1), "before_bound": self._bound(before[2][j], n0, log_term, width),
+                  "after_bound": self._bound(after[2][j], n1, log_term, width), "n_before": n0, "n_after": n1,
+                  "start_row": start_row}
+        if j == len(self.names):   # the loss
+            features = self._changed_with(before, after, log_term, row)
+            self._last_loss_event = row
+            return ChangeEvent(feature=LOSS, kind="loss", features=features, **common)
+        name = self.names[j]
+        rank_before = int(_ranks(before[1][:-1])[j])
+        rank_after = int(_ranks(after[1][:-1])[j])
+        loss_row = self._last_loss_event
+        if loss_row is not None and row - loss_row > self.link_rows:
+            loss_row = None
+        self._last_importance[name] = row
+        return ChangeEvent(feature=name, kind="importance", rank_before=rank_before, rank_after=rank_after,
+                           loss_row=loss_row, **common)
+
+    def _changed_with(self, before: tuple[int, np.ndarray, np.ndarray], after: tuple[int, np.ndarray, np.ndarray],
+                      log_term: float, row: int) -> tuple[str, ...]:
+        """Features whose contributions changed over a loss event's windows, then those with a recent event."""
+        (n0, mean0, m2_0), (n1, mean1, m2_1) = before, after
+        changes = []
+        for g, name in enumerate(self.names):
+            bounds = (self._bound(m2_0[g], n0, log_term, self._ranges[g])
+                      + self._bound(m2_1[g], n1, log_term, self._ranges[g]))
+            change = abs(mean1[g] - mean0[g])
+            if change >= self.min_change and change > bounds:
+                changes.append((-change, g, name))
+        listed = [name for _, _, name in sorted(changes)]
+        recent = sorted((r, name) for name, r in self._last_importance.items()
+                        if row - r <= self.link_rows and name not in listed)
+        return tuple(listed + [name for _, name in recent])
+
+    def _check_reference(self, row: int, count: int, estimates: np.ndarray) -> RankingEvent | None:
+        if count < self.warmup:
+            return None
+        ndcg = ndcg_at_k(estimates, self.reference, self.k)
+        self.ndcg = ndcg
+        if math.isnan(ndcg):
+            return None
+        if not self._armed:
+            if ndcg >= self.ndcg_threshold + self.rearm:
+                self._armed = True
+            return None
+        if ndcg >= self.ndcg_threshold:
+            return None
+        self._armed = False
+        from ipfi_cli.evaluation.metrics import importance_error
+
+        return RankingEvent(row=row, ndcg=ndcg, threshold=self.ndcg_threshold, k=self.k,
+                            top_current=_top(self.names, estimates, self.k),
+                            top_reference=_top(self.names, self.reference, self.k),
+                            error=importance_error(estimates, self.reference))
+
+    # -- results -------------------------------------------------------------------------------
+    def summary(self, estimates: Sequence[float] | np.ndarray | None = None) -> dict[str, Any]:
+        """What the run's final summary shows: every event, counts, and the reference check.
+
+        With ``estimates`` (the final ones) and a reference: their nDCG@k, the paper's error
+        against the reference and its per-feature records (``ipfi compare``'s fields).
+        """
+        out: dict[str, Any] = {
+            "rows": self.n_rows, "events": [e.to_dict() for e in self.events], "suppressed": self.n_suppressed,
+            "changed": sorted({e.feature for e in self.events if isinstance(e, ChangeEvent) and e.kind != LOSS}),
+            "loss_changes": sum(1 for e in self.events if isinstance(e, ChangeEvent) and e.kind == LOSS),
+            "ranking_events": sum(1 for e in self.events if isinstance(e, RankingEvent)),
+        }
+        if self.reference is not None and estimates is not None:
+            from ipfi_cli.evaluation.records import compare_vectors
+
+            estimates = np.asarray(estimates, dtype=np.float64)
+            records = compare_vectors(self.names, estimates, self.reference, method="ipfi")
+            out["reference"] = {"ndcg": ndcg_at_k(estimates, self.reference, self.k), "k": self.k,
+                                "threshold": self.ndcg_threshold, "error": records[0].error if records else None,
+                                "records": [r.as_dict() for r in records]}
+        return out
+
+
+def _top(names: list[str], values: np.ndarray, k: int) -> tuple[str, ...]:
+    order = np.argsort(-np.asarray(values, dtype=np.float64), kind="stable")[:k]
+    return tuple(names[i] for i in order)
+
+
+def _core_of(explainer: Any) -> Any:
+    """The core ``IncrementalPFI`` of an API one (``None`` before its first row), or the explainer itself."""
+    return explainer._core if hasattr(explainer, "_core") else explainer
