@@ -61,14 +61,16 @@ above ``ndcg_threshold + rearm``.
 ...     contributions = np.zeros(2)
 ...     contributions[relied_on] = float(rng.random() < 0.5)
 ...     events += detector.update(row, contributions, loss=float(rng.random() < 0.1))
->>> [(e.feature, e.direction, e.rank_before, e.rank_after) for e in events]
-[('a', 'down', 1, 2), ('b', 'up', 2, 1)]
->>> events[0].row - 3000 < 100, round(events[0].before, 1)
-(True, 0.5)
+>>> [(e.feature, e.direction, e.rank_before, e.rank_after, e.row - 3000 < 100) for e in events]
+[('b', 'up', 2, 1, True), ('a', 'down', 1, 2, True)]
+>>> a = events[1]
+>>> round(a.before, 1), round(a.after, 1), abs(a.start_row - 3000) < 10   # each window's mean; the change point
+(0.5, 0.0, True)
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -199,7 +201,7 @@ def _dcg(relevance: np.ndarray, scores: np.ndarray, k: int) -> float:
     _, starts = np.unique(-ranked_scores, return_index=True)
     total = 0.0
     bounds = list(starts) + [len(scores)]
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         total += float(ranked_rel[a:b].mean() * discount[a:b].sum())
     return total
 
@@ -299,7 +301,7 @@ class ChangeDetector:
                  reference: Sequence[float] | np.ndarray | None = None, k: int | None = None,
                  ndcg_threshold: float = 0.9, rearm: float = 0.02, warmup: int = 1000,
                  link_rows: int = 500, history: int = 20000) -> None:
-        from river.drift import ADWIN   # here, so importing this module stays cheap
+        from river.drift import ADWIN  # here, so importing this module stays cheap
 
         if not 0.0 < delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {delta}")
