@@ -24,26 +24,32 @@ their range ``R`` first (``value_range``; zero-one loss: contributions lie in [-
 values in an interval of width 1.
 
 **The guarantee.** (ADWIN's Theorem 3.1, false positives.) If the mean of the values has
-not changed within the window, the probability that a check flags a change is at most
-``delta`` (default 0.002), for each feature's detector at each check. Over a stream of
-``T`` rows a detector makes ``T / clock`` checks, so ``delta * T / clock`` bounds the expected
-number of false alarms per detector; the bound is loose (a union over every cut and
-Bernstein's inequality with a worst-case range), and the measured rate is far lower (no
-false alarm in 10 x 20,000 rows, see ``benchmarks/bench_changes.py``). Contributions of
-nearby rows share reservoir rows, so they are not quite independent: the guarantee is for
-the idealised stream of independent rows, like :meth:`IncrementalPFI.bounds`. For a loss
-without a known range (absolute, squared, log) the values are not scaled unless
-``value_range`` / ``loss_range`` are given, and the bound is then the Gaussian-like
-(variance) term plus a range term in the values' own units: approximate.
+not changed within the window, each cut's test errs with probability at most
+``delta / ln(n)`` (Bernstein's inequality, two-sided); a check tests the bucket boundaries,
+about ``5 log2(n)`` of them (river's ``max_buckets = 5`` per size), so by a union bound a
+check of one detector flags a change with probability at most ``5 / ln(2) * delta ~ 7.2 *
+delta`` (0.0144 at the default ``delta = 0.002``). Over a stream of ``T`` rows a detector makes
+``T / clock`` checks: ``7.2 * delta * T / clock`` bounds its expected number of false alarms.
+The bound is loose (a union over overlapping cuts, Bernstein with the worst-case range), and
+the measured rate is far lower (none in 10 x 20,000 rows, 10 detectors, M = 10 or 3: see
+``benchmarks/bench_changes.py``). Two caveats, as for :meth:`IncrementalPFI.bounds`: the
+test uses the window's sample variance in place of the true one, and contributions of nearby
+rows share reservoir rows, so they are not quite independent; the guarantee is for the
+idealised stream of independent rows. For a loss without a known range (absolute, squared,
+log) the values are not scaled unless ``value_range`` / ``loss_range`` are given, and the
+range term is then in the values' own units: approximate.
 
-**What is reported.** A detection becomes an event only if the two windows' means differ
-by at least ``min_change`` (importance or loss units, default 0.01): a long stream does
-not alert on trivial shifts. Either way the detector then restarts on the rows that follow
-(river's ADWIN resets after a detection). ``before``/``after`` are the means of ``W0`` (the
-rows dropped) and ``W1`` (the rows kept), each with an empirical-Bernstein half-width at the
-same level as the test, ``sqrt(2 var_i L / n_i) + 2 R L / (3 n_i)``. ``W1`` starts at a bucket
-boundary, so it may hold some rows from before the change: ``after`` then understates the
-change (the smoothed estimate, with its ``~2 / alpha``-row memory, understates it far more).
+**What is reported.** ADWIN says *that* the mean changed, checking bucket boundaries only;
+after a detection it keeps the longest recent part of its window without a significant cut,
+which may still hold many rows from before the change. The event's two windows are found
+exactly instead: the detector's window (its last ``history`` rows at most) is split at the
+most likely change point of its mean, the row that maximises ``n0 n1 / n (mean0 - mean1)^2``
+(Hinkley's estimate of a single change in mean; ``start_row``), so ``before`` and ``after`` are
+the means before and from it, each with an empirical-Bernstein half-width at the level of the test,
+``sqrt(2 var_i L / n_i) + 2 R L / (3 n_i)``. A detection becomes an event only if the two means
+differ by at least ``min_change`` (importance or loss units, default 0.01), so a long stream
+does not alert on trivial shifts. Either way the detector then restarts on the rows that
+follow (river's ADWIN resets after a detection).
 
 **A reference ranking** (``reference``): the current estimates' top-``k`` ranking is scored
 against a reference importance vector by nDCG@k (:func:`ndcg_at_k`, the reference's
@@ -70,7 +76,6 @@ above ``ndcg_threshold + rearm``.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -98,7 +103,8 @@ class ChangeEvent:
         ``"up"`` (more important / higher loss after) or ``"down"``.
     before, after : float
         Mean contribution (importance units; for ``"loss"``: mean loss) over the two windows
-        the detector compared: the older rows it dropped, and the recent rows it kept.
+        compared: the detector's window (at most its last ``history`` rows) split where ADWIN's
+        statistic is largest, into the rows before the change and the rows from it on.
     before_bound, after_bound : float
         Half-widths of the confidence intervals of ``before`` and ``after`` (empirical
         Bernstein, at the level of the detector's test; see the module docstring).
@@ -107,12 +113,12 @@ class ChangeEvent:
     n_before, n_after : int
         Rows in the two windows.
     start_row : int
-        The first row of the ``after`` window: where the change is placed (the change happened
-        at or before it; the window starts at a bucket boundary, so possibly a little earlier).
+        The first row of the ``after`` window: where the change is placed (the most likely
+        change point; the detection at ``row`` comes later, after enough rows to be sure).
     rank_before, rank_after : int or None
         The feature's rank (1 = most important) among all features' mean contributions over
-        the ``before`` and the ``after`` window (rows older than the detector's ``history``
-        are left out of ``before``); ``None`` for ``"loss"``.
+        the ``before`` and over the ``after`` window (ties share the better rank); ``None`` for
+        ``"loss"``.
     features : tuple of str
         For ``"loss"``: the features whose importance changed with it: whose mean contribution
         over the same two windows moved by at least ``min_change`` and by more than the sum of
@@ -194,16 +200,16 @@ class RankingEvent:
 # -- nDCG --------------------------------------------------------------------------------------
 def _dcg(relevance: np.ndarray, scores: np.ndarray, k: int) -> float:
     """DCG@k of ``relevance`` ranked by ``scores``; tied scores share their positions' discounts."""
+    n = len(scores)
     order = np.argsort(-scores, kind="stable")
     ranked_scores, ranked_rel = scores[order], relevance[order]
-    discount = np.zeros(len(scores))
-    discount[:k] = 1.0 / np.log2(np.arange(2, min(k, len(scores)) + 2))
-    _, starts = np.unique(-ranked_scores, return_index=True)
-    total = 0.0
-    bounds = list(starts) + [len(scores)]
-    for a, b in itertools.pairwise(bounds):
-        total += float(ranked_rel[a:b].mean() * discount[a:b].sum())
-    return total
+    discount = np.zeros(n)
+    discount[:k] = 1.0 / np.log2(np.arange(2, min(k, n) + 2))
+    starts = np.flatnonzero(np.r_[True, ranked_scores[1:] != ranked_scores[:-1]])
+    if len(starts) == n:   # no ties
+        return float(ranked_rel @ discount)
+    counts = np.diff(np.r_[starts, n])
+    return float((np.add.reduceat(ranked_rel, starts) / counts * np.add.reduceat(discount, starts)).sum())
 
 
 def ndcg_at_k(current: Sequence[float] | np.ndarray, reference: Sequence[float] | np.ndarray,
@@ -282,9 +288,10 @@ class ChangeDetector:
         Rows before the reference check starts (the estimates are noisy at first).
     link_rows : int, default=500
         How far apart a loss event and importance events may be to be reported together.
-    history : int, default=20000
-        Rows of cumulative sums kept for the ranks and the loss events' feature lists (at most
-        ``2**21`` cells: fewer rows for many features). The detectors themselves are exact.
+    history : int, default=10000
+        Rows of running sums kept for the events' windows (at most ``2**21`` cells: fewer rows
+        for many features); a longer detector window is reported over its last ``history`` rows.
+        The detection itself does not depend on it.
 
     Attributes
     ----------
@@ -300,7 +307,7 @@ class ChangeDetector:
                  value_range: float | None = None, loss_range: float | None = None, clock: int = 32,
                  reference: Sequence[float] | np.ndarray | None = None, k: int | None = None,
                  ndcg_threshold: float = 0.9, rearm: float = 0.02, warmup: int = 1000,
-                 link_rows: int = 500, history: int = 20000) -> None:
+                 link_rows: int = 500, history: int = 10000) -> None:
         from river.drift import ADWIN  # here, so importing this module stays cheap
 
         if not 0.0 < delta < 1.0:
@@ -376,9 +383,17 @@ class ChangeDetector:
         ``loss``: its unperturbed loss (``last_loss``), ``estimates``: the smoothed estimates after
         it (needed only for the reference check). A row with a NaN contribution is skipped.
         """
-        values = np.asarray(contributions, dtype=np.float64).reshape(1, -1)
+        n_features = len(self.names)
+        values = np.empty((1, n_features + 1))
+        try:
+            values[0, :n_features] = contributions
+        except ValueError:
+            raise ValueError(f"expected {n_features} contributions, got {np.shape(contributions)}") from None
+        values[0, n_features] = loss
+        if np.isnan(values.sum()):
+            return []
         estimates_block = None if estimates is None else np.asarray(estimates, dtype=np.float64).reshape(1, -1)
-        return self.update_many([row], values, [loss], estimates_block)
+        return self._feed(np.array([row], dtype=np.int64), values, estimates_block)
 
     def update_many(self, rows: Sequence[int] | np.ndarray, contributions: np.ndarray,
                     losses: Sequence[float] | np.ndarray,
@@ -425,12 +440,20 @@ class ChangeDetector:
             return []
         first = self.n_rows
         # cumulative sums after each row, added in stream order (the same bits as one row at a time)
-        cum = np.cumsum(np.vstack([self._cum, values]), axis=0)[1:]
-        cum_sq = np.cumsum(np.vstack([self._cum_sq, values * values]), axis=0)[1:]
-        positions = np.arange(first, first + t) % self.history
-        self._ring_cum[positions] = cum
-        self._ring_sq[positions] = cum_sq
-        self._ring_row[positions] = rows
+        if t == 1:
+            cum = (self._cum + values[0])[None, :]
+            cum_sq = (self._cum_sq + values[0] * values[0])[None, :]
+            position = first % self.history
+            self._ring_cum[position] = cum[0]
+            self._ring_sq[position] = cum_sq[0]
+            self._ring_row[position] = rows[0]
+        else:
+            cum = np.cumsum(np.vstack([self._cum, values]), axis=0)[1:]
+            cum_sq = np.cumsum(np.vstack([self._cum_sq, values * values]), axis=0)[1:]
+            positions = np.arange(first, first + t) % self.history
+            self._ring_cum[positions] = cum
+            self._ring_sq[positions] = cum_sq
+            self._ring_row[positions] = rows
         self._written = first + t
         scaled = (values * self._scale).tolist()
         adwins = self._adwins
@@ -481,10 +504,10 @@ class ChangeDetector:
         """Detector ``j`` flagged a change at row ``index`` (into the rows fed): make its event
         (or count it as suppressed), then restart its window after this row.
 
-        The event's windows split the detector's window (its last ``history`` rows at most) where
-        ADWIN's statistic ``|mean(W0) - mean(W1)| / eps_cut`` is largest, over every row (ADWIN
-        itself looks at bucket boundaries only, and keeps the longest recent part without a
-        significant cut, which may hold many rows from before the change)."""
+        The event's windows split the detector's window (its last ``history`` rows at most) at
+        the most likely change point, over every row (ADWIN itself looks at bucket boundaries
+        only, and keeps the longest recent part without a significant cut, which may hold many
+        rows from before the change)."""
         width = self._ranges[j]
         start = int(self._start[j])
         n_window = index - start + 1
@@ -501,13 +524,12 @@ class ChangeDetector:
             self.n_suppressed += 1
             return None
         k = np.arange(low, n - low + 1)
-        s_all, q_all = cum[-1, j] - cum[0, j], cum_sq[-1, j] - cum_sq[0, j]
+        s_all = cum[-1, j] - cum[0, j]
         s0 = cum[k, j] - cum[0, j]
-        diff = np.abs(s0 / k - (s_all - s0) / (n - k)) / width
-        variance = max(q_all - s_all * s_all / n, 0.0) / n / (width * width)
-        m_recip = 1.0 / (k - low + 1) + 1.0 / (n - k - low + 1)
-        eps = np.sqrt(2.0 * m_recip * variance * log_term) + 2.0 / 3.0 * log_term * m_recip
-        n0 = int(k[int(np.argmax(diff / eps))])
+        # the most likely single change point of the mean (Hinkley 1970): the largest between-windows
+        # sum of squares, n0 n1 / n (mean0 - mean1)^2
+        statistic = k * (n - k) / n * (s0 / k - (s_all - s0) / (n - k)) ** 2
+        n0 = int(k[int(np.argmax(statistic))])
         n1 = n - n0
         cut = a + n0
         before, after = self._stats(cum[0], cum[n0], cum_sq[0], cum_sq[n0], n0), \
