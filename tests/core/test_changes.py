@@ -108,6 +108,16 @@ def test_default_ranges():
     assert default_ranges("absolute") == (None, None)
 
 
+def test_from_an_api_explainer():
+    from ipfi_cli import IncrementalPFI as ApiPFI
+
+    api = ApiPFI(lambda b: b[:, 0] > 0, ["a", "b", "c"], loss="zero-one", groups={"bc": ["b", "c"]})
+    detector = ChangeDetector.from_explainer(api)
+    assert detector.names == ["a", "bc"] and (detector.value_range, detector.loss_range) == (2.0, 1.0)
+    with pytest.raises(ValueError, match="columns"):
+        ChangeDetector.from_explainer(ApiPFI(lambda b: b[:, 0] > 0, loss="zero-one"))
+
+
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="delta"):
         ChangeDetector(["a"], delta=0)

@@ -368,10 +368,12 @@ class ChangeDetector:
         (['a', 'b'], 2.0, 1.0)
         """
         core = _core_of(explainer)
-        value_range, loss_range = default_ranges(core.loss if core is not None else explainer.loss)
+        if core is None:
+            raise ValueError("the explainer does not know its columns yet: explain a row first, or give columns")
+        value_range, loss_range = default_ranges(core.loss)
         options.setdefault("value_range", value_range)
         options.setdefault("loss_range", loss_range)
-        names = core.names if core is not None else list(explainer.columns)
+        names = core.names
         return cls(names, **options)
 
     # -- feeding -------------------------------------------------------------------------------
