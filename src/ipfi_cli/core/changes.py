@@ -289,9 +289,9 @@ class ChangeDetector:
     link_rows : int, default=500
         How far apart a loss event and importance events may be to be reported together.
     history : int, default=10000
-        Rows of running sums kept for the events' windows (at most ``2**21`` cells: fewer rows
-        for many features); a longer detector window is reported over its last ``history`` rows.
-        The detection itself does not depend on it.
+        Rows whose values are kept for the events' windows (at most ``2**20`` values: fewer rows
+        for many features; 9 features: 0.8 MB); a longer detector window is reported over its
+        last ``history`` rows. The detection itself does not depend on it.
 
     Attributes
     ----------
@@ -332,16 +332,12 @@ class ChangeDetector:
         self._scale = 1.0 / self._ranges
         self._adwin_params = {"delta": self.delta, "clock": self.clock}
         self._adwins = [ADWIN(**self._adwin_params) for _ in range(n)]
-        # running sums of the values and their squares since the start of the stream, and a ring of
-        # them after each of the last ``history`` rows: any window's mean and variance in O(1)
-        self._cum = np.zeros(n)
-        self._cum_sq = np.zeros(n)
+        # the values of the last ``history`` rows (a ring), for the events' windows
         self._start = np.zeros(n, dtype=np.int64)   # index (into the rows fed) of each window's first row
-        self.history = max(64, min(int(history), (1 << 21) // (2 * n)))
-        self._ring_cum = np.zeros((self.history, n))
-        self._ring_sq = np.zeros((self.history, n))
+        self.history = max(64, min(int(history), (1 << 20) // n))
+        self._ring = np.zeros((self.history, n))
         self._ring_row = np.zeros(self.history, dtype=np.int64)
-        self._written = 0   # rows whose cumulative sums went into the ring
+        self._written = 0   # rows that went into the ring
         self.n_rows = 0
         self.n_suppressed = 0
         self.events: list[ChangeEvent | RankingEvent] = []
@@ -441,20 +437,13 @@ class ChangeDetector:
         if t == 0:
             return []
         first = self.n_rows
-        # cumulative sums after each row, added in stream order (the same bits as one row at a time)
         if t == 1:
-            cum = (self._cum + values[0])[None, :]
-            cum_sq = (self._cum_sq + values[0] * values[0])[None, :]
             position = first % self.history
-            self._ring_cum[position] = cum[0]
-            self._ring_sq[position] = cum_sq[0]
+            self._ring[position] = values[0]
             self._ring_row[position] = rows[0]
         else:
-            cum = np.cumsum(np.vstack([self._cum, values]), axis=0)[1:]
-            cum_sq = np.cumsum(np.vstack([self._cum_sq, values * values]), axis=0)[1:]
             positions = np.arange(first, first + t) % self.history
-            self._ring_cum[positions] = cum
-            self._ring_sq[positions] = cum_sq
+            self._ring[positions] = values
             self._ring_row[positions] = rows
         self._written = first + t
         scaled = (values * self._scale).tolist()
@@ -471,32 +460,23 @@ class ChangeDetector:
                 ranking = self._check_reference(int(rows[i]), first + i + 1, estimates[i])
                 if ranking is not None:
                     events.append(ranking)
-        self._cum, self._cum_sq = cum[-1].copy(), cum_sq[-1].copy()
         self.n_rows = first + t
         self.events.extend(events)
         return events
 
-    def _span(self, a: int, b: int) -> tuple[int, np.ndarray, np.ndarray] | None:
-        """Cumulative sums and sums of squares from the ring: the values before row ``a`` (indices
-        into the rows fed), then after each row up to ``b - 1``; ``a`` is moved up to the oldest
-        row kept, and returned. ``None`` if no row is left."""
-        oldest = self._written - self.history   # the oldest index whose cumulative sums are kept
-        a = max(a, oldest + 1)
+    def _span(self, a: int, b: int) -> tuple[int, np.ndarray] | None:
+        """The values of rows ``a .. b - 1`` (indices into the rows fed) from the ring, ``a`` moved
+        up to the oldest row kept, and returned. ``None`` if no row is left."""
+        a = max(a, self._written - self.history)
         if b <= a:
             return None
-        positions = np.arange(a - 1, b) % self.history
-        cum, cum_sq = self._ring_cum[positions], self._ring_sq[positions]
-        if a == 0:
-            cum[0] = 0.0
-            cum_sq[0] = 0.0
-        return a, cum, cum_sq
+        return a, self._ring[np.arange(a, b) % self.history]
 
     @staticmethod
-    def _stats(c0: np.ndarray, c1: np.ndarray, q0: np.ndarray, q1: np.ndarray,
-               n: int) -> tuple[int, np.ndarray, np.ndarray]:
-        """``(n, means, sums of squared deviations)`` of a window from the cumulative sums at its ends."""
-        total = c1 - c0
-        return n, total / n, np.maximum((q1 - q0) - total * total / n, 0.0)
+    def _stats(values: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(n, means, sums of squared deviations)`` of a window's values, per column."""
+        means = values.mean(axis=0)
+        return len(values), means, ((values - means) ** 2).sum(axis=0)
 
     def _bound(self, m2: float, n: int, log_term: float, width: float) -> float:
         """Empirical-Bernstein half-width of a mean of ``n`` values with sum of squared deviations ``m2``."""
@@ -519,23 +499,22 @@ class ChangeDetector:
         if span is None:
             self.n_suppressed += 1
             return None
-        a, cum, cum_sq = span   # cumulative sums before row a (first entry) and after each row to index
-        n = len(cum) - 1
+        a, values = span
+        n = len(values)
         low = 5   # river's min_window_length
         if n < 2 * low:
             self.n_suppressed += 1
             return None
+        cum = np.cumsum(values[:, j])
         k = np.arange(low, n - low + 1)
-        s_all = cum[-1, j] - cum[0, j]
-        s0 = cum[k, j] - cum[0, j]
+        s_all, s0 = cum[-1], cum[k - 1]
         # the most likely single change point of the mean (Hinkley 1970): the largest between-windows
         # sum of squares, n0 n1 / n (mean0 - mean1)^2
         statistic = k * (n - k) / n * (s0 / k - (s_all - s0) / (n - k)) ** 2
         n0 = int(k[int(np.argmax(statistic))])
         n1 = n - n0
         cut = a + n0
-        before, after = self._stats(cum[0], cum[n0], cum_sq[0], cum_sq[n0], n0), \
-            self._stats(cum[n0], cum[-1], cum_sq[n0], cum_sq[-1], n1)
+        before, after = self._stats(values[:n0]), self._stats(values[n0:])
         mean0, mean1 = before[1][j], after[1][j]
         if abs(mean1 - mean0) < self.min_change:
             self.n_suppressed += 1
