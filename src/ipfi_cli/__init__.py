@@ -2,7 +2,7 @@
 
 From Python (see :mod:`ipfi_cli.api`)::
 
-    from ipfi_cli import IncrementalPFI, IntervalPFI, batch_pfi
+    from ipfi_cli import IncrementalPFI, IntervalPFI, batch_pfi, ChangeDetector
 
 The package is layered so that each layer only imports the ones below it:
 
@@ -23,7 +23,7 @@ Importing this package is cheap: nothing heavy is imported until it is used.
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["IncrementalPFI", "IntervalPFI", "batch_pfi", "__version__"]
+__all__ = ["ChangeDetector", "IncrementalPFI", "IntervalPFI", "batch_pfi", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -32,4 +32,8 @@ def __getattr__(name: str) -> Any:
         from ipfi_cli import api
 
         return getattr(api, name)
+    if name == "ChangeDetector":
+        from ipfi_cli.core.changes import ChangeDetector
+
+        return ChangeDetector
     raise AttributeError(f"module 'ipfi_cli' has no attribute {name!r}")

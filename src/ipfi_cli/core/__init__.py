@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names as a type checker sees them
     from ipfi_cli.core.batch import IntervalPFI, PFIResult, batch_pfi
+    from ipfi_cli.core.changes import ChangeDetector, ChangeEvent, RankingEvent, ndcg_at_k
     from ipfi_cli.core.groups import resolve_groups
     from ipfi_cli.core.incremental import IncrementalPFI, RowError
     from ipfi_cli.core.losses import LOSSES, Loss, LossMismatchError, Output, default_loss, get_loss
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them
 
 _WHERE = {
     "IntervalPFI": "batch", "PFIResult": "batch", "batch_pfi": "batch",
+    "ChangeDetector": "changes", "ChangeEvent": "changes", "RankingEvent": "changes", "ndcg_at_k": "changes",
     "resolve_groups": "groups",
     "IncrementalPFI": "incremental", "RowError": "incremental",
     "LOSSES": "losses", "Loss": "losses", "LossMismatchError": "losses", "Output": "losses",
@@ -31,9 +33,10 @@ _WHERE = {
 }
 
 __all__ = [
-    "LOSSES", "ExponentialMean", "GeometricReservoir", "IncrementalPFI", "IntervalPFI", "Loss",
-    "LossMismatchError", "Output", "PFIResult", "Predictor", "RowError", "UniformReservoir",
-    "batch_pfi", "default_loss", "explain_then_learn", "get_loss", "make_sampler", "resolve_groups",
+    "LOSSES", "ChangeDetector", "ChangeEvent", "ExponentialMean", "GeometricReservoir", "IncrementalPFI",
+    "IntervalPFI", "Loss", "LossMismatchError", "Output", "PFIResult", "Predictor", "RankingEvent", "RowError",
+    "UniformReservoir", "batch_pfi", "default_loss", "explain_then_learn", "get_loss", "make_sampler", "ndcg_at_k",
+    "resolve_groups",
 ]
 
 

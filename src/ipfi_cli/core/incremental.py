@@ -204,12 +204,18 @@ class IncrementalPFI:
         self._store(row)
         return self.importance_array()
 
-    def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any]) -> np.ndarray:
+    def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray, *,
+                     return_contributions: bool = False) -> Any:
         """Explain consecutive rows of a *static* model; returns estimates, shape ``(T, G)``.
 
         With a batch predictor all rows' evaluations go to the model in one call; the
         numbers are exactly those of calling :meth:`explain_one` row by row.
         ``rows`` are dicts, or a 2-D array in ``columns`` order.
+
+        With ``return_contributions=True`` it returns ``(estimates, contributions, losses)``:
+        per row, the contribution folded into each estimate (shape ``(T, G)``, see
+        :attr:`last_contribution`) and the unperturbed loss (shape ``(T,)``); both are NaN
+        on a row that was not explained (the stream's first).
         """
         if isinstance(rows, np.ndarray):
             value_rows = [list(r) for r in rows.tolist()] if rows.ndim == 2 else []
@@ -219,15 +225,24 @@ class IncrementalPFI:
         if len(targets) != len(value_rows):
             raise ValueError(f"{len(value_rows)} rows but {len(targets)} targets")
         saved = self._save_stream_state()
+        contributions = np.full((len(value_rows), len(self.names)), np.nan) if return_contributions else None
+        losses = np.full(len(value_rows), np.nan) if return_contributions else None
         try:
             if not self.use_batch:
-                estimates = [self.explain_one(dict(zip(self.columns, v)), y) for v, y in zip(value_rows, targets)]
-                return np.array(estimates).reshape(-1, len(self.names))
-            return self._explain_many_batched(value_rows, targets)
+                estimates = []
+                for t, (v, y) in enumerate(zip(value_rows, targets)):
+                    explained = self.n_explained
+                    estimates.append(self.explain_one(dict(zip(self.columns, v)), y))
+                    if contributions is not None and self.n_explained > explained:
+                        contributions[t], losses[t] = self.last_contribution, self.last_loss  # type: ignore[index]
+                out = np.array(estimates).reshape(-1, len(self.names))
+            else:
+                out = self._explain_many_batched(value_rows, targets, contributions, losses)
         except Exception:
             # all or nothing: a failing model call leaves the explainer as it was before the call
             self._restore_stream_state(saved)
             raise
+        return (out, contributions, losses) if return_contributions else out
 
     def _save_stream_state(self) -> tuple[Any, ...]:
         sampler = self._sampler
@@ -245,7 +260,9 @@ class IncrementalPFI:
             self._reservoir.rows, self._reservoir.filled, self._reservoir.n_seen = sampler_state
         self.n_seen = n_seen
 
-    def _explain_many_batched(self, value_rows: list[list[Any]], targets: list[Any]) -> np.ndarray:
+    def _explain_many_batched(self, value_rows: list[list[Any]], targets: list[Any],
+                              contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
+                              ) -> np.ndarray:
         # The evaluation blocks of consecutive explained rows go to the model together, in
         # calls of at most ``max_block_cells`` cells (at least one row's block), so memory
         # stays bounded whatever the width. Draws happen row by row in stream order and the
@@ -270,6 +287,8 @@ class IncrementalPFI:
                     folded += 1
                 self._fold(losses[step])
                 out[t] = self._tracker.mean
+                if contributions is not None:
+                    contributions[t], row_losses[t] = self.last_contribution, self.last_loss  # type: ignore[index]
                 folded = t + 1
             pending.clear()
 
@@ -317,6 +336,15 @@ class IncrementalPFI:
         """``P(|estimate - expected estimate| > bound) <= delta`` per feature, for a static model,
         treating rows' contributions as independent (they share reservoir rows, so it is approximate)."""
         return dict(zip(self.names, self.bound_array(delta).tolist()))
+
+    @property
+    def last_contribution(self) -> np.ndarray:
+        """The last explained row's contribution per feature or group, in ``names`` order: the
+        loss increase averaged over the ``M`` realisations, exactly the value folded into the
+        estimate (NaN before the first explained row). The row's unperturbed loss is
+        :attr:`last_loss`. After :meth:`explain_many` these are its last row's; ask it for
+        every row's with ``return_contributions=True``."""
+        return np.add.reduce(self.last_contributions, axis=0) / self.n_repeats
 
     @property
     def n_explained(self) -> int:
@@ -418,4 +446,4 @@ class IncrementalPFI:
         self.last_contributions = contributions
         self.last_loss = unperturbed
         self._loss_sum += unperturbed
-        self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)
+        self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)  # = last_contribution

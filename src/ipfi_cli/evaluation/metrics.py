@@ -26,40 +26,15 @@ NaN (an estimate not available yet) normalises to all NaN, and its error is NaN.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-#: the normalisations :func:`normalise` knows; the first is the default (the paper's)
-NORMALISATIONS = ("sum", "max", "minmax")
+from ipfi_cli.core.ranking import NORMALISATIONS, importance_error, normalise
 
+__all__ = ["NORMALISATIONS", "ErrorSummary", "importance_error", "normalise", "summarise"]
 
-def normalise(values: Sequence[float] | np.ndarray, method: str = "sum") -> np.ndarray:
-    """Map an importance vector into [0, 1] (see the module docstring for the methods)."""
-    v = np.asarray(values, dtype=np.float64)
-    if v.ndim != 1:
-        raise ValueError(f"expected a 1-D importance vector, got shape {v.shape}")
-    if method not in NORMALISATIONS:
-        raise ValueError(f"unknown normalisation {method!r}; choose one of {', '.join(NORMALISATIONS)}")
-    if v.size == 0 or np.isnan(v).any():
-        return np.full(v.shape, np.nan)
-    if method == "minmax":
-        low, high = v.min(), v.max()
-        return (v - low) / (high - low) if high > low else np.zeros_like(v)
-    clipped = np.clip(v, 0.0, None)
-    scale = clipped.sum() if method == "sum" else clipped.max()
-    return clipped / scale if scale > 0 else np.zeros_like(v)
-
-
-def importance_error(estimate: Sequence[float] | np.ndarray, reference: Sequence[float] | np.ndarray,
-                     normalisation: str = "sum") -> float:
-    """``sum_j |normalise(estimate)_j - normalise(reference)_j|`` (NaN if either has a NaN)."""
-    a = normalise(estimate, normalisation)
-    b = normalise(reference, normalisation)
-    if a.shape != b.shape:
-        raise ValueError(f"the vectors differ in length: {a.size} and {b.size}")
-    return float(np.abs(a - b).sum())
 
 
 @dataclass(frozen=True)
