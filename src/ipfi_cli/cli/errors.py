@@ -20,11 +20,13 @@ from ipfi_cli.errors import IpfiError, UsageError, first_line
 EXIT_OK = 0
 EXIT_ERROR = 1  # data, model or runtime error; also: the output pipe was closed (e.g. `| head`)
 EXIT_USAGE = 2  # bad command line (Typer's own exit code for usage errors)
+EXIT_CHANGED = 3  # a change was detected, with --fail-on-change or --stop-on-change
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 data or model error (or the output pipe closed early, as with "
-    "`| head`); 2 usage error; 130 interrupted (Ctrl-C)."
+    "`| head`); 2 usage error; 3 a change was detected (explain --fail-on-change or --stop-on-change); "
+    "130 interrupted (Ctrl-C)."
 )
 
 

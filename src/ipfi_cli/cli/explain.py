@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ipfi_cli.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
+from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
 from ipfi_cli.cli.options import (
     PANEL_DISPLAY,
     PANEL_ESTIMATOR,
@@ -69,6 +69,7 @@ With --state the run can stop at any time (Ctrl-C, SIGTERM, a crash) and continu
 """
 
 PANEL_STATE = "Checkpoints and resume"
+PANEL_CHANGES = "Change detection"
 
 
 def explain(
@@ -133,6 +134,35 @@ def explain(
         "--skip-seen/--no-skip-seen", help="When continuing from --state: the input is the whole stream again and "
         "the rows the state has read are skipped (the last one is checked), or, with --no-skip-seen, the input "
         "holds only the rows after them (row numbers continue).", rich_help_panel=PANEL_STATE)] = True,
+    detect: Annotated[bool, typer.Option(
+        "--detect", help="Watch for changes: an ADWIN test per feature (and on the model's loss) on the per-row "
+        "contributions, with a false-alarm bound (see --change-delta). Changes are listed at the end and marked "
+        "in the live table. Implied by the other options of this panel.", rich_help_panel=PANEL_CHANGES)] = False,
+    change_delta: Annotated[float, typer.Option(
+        "--change-delta", help="ADWIN's confidence: the false-alarm probability of one test (smaller: fewer false "
+        "alarms, later detections).", rich_help_panel=PANEL_CHANGES)] = 0.002,
+    min_change: Annotated[float, typer.Option(
+        "--min-change", min=0.0, help="The smallest change of a mean importance (or loss) worth an event, in "
+        "importance units.", rich_help_panel=PANEL_CHANGES)] = 0.01,
+    events: Annotated[Optional[str], typer.Option(
+        "--events", help="Write each change as one JSON line, at once, to FILE ('-': stderr).",
+        rich_help_panel=PANEL_CHANGES, show_default=False, metavar="FILE")] = None,
+    reference: Annotated[Optional[str], typer.Option(
+        "--reference", help="An importance vector to compare the ranking with: the CSV of `ipfi batch`, or a trace "
+        "file (its last record). An event when nDCG@k falls below --ndcg-threshold.",
+        rich_help_panel=PANEL_CHANGES, show_default=False, metavar="FILE")] = None,
+    ndcg_threshold: Annotated[float, typer.Option(
+        "--ndcg-threshold", help="With --reference: the nDCG@k below which the ranking has departed (Clarify's 0.9).",
+        rich_help_panel=PANEL_CHANGES)] = 0.9,
+    top_k: Annotated[Optional[int], typer.Option(
+        "--top-k", min=1, help="With --reference: how many top features the nDCG scores (default: 10, or all if "
+        "fewer).", rich_help_panel=PANEL_CHANGES, show_default=False)] = None,
+    fail_on_change: Annotated[bool, typer.Option(
+        "--fail-on-change", help="Exit with code 3 after the stream ends if a change was detected "
+        "(`ipfi explain ... --fail-on-change || page-oncall`).", rich_help_panel=PANEL_CHANGES)] = False,
+    stop_on_change: Annotated[bool, typer.Option(
+        "--stop-on-change", help="Stop at the first change (after flushing, and with --state saving the state) and "
+        "exit with code 3.", rich_help_panel=PANEL_CHANGES)] = False,
     verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     no_live: Annotated[bool, typer.Option(
@@ -159,6 +189,16 @@ def explain(
         if same:
             raise usage_error(f"is the same file as {same[0][0]}", "--state")
     from ipfi_cli.io.values import reader_options
+    from ipfi_cli.run.watch import WatchSettings
+
+    if not 0.0 < change_delta < 1.0:
+        raise usage_error(f"must be in (0, 1), got {change_delta}", "--change-delta")
+    if not 0.0 < ndcg_threshold <= 1.0:
+        raise usage_error(f"must be in (0, 1], got {ndcg_threshold}", "--ndcg-threshold")
+    watching = detect or bool(events or reference or fail_on_change or stop_on_change)
+    watch = WatchSettings(delta=change_delta, min_change=min_change, events=events, reference=reference,
+                          ndcg_threshold=ndcg_threshold, top_k=top_k, fail_on_change=fail_on_change,
+                          stop_on_change=stop_on_change) if watching else None
 
     live = (not no_live and live_display_allowed(quiet)
             and not (output in (None, "-") and stream_is_terminal(sys.stdout)))
@@ -172,10 +212,14 @@ def explain(
             drop=split_names(drop), groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
-            checkpoint_every=checkpoint_every, skip_seen=skip_seen)
-        status = ExplainSession(settings, TerminalReporter(live=live, quiet=quiet)).run()
+            checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch)
+        session = ExplainSession(settings, TerminalReporter(live=live, quiet=quiet))
+        status = session.run()
     if status is RunStatus.INTERRUPTED:
         raise typer.Exit(EXIT_INTERRUPTED)
+    if status is RunStatus.STOPPED_ON_CHANGE or (
+            status is RunStatus.OK and fail_on_change and session.watch is not None and session.watch.events):
+        raise typer.Exit(EXIT_CHANGED)
     if status is not RunStatus.OK:
         raise typer.Exit(EXIT_ERROR)
 

@@ -172,8 +172,10 @@ class Dashboard:
         if trend:
             table.add_column("trend", no_wrap=True, style="magenta")
         for rank, i in enumerate(order[:MAX_ROWS], 1):
-            cells = [str(rank), str(s.names[i]), number(s.importances[i]), number(s.bounds[i]),
-                     bar(s.importances[i], top)]
+            name: Any = str(s.names[i])
+            if name in s.marks:  # a detected change: the arrow and the row
+                name = Text(name).append(f" {s.marks[name]}", style="bold yellow")
+            cells = [str(rank), name, number(s.importances[i]), number(s.bounds[i]), bar(s.importances[i], top)]
             table.add_row(*cells, *([_trend(histories[i], floor)] if trend else []))
         if len(order) > MAX_ROWS:
             table.add_row("", f"… {len(order) - MAX_ROWS} more", *[""] * (4 if trend else 3))

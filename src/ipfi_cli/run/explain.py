@@ -24,6 +24,7 @@ from ipfi_cli.errors import RunError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import all_zero_warning, check_inputs, check_output_names, labels_match_nothing
 from ipfi_cli.run.report import RateMeter, Reporter, Snapshot
+from ipfi_cli.run.watch import ChangeWatch, WatchSettings
 
 CHECKPOINT_EVERY = 10_000
 
@@ -67,6 +68,11 @@ class ExplainSettings:
     quiet: bool = False
     live: bool = True
     debug: bool = False
+    watch: WatchSettings | None = None  # change detection (--detect and its options)
+
+
+class StopOnChange(Exception):
+    """Raised between micro-batches to stop the run at its first change (``stop_on_change``)."""
 
 
 class RunStatus(str, Enum):
@@ -76,6 +82,7 @@ class RunStatus(str, Enum):
     RUNNING = "running"
     OK = "ok"
     INTERRUPTED = "interrupted"
+    STOPPED_ON_CHANGE = "stopped-on-change"
     BROKEN_PIPE = "broken-pipe"
     ERROR = "error"
 
@@ -115,6 +122,7 @@ class ExplainSession:
         self.labels: Any = None
         self.state: Any = None  # a StateKeeper with --state
         self.steps: Any = None  # the RowSteps that explain good rows and write their records
+        self.watch: ChangeWatch | None = None  # change detection, with settings.watch
         self._mismatch_checked = False
 
     # -- set-up -------------------------------------------------------------------------------
@@ -205,8 +213,12 @@ class ExplainSession:
             sampling=s.sampling, reservoir_size=s.reservoir_size, features=features, groups=groups or None,
             seed=self.seed)
         check_output_names(self.explainer.names, s.bounds, source)
+        if s.watch is not None:
+            self.watch = ChangeWatch(s.watch, self.explainer, self.loss)
         if self.state is not None:
             self.state.begin(self)
+        if self.watch is not None:
+            self.watch.open(keep=self.state.events_kept() if self.state is not None else None)
         from ipfi_cli.run.steps import RowSteps
 
         self.steps = RowSteps(self)
@@ -279,6 +291,8 @@ class ExplainSession:
                     state.after_batch(self, batch)
                 if self.reporter.live and self.reporter.due():
                     self.refresh()
+                if self.watch is not None and self.watch.events and s.watch is not None and s.watch.stop_on_change:
+                    raise StopOnChange
             if state is not None:
                 state.at_end(self, reader.name)  # before the end-of-input record
             self._write_last()
@@ -288,6 +302,11 @@ class ExplainSession:
             self.status = RunStatus.INTERRUPTED
             if state is not None:
                 state.on_interrupt(self)
+        except StopOnChange:
+            self.status = RunStatus.STOPPED_ON_CHANGE
+            if state is not None:
+                state.on_interrupt(self)
+            self._write_last()
         except BrokenPipeError:
             self.status = RunStatus.BROKEN_PIPE
         except BaseException as error:
@@ -309,6 +328,8 @@ class ExplainSession:
                 self.reporter.stop(self.snapshot() if self.status is not RunStatus.BROKEN_PIPE else None)
             except Exception:  # noqa: BLE001 - never hide the real outcome behind a display error
                 pass
+        if self.watch is not None:
+            self.watch.close()
         if self.writer is not None:
             try:
                 self.writer.close()
@@ -357,6 +378,13 @@ class ExplainSession:
                 "status")
         if not self.reporter.live:
             self.reporter.summary(self.title(), self.snapshot())
+        if self.watch is not None:
+            for line in self.watch.summary_lines(self.explainer.importance_array()):
+                say(line)
+        if status is RunStatus.STOPPED_ON_CHANGE and self.watch is not None:
+            say(f"stopped at the first change (row {self.watch.events[0].row:,}); every record written is complete"
+                + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
+                "status")
         if s.verbose:
             say(f"wrote {self.writer.records:,} record(s) to {s.output or '<stdout>'}")
         if status is RunStatus.OK:
@@ -418,7 +446,8 @@ class ExplainSession:
                         explained=explained, skipped=self.checker.skipped, elapsed=elapsed, rate=rate,
                         loss=explainer.mean_loss,
                         recent_loss=self.meter.recent_loss if self.settings.learn else float("nan"),
-                        seed=self.seed, learning=self.settings.learn)
+                        seed=self.seed, learning=self.settings.learn,
+                        marks=self.watch.marks() if self.watch is not None else {})
 
     def refresh(self) -> None:
         if self.explainer is not None:

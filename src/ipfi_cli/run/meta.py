@@ -63,6 +63,8 @@ def write_meta(session: ExplainSession) -> None:
         "finished": _iso(finished),
         "elapsed_seconds": round(finished - session.started, 3),
     }
+    if session.watch is not None:
+        meta["changes"] = [event.to_dict() for event in session.watch.events]
     if session.state is not None:
         state = session.state
         meta["state"] = {"path": s.state, "checkpoints_saved": state.checkpoints,

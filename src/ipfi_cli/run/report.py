@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Protocol
 
 PROG = "ipfi"
@@ -41,6 +41,7 @@ class Snapshot:
     recent_loss: float = float("nan")  # ... over recent rows
     seed: int | None = None
     learning: bool = False
+    marks: dict[str, str] = field(default_factory=dict)  # feature -> its latest change ("↓ row 10,231")
 
 
 class Reporter(Protocol):

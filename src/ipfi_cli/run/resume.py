@@ -59,6 +59,10 @@ def run_settings(session: ExplainSession) -> dict[str, Any]:
         "--task": "classification" if session.classification else "regression", "--every": s.every,
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
         "--output-format": output_format_for(s.output, s.output_format),
+        "--detect": None if s.watch is None else {
+            "--change-delta": s.watch.delta, "--min-change": s.watch.min_change,
+            "--reference": file_digest(s.watch.reference) if s.watch.reference else None,
+            "--ndcg-threshold": s.watch.ndcg_threshold, "--top-k": s.watch.top_k},
     }
 
 
@@ -150,6 +154,12 @@ class StateKeeper:
         progress.last = (run["last"][0], list(run["last"][1])) if run["last"] else None
         progress.input_rows = self.checkpoint_rows = run["input_rows"]
         session.checker.skipped, session.checker.first_skip = run["skipped"], run["first_skip"]
+        if session.watch is not None:
+            if self.resumed.get("watch") is None:
+                raise StateError(f"{self.path}: the state belongs to a run without change detection; use that "
+                                 "run's options, or a new --state to start a new run")
+            session.watch = self.resumed["watch"]
+            session.watch.settings = session.settings.watch
         self.last_print = run["last_print"]
         self.to_skip = progress.input_rows if self.skip_seen else 0
         rows = progress.input_rows
@@ -194,6 +204,12 @@ class StateKeeper:
             writer.records = self.resumed["run"]["records"]
         writer.flush()
         return writer
+
+    def events_kept(self) -> int | None:
+        """Continuing a run: how many events its events file held at the checkpoint."""
+        if self.resumed is None or self.resumed.get("watch") is None:
+            return None
+        return int(self.resumed["watch"].written)
 
     def watch_signals(self) -> _Signals | None:
         """Defer Ctrl-C/SIGTERM to the end of a micro-batch (only on the main thread)."""
@@ -271,6 +287,6 @@ class StateKeeper:
         detached.model = None  # the predictor is rebuilt around the model (saved below when it learns)
         model = pickle.dumps(session.loaded.model, protocol=pickle.HIGHEST_PROTOCOL) if s.learn else None
         save_state(self.path, {"ipfi": __version__, "settings": self.settings, "explainer": detached,
-                               "model": model, "run": run})
+                               "model": model, "run": run, "watch": session.watch})
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1

@@ -1,0 +1,183 @@
+"""Watching a run for changes: ``--detect``, ``--events``, ``--reference``, ``--fail-on-change``.
+
+A :class:`ChangeWatch` feeds every explained row's contributions and loss to a
+:class:`~ipfi_cli.core.changes.ChangeDetector`, writes each event at once as one JSONL line
+(``--events FILE``, or ``-`` for stderr), and keeps what the live table and the final
+summary show. It is part of the run's ``--state``: a resumed run reports the same events
+as an uninterrupted one (the events file is cut back to the events of the checkpoint).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from ipfi_cli.errors import InputError, OutputError
+
+#: the exit code of a run that saw a change, with --fail-on-change or --stop-on-change
+EXIT_CHANGED = 3
+
+
+@dataclass
+class WatchSettings:
+    """The detection options of a run."""
+
+    delta: float = 0.002
+    min_change: float = 0.01
+    events: str | None = None  # a JSONL file, or "-" for stderr
+    reference: str | None = None  # a batch CSV (feature,importance) or a trace file (its last record)
+    ndcg_threshold: float = 0.9
+    top_k: int | None = None
+    fail_on_change: bool = False
+    stop_on_change: bool = False
+
+
+def read_reference(path: str, names: Sequence[str]) -> list[float]:
+    """An importance vector in ``names`` order from ``ipfi batch``'s CSV (``feature,importance``)
+    or from a trace file (``row`` and one column per feature: its last record)."""
+    from ipfi_cli.io.readers import open_rows
+
+    with open_rows(path, hint=False) as reader:
+        columns = reader.columns
+        rows = []
+        for row in reader:
+            if row.error is not None:
+                raise row.error
+            rows.append(row.values or {})
+    if not rows:
+        raise InputError("no rows: expected the CSV of `ipfi batch` or a trace file", source=path)
+    if "feature" in columns and "importance" in columns:
+        vector = {str(r["feature"]): r["importance"] for r in rows}
+    elif "row" in columns:
+        vector = {k: v for k, v in rows[-1].items() if k != "row"}
+    else:
+        raise InputError("expected the CSV of `ipfi batch` (feature,importance) or a trace file (row,...)",
+                         source=path)
+    missing = [n for n in names if n not in vector]
+    if missing:
+        raise InputError(f"no importance for {', '.join(missing)} (it has: {', '.join(map(str, vector))})",
+                         source=path)
+    values = []
+    for name in names:
+        value = vector[name]
+        if not isinstance(value, (int, float)) or value != value:
+            raise InputError(f"the importance of {name!r} is not a number ({value!r})", source=path)
+        values.append(float(value))
+    return values
+
+
+class ChangeWatch:
+    """The change detector of one run, its events file and what the display shows of it."""
+
+    def __init__(self, settings: WatchSettings, explainer: Any, loss: Any) -> None:
+        from ipfi_cli.core.changes import ChangeDetector, default_ranges
+
+        self.settings = settings
+        reference = read_reference(settings.reference, explainer.names) if settings.reference else None
+        value_range, loss_range = default_ranges(loss)
+        self.detector = ChangeDetector(explainer.names, delta=settings.delta, min_change=settings.min_change,
+                                       value_range=value_range, loss_range=loss_range, reference=reference,
+                                       k=settings.top_k, ndcg_threshold=settings.ndcg_threshold)
+        self.written = 0  # events written to the events file
+        self._stream: IO[bytes] | None = None
+
+    # -- the events file ---------------------------------------------------------------------
+    def open(self, keep: int | None = None) -> None:
+        """Open the events file; ``keep``: continuing a run, keep its first ``keep`` events."""
+        path = self.settings.events
+        if not path:
+            return
+        if path == "-":
+            self._stream = sys.stderr.buffer
+            return
+        try:
+            if keep is not None and os.path.exists(path):
+                with open(path, "rb") as f:
+                    lines = f.read().split(b"\n")[:keep]
+                with open(path, "wb") as f:
+                    f.write(b"".join(line + b"\n" for line in lines if line))
+                self._stream = open(path, "ab")
+            else:
+                self._stream = open(path, "wb")
+        except OSError as error:
+            raise OutputError(f"{path}: cannot write the events file ({error.strerror or error})") from None
+        self.written = keep or 0
+
+    def close(self) -> None:
+        if self._stream is not None and self._stream is not getattr(sys.stderr, "buffer", None):
+            self._stream.close()
+        self._stream = None
+
+    def _write(self, events: list[Any]) -> None:
+        if self._stream is None or not events:
+            return
+        import orjson
+
+        for event in events:
+            self._stream.write(orjson.dumps(event.to_dict()) + b"\n")
+        self._stream.flush()
+        self.written += len(events)
+
+    # -- feeding it ------------------------------------------------------------------------------
+    def rows(self, numbers: Sequence[int], contributions: Any, losses: Any, estimates: Any) -> list[Any]:
+        """A static micro-batch's rows (from ``explain_many(..., return_contributions=True)``)."""
+        events = self.detector.update_many(list(numbers), contributions, losses, estimates)
+        self._write(events)
+        return events
+
+    def row(self, number: int, explainer: Any) -> list[Any]:
+        """One row just explained with ``explain_one``."""
+        events = self.detector.update(number, explainer.last_contribution, explainer.last_loss,
+                                      explainer.importance_array())
+        self._write(events)
+        return events
+
+    # -- what is shown -------------------------------------------------------------------------------
+    @property
+    def events(self) -> list[Any]:
+        return self.detector.events
+
+    def marks(self) -> dict[str, str]:
+        """Feature -> ``↑ row N`` / ``↓ row N`` of its latest importance change (for the live table)."""
+        marks: dict[str, str] = {}
+        event: Any
+        for event in self.detector.events:
+            if getattr(event, "kind", "") == "importance":
+                marks[event.feature] = f"{'↑' if event.direction == 'up' else '↓'} row {event.row:,}"
+        return marks
+
+    def summary_lines(self, estimates: Any) -> list[str]:
+        """One line per event, then the reference check: the final summary."""
+        lines = []
+        event: Any
+        for event in self.detector.events:
+            if event.kind == "ranking":
+                lines.append(f"ranking at row {event.row:,}: nDCG@{event.k} {event.ndcg:.3f} < {event.threshold} "
+                             f"(top now {', '.join(event.top_current[:3])}; reference "
+                             f"{', '.join(event.top_reference[:3])})")
+                continue
+            what = "loss" if event.kind == "loss" else event.feature
+            line = (f"change at row {event.row:,} (from row {event.start_row:,}): {what} {event.direction}, "
+                    f"{event.before:.4f} ± {event.before_bound:.4f} -> {event.after:.4f} ± {event.after_bound:.4f}")
+            if event.kind == "importance":
+                line += f", rank {event.rank_before} -> {event.rank_after}"
+            elif event.features:
+                line += f"; with it: {', '.join(event.features)}"
+            lines.append(line)
+        summary = self.detector.summary(estimates)
+        if "reference" in summary:
+            ref = summary["reference"]
+            lines.append(f"against the reference: nDCG@{ref['k']} {ref['ndcg']:.3f}, error {ref['error']:.4f} "
+                         "(the paper's: shares, L1 distance)")
+        if not self.detector.events:
+            lines.insert(0, f"no change detected in {self.detector.n_rows:,} rows (delta {self.settings.delta}, "
+                            f"min change {self.settings.min_change})")
+        return lines
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_stream"] = None  # the file is reopened by a resumed run
+        return state
