@@ -125,6 +125,18 @@ def _mismatch_message(module: str | None, error: BaseException) -> str:
             f"To fix: {_version_fix(distribution, None, current)}")
 
 
+def _with_saved_version(error: ModelFileError, caught: list[warnings.WarningMessage]) -> ModelFileError:
+    """A pickle that failed to load after scikit-learn warned of its version: name the saved version too."""
+    for item in caught:
+        if type(item.message).__name__ == "InconsistentVersionWarning":
+            saved = str(getattr(item.message, "original_sklearn_version", "?"))
+            current = str(getattr(item.message, "current_sklearn_version", "?"))
+            return ModelFileError(error.path, f"saved with scikit-learn {saved}, which cannot be loaded with the "
+                                              f"installed scikit-learn {current}. To fix: "
+                                              f"{_version_fix('scikit-learn', saved, current)}")
+    return error
+
+
 def _failing_module(error: BaseException) -> str | None:
     """The module a failed unpickling was looking in (``ModuleNotFoundError.name``, or the class's module)."""
     if isinstance(error, ImportError):
@@ -180,7 +192,10 @@ def load_model(path: str | os.PathLike[str], trusted: Sequence[str] = ()) -> tup
         if kind == "skops":
             model = _load_skops(path, list(trusted))
         else:
-            model = _load_pickle(path)
+            try:
+                model = _load_pickle(path)
+            except ModelFileError as error:
+                raise _with_saved_version(error, caught) from None
             if trusted:
                 messages.append(f"{path}: --trust applies to .skops files only; this joblib/pickle file was "
                                 "loaded with pickle, which runs any code the file holds")
