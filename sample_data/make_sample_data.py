@@ -44,8 +44,12 @@ Notes
   is not there, the existing ``elec2_excerpt.csv`` and ``elec2_hgb.joblib``
   are kept (the project must work without the shared folder) and a message is
   printed on stderr.
-* Pickled models (``*.joblib``, ``*.pkl``) load only with the library versions
-  they were written with: scikit-learn 1.9.1 and river 0.26.1.
+* The model files (``*.joblib``, ``*.pkl``) hold no fitted model: each is a
+  pickled :class:`ipfi_cli.sample_models.Recipe` that builds the model when it
+  is loaded, with whatever scikit-learn and river versions are installed (the
+  river trees are constructed untrained; the scikit-learn models are fitted on
+  the training rows stored in the file, once, and cached per library versions).
+  The files themselves do not depend on any library version.
 
 After writing, the script loads every model back, predicts on a few rows and
 trains a fresh Hoeffding tree prequentially on ``agrawal_drift.csv`` as a
@@ -55,16 +59,18 @@ sanity check (skip with ``--skip-checks``).
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import joblib
 import pandas as pd
-from river import tree
 from river.datasets import synth
-from sklearn.ensemble import HistGradientBoostingClassifier
+
+from ipfi_cli.sample_models import Recipe, hist_gradient_boosting, river_model
 
 SCRIPT_DIR = Path(__file__).resolve().parent
 REPO_ROOT = SCRIPT_DIR.parent
@@ -166,24 +172,29 @@ def make_elec2_excerpt(source: Path, out: Path) -> bool:
 # --------------------------------------------------------------------------- models
 
 
-def fit_hgb(features: pd.DataFrame, target: pd.Series) -> HistGradientBoostingClassifier:
-    """Fit a default ``HistGradientBoostingClassifier`` on a DataFrame."""
-    model = HistGradientBoostingClassifier(random_state=MODEL_SEED)
-    model.fit(features, target.to_numpy())
-    return model
+def hgb_recipe(features: pd.DataFrame, target: pd.Series) -> Recipe:
+    """A recipe that fits ``HistGradientBoostingClassifier(random_state=0)`` on these rows when loaded."""
+    data = {column: features[column].tolist() for column in features.columns}
+    return Recipe(hist_gradient_boosting, {"random_state": MODEL_SEED}, list(features.columns), data,
+                  target.tolist())
 
 
-def accuracy(model: HistGradientBoostingClassifier, frame: pd.DataFrame) -> float:
+def accuracy(model: Any, frame: pd.DataFrame) -> float:
     """Accuracy of ``model`` on ``frame`` (all columns but ``class`` are features)."""
     predictions = model.predict(frame.drop(columns=TARGET))
     return float((predictions == frame[TARGET].to_numpy()).mean())
 
 
+def write_recipe(recipe: Recipe, path: Path) -> Any:
+    """Write ``recipe`` (zlib-compressed joblib pickle) and return the model it builds."""
+    joblib.dump(recipe, path, compress=3)
+    return joblib.load(path)
+
+
 def make_agrawal_hgb(out: Path, test: pd.DataFrame) -> None:
     """Write ``agrawal_hgb.joblib`` and print its accuracy on ``test``."""
     train = agrawal_frame(HGB_TRAIN_FUNCTION, HGB_TRAIN_SEED, HGB_TRAIN_ROWS)
-    model = fit_hgb(train[AGRAWAL_FEATURES], train[TARGET])
-    joblib.dump(model, out / "agrawal_hgb.joblib", compress=3)
+    model = write_recipe(hgb_recipe(train[AGRAWAL_FEATURES], train[TARGET]), out / "agrawal_hgb.joblib")
     print(f"wrote agrawal_hgb.joblib: accuracy on agrawal_static.csv = {accuracy(model, test):.4f}")
 
 
@@ -194,25 +205,24 @@ def make_elec2_hgb(source: Path, out: Path) -> None:
         return
     data = pd.read_csv(source)
     train = data.iloc[ELEC2_TRAIN_SLICE]
-    model = fit_hgb(train.drop(columns=TARGET), train[TARGET])
-    joblib.dump(model, out / "elec2_hgb.joblib", compress=3)
+    model = write_recipe(hgb_recipe(train.drop(columns=TARGET), train[TARGET]), out / "elec2_hgb.joblib")
     excerpt = pd.read_csv(out / "elec2_excerpt.csv")
     print(f"wrote elec2_hgb.joblib: accuracy on elec2_excerpt.csv = {accuracy(model, excerpt):.4f}")
 
 
-def new_hoeffding() -> tree.HoeffdingAdaptiveTreeClassifier:
-    """An untrained Hoeffding adaptive tree with the bundled settings."""
+def hoeffding_recipe() -> Recipe:
+    """An untrained Hoeffding adaptive tree with the bundled settings, built when loaded."""
     # delta=1e-5 (default 1e-7) lets the tree split sooner, so it learns each
     # 10,000-row concept of agrawal_drift.csv well enough for the drift to show.
-    return tree.HoeffdingAdaptiveTreeClassifier(
-        grace_period=HOEFFDING_GRACE_PERIOD, delta=1e-5, seed=MODEL_SEED
-    )
+    params = {"grace_period": HOEFFDING_GRACE_PERIOD, "delta": 1e-5, "seed": MODEL_SEED}
+    return Recipe(river_model, "tree.HoeffdingAdaptiveTreeClassifier", params)
 
 
 def make_hoeffding(out: Path) -> None:
     """Write the two untrained river models."""
     for name in ("agrawal_hoeffding.pkl", "elec2_hoeffding.pkl"):
-        joblib.dump(new_hoeffding(), out / name)
+        with (out / name).open("wb") as f:
+            pickle.dump(hoeffding_recipe(), f, protocol=4)
         print(f"wrote {name}: untrained HoeffdingAdaptiveTreeClassifier")
 
 
@@ -257,7 +267,7 @@ def check_river_model(model_path: Path, csv_path: Path) -> None:
 def check_prequential(csv_path: Path) -> None:
     """Test-then-train a fresh Hoeffding tree and print accuracy before/after the drift."""
     records = pd.read_csv(csv_path).to_dict("records")
-    model = new_hoeffding()
+    model = pickle.loads(pickle.dumps(hoeffding_recipe()))
     hits: list[bool] = []
     start = time.perf_counter()
     for record in records:

@@ -9,9 +9,24 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
+import tempfile
 
 import numpy as np
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Fitted sample models are cached in a folder of the test run, not in the user's cache.
+
+    The variable is inherited by the ``ipfi`` subprocesses the tests start. A folder the
+    user named with ``IPFI_CACHE_DIR`` is kept.
+    """
+    if not os.environ.get("IPFI_CACHE_DIR"):
+        folder = tempfile.TemporaryDirectory(prefix="ipfi-test-cache-")
+        config.add_cleanup(folder.cleanup)
+        os.environ["IPFI_CACHE_DIR"] = folder.name
+
 
 AGRAWAL_COLUMNS = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
 

@@ -11,12 +11,20 @@ from pathlib import Path
 
 import joblib
 import pytest
+import river
+from packaging.version import Version
 from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
 from ipfi_cli.models.files import ModelFileError, load_model, model_file_kind, save_model
 
 skops_io = pytest.importorskip("skops.io")
+
+# skops and river before 0.25 (seen with 0.21.0 and 0.24.2; 0.25.0 and 0.26.1 pass): skops writes an adaptive
+# tree without complaint, and a river pipeline read back from .skops fails on its first row
+RIVER_BEFORE_0_25 = pytest.mark.skipif(
+    Version(river.__version__) < Version("0.25"),
+    reason="skops round-trips river models only from river 0.25 on (0.21.0 and 0.24.2 fail)")
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 TREE_PREDICTOR = "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor"
@@ -148,6 +156,7 @@ def test_save_model_as_skops_round_trip(tmp_path):
     assert loaded.predict([[3.0]]).tolist() == [1]
 
 
+@RIVER_BEFORE_0_25
 def test_save_model_as_skops_that_skops_cannot_write(tmp_path):
     import pickle
 
@@ -172,6 +181,7 @@ def test_explain_refuses_then_runs_with_trust(tree_skops):
     assert trusted.stdout == pickled.stdout and len(list(csv.reader(io.StringIO(trusted.stdout)))) == 31
 
 
+@RIVER_BEFORE_0_25
 def test_learn_with_a_trusted_river_skops_model(river_skops):
     path, untrusted = river_skops
     data = rows_csv(20)

@@ -25,7 +25,7 @@ app = typer.Typer(
          "Run 'ipfi COMMAND --help' for a command's options. " + PICKLE_WARNING,
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -97,6 +97,24 @@ class SklearnPredictor:
                          "use a river model for incremental learning")
 
 
+def river_task(model: Any) -> str | None:
+    """``classification`` or ``regression`` for a river model or pipeline, else ``None``.
+
+    From river 0.24 on a pipeline is an instance of its last step's kind; before, it is
+    not, so a pipeline is judged by its last step (river 0.26 has no ``utils.inspect``).
+    """
+    from river import base, compose
+
+    while isinstance(model, compose.Pipeline) and model.steps \
+            and not isinstance(model, (base.Classifier, base.Regressor)):
+        model = list(model.steps.values())[-1]
+    if isinstance(model, base.Classifier):
+        return "classification"
+    if isinstance(model, base.Regressor):
+        return "regression"
+    return None
+
+
 class RiverPredictor:
     """A river model or pipeline: ``predict_one``/``predict_proba_one`` per record.
 
@@ -122,9 +140,7 @@ class RiverPredictor:
 
     @property
     def is_classifier(self) -> bool:
-        from river import base  # river 0.26 has no utils.inspect; pipelines pass this check too
-
-        return isinstance(self.model, base.Classifier)
+        return river_task(self.model) == "classification"
 
     @property
     def has_proba(self) -> bool:

@@ -37,15 +37,117 @@ class ModelFileError(ModelError):
         super().__init__(f"{self.path}: {message}")
 
 
+#: the distribution this package is installed as (its requirements give the supported ranges)
+DISTRIBUTION = "ipfi-cli"
+
+
+def supported_range(distribution: str) -> str | None:
+    """The versions of ``distribution`` ipfi supports (``">=1.3"``), from ipfi's installed metadata.
+
+    ``None`` when ipfi is not installed (run from a source tree) or does not require it.
+    """
+    from importlib import metadata
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        requires = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return None
+    for line in requires:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is None and canonicalize_name(requirement.name) == canonicalize_name(distribution):
+            return str(requirement.specifier) or None
+    return None
+
+
+def _within(version: str, specifier: str | None) -> bool:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return specifier is not None and SpecifierSet(specifier).contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def _version_fix(distribution: str, saved: str | None, current: str) -> str:
+    """How to make a model saved with ``saved`` load: never a version ipfi's requirements forbid."""
+    supported = supported_range(distribution)
+    refit = f"fit and save the model again with {distribution} {current}"
+    if saved is not None and (supported is None or _within(saved, supported)):
+        within = f" (ipfi supports {distribution}{supported})" if supported else ""
+        return f"install the version it was saved with, pip install '{distribution}=={saved}'{within}, or {refit}"
+    if saved is not None:
+        return f"{refit} (ipfi supports {distribution}{supported}, which {saved} is not)"
+    within = f" (ipfi supports {distribution}{supported})" if supported else ""
+    return f"install the {distribution} version it was saved with{within}, or {refit}"
+
+
 def _version_warning(path: str, warning: Warning | str) -> str | None:
     """One line for scikit-learn's InconsistentVersionWarning (matched by name: sklearn stays unimported)."""
     if type(warning).__name__ != "InconsistentVersionWarning":
         return None
-    saved = getattr(warning, "original_sklearn_version", "?")
-    current = getattr(warning, "current_sklearn_version", "?")
+    saved = str(getattr(warning, "original_sklearn_version", "?"))
+    current = str(getattr(warning, "current_sklearn_version", "?"))
     return (f"{path}: saved with scikit-learn {saved}, loaded with scikit-learn {current}; "
-            "predictions may be wrong or fail. Re-save the model with this version, or install "
-            f"scikit-learn=={saved}.")
+            f"predictions may be wrong or fail. To fix: {_version_fix('scikit-learn', saved, current)}.")
+
+
+def _installed_distribution(module: str) -> tuple[str, str] | None:
+    """``(distribution, version)`` of the installed package that ``module`` would belong to."""
+    from importlib import metadata
+
+    top = module.partition(".")[0]
+    names = metadata.packages_distributions().get(top, [])
+    for name in names:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _mismatch_message(module: str | None, error: BaseException) -> str:
+    """A model that does not load with the installed libraries: name them and a fix within ipfi's ranges."""
+    found = _installed_distribution(module) if module else None
+    if found is None:
+        if module and "." not in module:
+            return f"the model needs the Python module {module!r}, which is not installed"
+        return f"the model was saved with other library versions and cannot be loaded with these ({first_line(error)})"
+    distribution, current = found
+    needs = f"it needs {module}, which {distribution} {current} does not have" if isinstance(
+        error, ModuleNotFoundError) else first_line(error)
+    return (f"the model was saved with another version of {distribution} than the installed {current} ({needs}). "
+            f"To fix: {_version_fix(distribution, None, current)}")
+
+
+def _with_saved_version(error: ModelFileError, caught: list[warnings.WarningMessage]) -> ModelFileError:
+    """A pickle that failed to load after scikit-learn warned of its version: name the saved version too."""
+    for item in caught:
+        if type(item.message).__name__ == "InconsistentVersionWarning":
+            saved = str(getattr(item.message, "original_sklearn_version", "?"))
+            current = str(getattr(item.message, "current_sklearn_version", "?"))
+            return ModelFileError(error.path, f"saved with scikit-learn {saved}, which cannot be loaded with the "
+                                              f"installed scikit-learn {current}. To fix: "
+                                              f"{_version_fix('scikit-learn', saved, current)}")
+    return error
+
+
+def _failing_module(error: BaseException) -> str | None:
+    """The module a failed unpickling was looking in (``ModuleNotFoundError.name``, or the class's module)."""
+    if isinstance(error, ImportError):
+        return error.name
+    if isinstance(error, AttributeError):  # "Can't get attribute 'X' on <module 'river.tree.x' from ...>"
+        import re
+
+        found = re.search(r"<module '([\w.]+)'", str(error))
+        return found.group(1) if found else None
+    return None
 
 
 #: the first bytes of a zip archive, which is what a .skops file is
@@ -91,7 +193,10 @@ def load_model(path: str | os.PathLike[str], trusted: Sequence[str] = ()) -> tup
         if kind == "skops":
             model = _load_skops(path, list(trusted))
         else:
-            model = _load_pickle(path)
+            try:
+                model = _load_pickle(path)
+            except ModelFileError as error:
+                raise _with_saved_version(error, caught) from None
             if trusted:
                 messages.append(f"{path}: --trust applies to .skops files only; this joblib/pickle file was "
                                 "loaded with pickle, which runs any code the file holds")
@@ -111,11 +216,8 @@ def _load_pickle(path: str) -> Any:
 
     try:
         return joblib.load(path)
-    except ModuleNotFoundError as error:
-        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None  # noqa: E501
     except (AttributeError, ImportError) as error:
-        raise ModelFileError(path, f"the model was saved with other library versions and cannot be loaded "
-                                   f"with these ({error})") from None
+        raise ModelFileError(path, _mismatch_message(_failing_module(error), error)) from None
     except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError) as error:
         raise ModelFileError(path, "not a joblib/pickle model file nor a .skops one, or a damaged "
                                    f"file (unpickling failed with {type(error).__name__})") from None

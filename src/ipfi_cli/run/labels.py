@@ -224,13 +224,9 @@ def model_classes_from_first_row(model: Any, x: dict[str, Any]) -> list[Any] | N
 def declared_task(model: Any) -> str | None:
     """``classification`` or ``regression`` when the model says which it is, else ``None``."""
     if hasattr(model, "predict_one"):
-        from river import base
+        from ipfi_cli.models.adapters import river_task
 
-        if isinstance(model, base.Classifier):
-            return "classification"
-        if isinstance(model, base.Regressor):
-            return "regression"
-        return None
+        return river_task(model)
     if hasattr(model, "predict") and (hasattr(model, "fit") or hasattr(model, "get_params")):
         from sklearn.base import is_classifier, is_regressor
 
