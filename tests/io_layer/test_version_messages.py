@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from ipfi_cli.io.model_files import ModelFileError, load_model
+from ipfi_cli.models.files import ModelFileError, load_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
