@@ -121,7 +121,10 @@ def test_sigint_exits_130_with_complete_records_only(tmp_path):
         first += process.stdout.readline()
         time.sleep(0.5)
         process.send_signal(signal.SIGINT)
-        rest, err = process.communicate(timeout=30)
+        # read through the same buffered file as readline() (communicate() would skip its buffer)
+        rest = process.stdout.read()
+        err = process.stderr.read()
+        process.wait(timeout=30)
     finally:
         process.kill()
         cat.kill()

@@ -130,15 +130,18 @@ def test_text_labels_learned_as_bools(run, bool_labels):
 
 
 def test_labels_the_model_never_predicts_are_reported(run, hgb, static_csv, tmp_path):
-    path = tmp_path / "renamed.csv"
     text = static_csv.read_text().splitlines()
-    path.write_text("\n".join([text[0], *(line.rsplit(",", 1)[0] + ",group_" + line.rsplit(",", 1)[1]
-                                        for line in text[1:60])]) + "\n")
-    n = len(path.read_text().splitlines()) - 1
-    result = run("explain", path, "-m", hgb, "-t", "class", *BASE, "--no-live")
-    assert result.exit_code == 0 and n > 30
-    assert f"{n} row(s) have a label the model never predicts: 'group_" in result.stderr
-    assert f"every one of the first {n - 1} explained rows has a wrong prediction" in result.stderr
+
+    def renamed(lines):
+        return [line.rsplit(",", 1)[0] + ",group_" + line.rsplit(",", 1)[1] for line in lines]
+    some = tmp_path / "some.csv"  # the first 30 rows' labels renamed, the other 9 as the model's
+    some.write_text("\n".join([text[0], *renamed(text[1:31]), *text[31:40]]) + "\n")
+    result = run("explain", some, "-m", hgb, "-t", "class", *BASE, "--no-live")
+    assert result.exit_code == 0, result.stderr
+    assert "30 row(s) have a label the model never predicts: 'group_" in result.stderr
+    every = tmp_path / "every.csv"  # no label at all is a class of the model: nothing can be measured
+    every.write_text("\n".join([text[0], *renamed(text[1:40])]) + "\n")
+    error_line(run("explain", every, "-m", hgb, "-t", "class", *BASE), "no label is one of the model's classes")
 
 
 # -- a loss that does not fit the model ------------------------------------------------------------

@@ -150,7 +150,7 @@ def test_importances_that_are_all_exactly_zero_are_warned_about(run, tmp_path):
     X.assign(y=y).to_csv(tmp_path / "d.csv", index=False)
     result = run("explain", tmp_path / "d.csv", "-m", tmp_path / "constant.joblib", "-t", "y", *BASE, "--no-live")
     assert result.exit_code == 0
-    assert "every importance is exactly 0 after 99 rows" in result.stderr
+    assert "every feature scored exactly 0 after 99 rows" in result.stderr
 
 
 def test_a_question_mark_read_as_missing_is_noted(run, tmp_path):

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from ipfi_cli.errors import InputError
 from ipfi_cli.io import sources
 from ipfi_cli.io.readers import RowReader
-from ipfi_cli.io.values import parse_value
+from ipfi_cli.io.values import DEFAULT_NA_VALUES, parse_value
 
 from .conftest import fuzz
 
@@ -335,7 +335,9 @@ def jsonl_oracle(case: JsonCase) -> list[Any]:
         values = {}
         bad = False
         for k, v in item.items():
-            if v is None:
+            # the documented rule: null, and a string that is a missing-value token (spaces aside), are missing
+            if v is None or isinstance(v, str) and (v in DEFAULT_NA_VALUES or (v.strip() and v.strip() in
+                                                                                 DEFAULT_NA_VALUES)):
                 values[k] = float("nan")
                 continue
             kind = "text" if isinstance(v, str) else "number"

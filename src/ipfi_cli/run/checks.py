@@ -63,6 +63,6 @@ def all_zero_warning(importances: Any, explained: int) -> str | None:
     values = [float(v) for v in importances]
     if explained < ZERO_ROWS or not values or any(v != 0.0 for v in values):
         return None
-    return (f"every importance is exactly 0 after {explained:,} rows: no feature's permutation changed any "
+    return (f"every feature scored exactly 0 after {explained:,} rows: no feature's permutation changed any "
             "prediction. A model that ignores these inputs gives that; if it should use them, check that the "
             "input's columns are the ones the model was trained on (names and types)")

@@ -387,7 +387,7 @@ class ExplainSession:
                 "status")
         if s.verbose:
             say(f"wrote {self.writer.records:,} record(s) to {s.output or '<stdout>'}")
-        if status is RunStatus.OK:
+        if status is RunStatus.OK and self.explainer.n_explained > 0:
             source = self.reader.name if self.reader else s.input
             if self.labels.none_matched:
                 raise RunError(f"{source}: {labels_match_nothing(self.labels)}")
