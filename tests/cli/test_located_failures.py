@@ -1,0 +1,63 @@
+"""Model failures located to a row (and column) in every command, and other new-user findings.
+
+Each test runs the real command on data it generates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.cli.conftest import parse_csv
+
+
+def error_line(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ipfi: error:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def numeric_model(tmp_path_factory) -> tuple[Path, pd.DataFrame]:
+    """A logistic regression on three numeric columns (fitted on a DataFrame), and its data."""
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(1300, 3)), columns=["x1", "x2", "x3"])
+    frame["label"] = np.where(frame.x1 > 0, "yes", "no")
+    path = tmp_path_factory.mktemp("models") / "lr.joblib"
+    joblib.dump(LogisticRegression().fit(frame[["x1", "x2", "x3"]], frame["label"]), path)
+    return path, frame
+
+
+# -- F-A: thousands of leading rows the model cannot take ------------------------------------------
+def _leading_text(frame: pd.DataFrame, bad: int, rows: int) -> pd.DataFrame:
+    data = frame.iloc[:rows].copy()
+    data["x1"] = data["x1"].astype(object)
+    data.loc[:bad - 1, "x1"] = "1,5"  # a decimal comma: text the model cannot take
+    return data
+
+
+def test_many_leading_bad_rows_all_bad(run, tmp_path, numeric_model):
+    model, frame = numeric_model
+    path = tmp_path / "all_bad.csv"
+    _leading_text(frame, 1200, 1200).to_csv(path, index=False)
+    result = run("explain", path, "-m", model, "-t", "label", "--on-bad-row", "skip", "-q")
+    assert result.exit_code == 1
+    assert error_line(result) == f"ipfi: error: {path}: no row was explained: all 1,200 row(s) were bad"
+
+
+def test_many_leading_bad_rows_then_good_rows(run, tmp_path, numeric_model):
+    model, frame = numeric_model
+    path = tmp_path / "bad_lead.csv"
+    _leading_text(frame, 1200, 1300).to_csv(path, index=False)
+    result = run("explain", path, "-m", model, "-t", "label", "--on-bad-row", "skip")
+    assert result.exit_code == 0, result.stderr
+    records = parse_csv(result.stdout)
+    assert [int(r["row"]) for r in records] == list(range(1201, 1301))
+    assert "skipped 1,200 bad row(s); the first:" in result.stderr
+    assert "row 1 (line 2), column 'x1'" in result.stderr
