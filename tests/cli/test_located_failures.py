@@ -5,6 +5,7 @@ Each test runs the real command on data it generates.
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -61,3 +62,41 @@ def test_many_leading_bad_rows_then_good_rows(run, tmp_path, numeric_model):
     assert [int(r["row"]) for r in records] == list(range(1201, 1301))
     assert "skipped 1,200 bad row(s); the first:" in result.stderr
     assert "row 1 (line 2), column 'x1'" in result.stderr
+
+
+# -- F-I: a data file given as --model ---------------------------------------------------------------
+@pytest.mark.parametrize("name, text, zipped", [
+    ("s.csv", "x1,x2,label\n1,2,yes\n2,1,no\n", False),  # 'x' looks like zlib to joblib
+    ("s2.csv.gz", "id,x1,label\n1,2,yes\n2,1,no\n", True),  # gzip whose text starts with the INST opcode
+    ("s2.csv", "id,x1,label\n1,2,yes\n2,1,no\n", False),  # 'i' is pickle's INST opcode
+    ("s.jsonl", '{"x1": 1, "label": "yes"}\n', False),
+])
+def test_data_file_given_as_model(run, tmp_path, name, text, zipped):
+    data = tmp_path / "data.csv"
+    data.write_text("id,x1,x2,label\n1,1,2,yes\n2,2,1,no\n")
+    model = tmp_path / name
+    model.write_bytes(gzip.compress(text.encode()) if zipped else text.encode())
+    result = run("batch", data, "-m", model, "-t", "label")
+    assert result.exit_code == 1
+    assert error_line(result) == (f"ipfi: error: {model}: not a joblib/pickle model file nor a .skops one: "
+                                  "it looks like a data file (is --model given the data?)")
+
+
+@pytest.mark.parametrize("compress", [0, ("zlib", 3), ("gzip", 3), "protocol0"])
+def test_model_files_still_load(run, tmp_path, numeric_model, compress):
+    import pickle
+
+    import joblib
+
+    path, frame = numeric_model
+    model = joblib.load(path)
+    saved = tmp_path / "model.joblib"
+    if compress == "protocol0":
+        saved.write_bytes(pickle.dumps(model, protocol=0))
+    else:
+        joblib.dump(model, saved, compress=compress)
+    data = tmp_path / "data.csv"
+    frame.iloc[:50].to_csv(data, index=False)
+    result = run("batch", data, "-m", saved, "-t", "label", "-q")
+    assert result.exit_code == 0, result.stderr
+    assert [r["feature"] for r in parse_csv(result.stdout)] == ["x1", "x2", "x3"]
