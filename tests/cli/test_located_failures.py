@@ -100,3 +100,28 @@ def test_model_files_still_load(run, tmp_path, numeric_model, compress):
     result = run("batch", data, "-m", saved, "-t", "label", "-q")
     assert result.exit_code == 0, result.stderr
     assert [r["feature"] for r in parse_csv(result.stdout)] == ["x1", "x2", "x3"]
+
+
+# -- F-N: --drop of input columns a model that names its inputs does not take ------------------------------
+@pytest.mark.parametrize("command", ["explain", "batch", "compare"])
+def test_drop_accepts_input_columns_the_model_does_not_take(run, tmp_path, numeric_model, command):
+    model, frame = numeric_model
+    data = frame.iloc[:60].copy()
+    data.insert(0, "id", range(len(data)))
+    data["date"] = "2024-01-01"
+    path = tmp_path / "with_id.csv"
+    data.to_csv(path, index=False)
+    result = run(command, path, "-m", model, "-t", "label", "--drop", "id,date,x3", "--seed", "1")
+    assert result.exit_code == 0, result.stderr
+    assert "ipfi: note: --drop id, date: not inputs of the model, which never gets them anyway" in result.stderr
+    plain = run(command, path, "-m", model, "-t", "label", "--drop", "x3", "--seed", "1")
+    assert plain.exit_code == 0 and plain.stdout == result.stdout
+
+
+def test_drop_of_a_name_in_neither_is_a_usage_error(run, tmp_path, numeric_model):
+    model, frame = numeric_model
+    path = tmp_path / "data.csv"
+    frame.iloc[:20].to_csv(path, index=False)
+    result = run("batch", path, "-m", model, "-t", "label", "--drop", "nope")
+    assert result.exit_code == 2
+    assert "no such column: nope" in result.stderr

@@ -101,6 +101,7 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
         if missing:
             raise InputError(f"the model needs column(s) {', '.join(missing)}, which the input lacks "
                              f"(the model's inputs: {', '.join(known)})", source=source)
+        _check_drop(known, inputs, drop or [], notes)
         return list(known)
     available = [c for c in inputs if c != target]
     for option, names in (("--features", features or []), ("--drop", drop or []),
@@ -130,6 +131,20 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
         notes.append("the model was fitted without column names: it gets the input's columns by position "
                      f"({_preview(columns)}); --verbose shows the mapping")
     return columns
+
+
+def _check_drop(known: Sequence[str], inputs: Sequence[str], drop: Sequence[str],
+                notes: list[str] | None) -> None:
+    """``--drop`` for a model that names its inputs: an input column it does not take is left out
+    anyway (a note says so); a name that is neither an input column nor a model input is a usage error."""
+    outside = [n for n in drop if n not in known]
+    unknown = [n for n in outside if n not in inputs]
+    if unknown:
+        raise UsageError(f"no such column: {', '.join(unknown)} (the model's inputs: {', '.join(known)})",
+                         "--drop")
+    if outside and notes is not None:
+        notes.append(f"--drop {', '.join(outside)}: not {'an input' if len(outside) == 1 else 'inputs'} of "
+                     f"the model, which never gets {'it' if len(outside) == 1 else 'them'} anyway")
 
 
 def select_features(columns: Sequence[str], features: Sequence[str] | None, drop: Sequence[str] | None,
@@ -164,7 +179,6 @@ def select_features(columns: Sequence[str], features: Sequence[str] | None, drop
 def explained_columns(loaded: LoadedModel, columns: Sequence[str], features: Sequence[str] | None,
                       drop: Sequence[str] | None, groups: dict[str, list[str]]
                       ) -> tuple[list[str] | None, dict[str, list[str]]]:
-    """:func:`select_features` for the run's model: a ``--drop`` column that a model without a
-    schema does not get at all is not checked again."""
-    schema = bool(loaded.predictor.columns)
-    return select_features(columns, features, drop if schema else [c for c in drop or [] if c in columns], groups)
+    """:func:`select_features` for the run's model: a ``--drop`` column that the model does not
+    get at all (checked by :func:`model_columns`) is not checked again."""
+    return select_features(columns, features, [c for c in drop or [] if c in columns], groups)
