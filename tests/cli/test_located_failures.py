@@ -125,3 +125,65 @@ def test_drop_of_a_name_in_neither_is_a_usage_error(run, tmp_path, numeric_model
     result = run("batch", path, "-m", model, "-t", "label", "--drop", "nope")
     assert result.exit_code == 2
     assert "no such column: nope" in result.stderr
+
+
+# -- F-B: batch and compare locate a row the model cannot take, and skip just it ----------------------
+@pytest.fixture(scope="module")
+def one_hot(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """A one-hot pipeline that refuses unseen categories; a file with two of them (rows 51, 301),
+    and the same file without those rows."""
+    import joblib
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(0)
+    n = 400
+    frame = pd.DataFrame({"color": rng.choice(["red", "green", "blue"], n), "x1": rng.normal(size=n)})
+    frame["y"] = np.where((frame.color == "red") ^ (frame.x1 > 1), "yes", "no")
+    pipe = make_pipeline(ColumnTransformer([("oh", OneHotEncoder(), ["color"])], remainder="passthrough"),
+                         LogisticRegression())
+    folder = tmp_path_factory.mktemp("one_hot")
+    joblib.dump(pipe.fit(frame[["color", "x1"]], frame.y), folder / "oh.joblib")
+    unseen = frame.copy()
+    unseen.loc[50, "color"] = "purple"
+    unseen.loc[300, "color"] = "pink"
+    unseen.to_csv(folder / "unseen.csv", index=False)
+    frame.drop(index=[50, 300]).to_csv(folder / "clean.csv", index=False)
+    return folder / "oh.joblib", folder / "unseen.csv", folder / "clean.csv"
+
+
+PURPLE = ("row 51 (line 52), column 'color': the model cannot take the value 'purple' "
+          "(ValueError: Found unknown categories ['purple'] in column 0 during transform)")
+
+
+@pytest.mark.parametrize("command", ["batch", "compare"])
+def test_model_failure_is_located(run, one_hot, command):
+    model, unseen, _ = one_hot
+    result = run(command, unseen, "-m", model, "-t", "y", "-q")
+    assert result.exit_code == 1
+    assert error_line(result) == f"ipfi: error: {unseen}: {PURPLE}"
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["batch", "compare"])
+def test_skip_leaves_out_just_the_rows_the_model_cannot_take(run, one_hot, command):
+    model, unseen, clean = one_hot
+    skipped = run(command, unseen, "-m", model, "-t", "y", "--on-bad-row", "skip", "--seed", "3")
+    assert skipped.exit_code == 0, skipped.stderr
+    assert f"ipfi: warning: skipped 2 bad row(s); the first: {unseen}: {PURPLE}" in skipped.stderr
+    expected = run(command, clean, "-m", model, "-t", "y", "--seed", "3", "-q")
+    assert expected.exit_code == 0 and skipped.stdout == expected.stdout
+
+
+def test_batch_on_text_where_the_model_needs_numbers(run, tmp_path, numeric_model):
+    model, frame = numeric_model
+    path = tmp_path / "decimal_comma.csv"
+    _leading_text(frame, 1200, 1200).to_csv(path, index=False)
+    result = run("batch", path, "-m", model, "-t", "label")
+    assert error_line(result) == (f"ipfi: error: {path}: row 1 (line 2), column 'x1': the model needs a number, "
+                                  "got '1,5' (ValueError: could not convert string to float: '1,5')")
+    result = run("batch", path, "-m", model, "-t", "label", "--on-bad-row", "skip")
+    assert result.exit_code == 1
+    assert error_line(result) == f"ipfi: error: {path}: no data to explain: all 1,200 row(s) were bad"
