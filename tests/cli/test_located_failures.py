@@ -187,3 +187,66 @@ def test_batch_on_text_where_the_model_needs_numbers(run, tmp_path, numeric_mode
     result = run("batch", path, "-m", model, "-t", "label", "--on-bad-row", "skip")
     assert result.exit_code == 1
     assert error_line(result) == f"ipfi: error: {path}: no data to explain: all 1,200 row(s) were bad"
+
+
+# -- F-D: a model fitted on pandas' names with spaces (' workclass'), a header read without them ---------------
+@pytest.fixture(scope="module")
+def spaced(tmp_path_factory) -> tuple[Path, Path, float]:
+    """A file written with ', ' separators, a pipeline fitted on ``pd.read_csv`` of it (names ' workclass', ...),
+    and the model's zero-one loss on it."""
+    import joblib
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    rng = np.random.default_rng(1)
+    n = 300
+    frame = pd.DataFrame({"age": rng.integers(18, 80, n), "workclass": rng.choice(["Private", "State-gov"], n),
+                          "hours": rng.normal(40, 5, n)})
+    frame["class"] = np.where((frame.age > 40) ^ (frame.workclass == "Private"), ">50K", "<=50K")
+    folder = tmp_path_factory.mktemp("spaced")
+    data = folder / "adult_raw.csv"
+    data.write_text(", ".join(frame.columns) + "\n" + frame.to_csv(index=False, header=False).replace(",", ", "))
+    raw = pd.read_csv(data)
+    assert list(raw.columns) == ["age", " workclass", " hours", " class"]
+    X, y = raw.drop(columns=[" class"]), raw[" class"]
+    pipe = make_pipeline(ColumnTransformer([("oh", OneHotEncoder(), [" workclass"]),
+                                            ("num", StandardScaler(), ["age", " hours"])]), LogisticRegression())
+    pipe.fit(X, y)
+    joblib.dump(pipe, folder / "model.joblib")
+    return data, folder / "model.joblib", 1 - pipe.score(X, y)
+
+
+def test_model_names_with_spaces_are_matched(run, spaced):
+    data, model, loss = spaced
+    result = run("batch", data, "-m", model, "-t", "class", "--seed", "0")
+    assert result.exit_code == 0, result.stderr
+    assert ("ipfi: note: the model's column names have surrounding spaces (' workclass', ' hours'); they are "
+            "matched to the input's header names, which are read without them") in result.stderr
+    records = parse_csv(result.stdout)
+    assert [r["feature"] for r in records] == ["age", "workclass", "hours"]
+    assert float(records[0]["baseline_loss"]) == pytest.approx(loss)
+    assert float(records[1]["importance"]) > 0.05
+    explained = run("explain", data, "-m", model, "-t", "class", "-q")
+    assert explained.exit_code == 0, explained.stderr
+    assert parse_csv(explained.stdout)[0].keys() == {"row", "age", "workclass", "hours"}
+
+
+def test_target_with_spaces_names_the_fix(run, spaced):
+    data, model, _ = spaced
+    result = run("batch", data, "-m", model, "-t", " class")
+    assert result.exit_code == 1
+    assert error_line(result).endswith("(the header's names are read without surrounding spaces: "
+                                       "use --target 'class')")
+
+
+def test_missing_names_are_quoted(run, tmp_path, spaced):
+    data, model, _ = spaced
+    other = tmp_path / "other.csv"
+    other.write_text("age,hours,class\n30,40,>50K\n50,38,<=50K\n")
+    result = run("batch", other, "-m", model, "-t", "class")
+    assert result.exit_code == 1
+    assert error_line(result) == (f"ipfi: error: {other}: the model needs column(s) ' workclass', which the input "
+                                  "lacks (the model's inputs: 'age', ' workclass', ' hours'); the model's names "
+                                  "have surrounding spaces, the input's header names are read without them")

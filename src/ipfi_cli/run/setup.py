@@ -67,6 +67,34 @@ def first_row_hook(loaded: LoadedModel, matcher: LabelMatcher,
     return learn_classes
 
 
+class RenamedInputs:
+    """A predictor whose inputs the run names as the input's header does, while the model gets
+    its own names (``names``: header name -> model name), e.g. ``' workclass'`` for ``workclass``.
+
+    Everything else is the wrapped predictor's.
+    """
+
+    def __init__(self, predictor: Any, names: dict[str, str]) -> None:
+        self.predictor = predictor
+        self.names = names
+        header = {model: name for name, model in names.items()}
+        self.columns: list[str] | None = [header.get(c, c) for c in predictor.columns]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.predictor, name)
+
+    def _model_names(self, columns: Sequence[str]) -> list[str]:
+        return [self.names.get(c, c) for c in columns]
+
+    def predict_block(self, block: Any, columns: Sequence[str], output: Any, targets: Any) -> Any:
+        return self.predictor.predict_block(block, self._model_names(columns), output, targets)
+
+    def predict_records(self, records: list[dict[str, Any]], output: Any, target: Any) -> Any:
+        names = self.names
+        return self.predictor.predict_records([{names.get(c, c): v for c, v in r.items()} for r in records],
+                                              output, target)
+
+
 def _preview(columns: Sequence[str]) -> str:
     return ", ".join(columns[:6]) + (", ..." if len(columns) > 6 else "")
 
@@ -91,16 +119,33 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
             if any(delimiter in c for c in inputs):
                 hint = f" (the header holds {name}: is the file separated by it? use --delimiter)"
                 break
+        if not hint and target != target.strip() and target.strip() in inputs:
+            hint = f" (the header's names are read without surrounding spaces: use --target {target.strip()!r})"
         raise InputError(f"no column {target!r} (the --target); the columns are: {', '.join(inputs)}{hint}",
                          source=source)
     known = loaded.predictor.columns
     if known:
-        if target in known:
+        if target in known or target in [c.strip() for c in known if c not in inputs]:
             raise ModelError(f"{loaded.path}: the model takes the target column {target!r} as an input")
         missing = [c for c in known if c not in inputs]
-        if missing:
-            raise InputError(f"the model needs column(s) {', '.join(missing)}, which the input lacks "
-                             f"(the model's inputs: {', '.join(known)})", source=source)
+        spaced = {c: c.strip() for c in missing if c != c.strip() and c.strip() in inputs}
+        if missing and len(spaced) == len(missing) and len(set(spaced.values())) == len(spaced) \
+                and not set(spaced.values()) & set(known):
+            # pandas keeps a header's spaces (' workclass'), ipfi strips them: the model gets its own names
+            loaded.predictor = RenamedInputs(loaded.predictor, {v: k for k, v in spaced.items()})
+            if notes is not None:
+                shown = _preview([repr(c) for c in spaced])
+                notes.append(f"the model's column names have surrounding spaces ({shown}); they are matched "
+                             "to the input's header names, which are read without them")
+            known = [spaced.get(c, c) for c in known]
+        elif missing:
+            hint = ""
+            if any(c != c.strip() for c in missing):
+                hint = ("; the model's names have surrounding spaces, the input's header names are read without "
+                        "them")
+            lacking = [c for c in missing if c not in spaced] or missing
+            raise InputError(f"the model needs column(s) {', '.join(map(repr, lacking))}, which the input lacks "
+                             f"(the model's inputs: {', '.join(map(repr, known))}){hint}", source=source)
         _check_drop(known, inputs, drop or [], notes)
         return list(known)
     available = [c for c in inputs if c != target]
