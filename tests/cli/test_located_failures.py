@@ -250,3 +250,42 @@ def test_missing_names_are_quoted(run, tmp_path, spaced):
     assert error_line(result) == (f"ipfi: error: {other}: the model needs column(s) ' workclass', which the input "
                                   "lacks (the model's inputs: 'age', ' workclass', ' hours'); the model's names "
                                   "have surrounding spaces, the input's header names are read without them")
+
+
+# -- F-K: a river binary classifier learning text labels other than the bool spellings -------------------
+@pytest.fixture(scope="module")
+def elec(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """elec2-like rows (labels UP/DOWN), the same with yes/no, and a fresh river scaled logistic regression."""
+    import pickle
+
+    from river import linear_model, preprocessing
+
+    rng = np.random.default_rng(0)
+    n = 200
+    frame = pd.DataFrame({"date": rng.random(n), "day": rng.integers(1, 8, n), "period": rng.random(n),
+                          "nswprice": rng.random(n), "nswdemand": rng.random(n)})
+    frame["class"] = np.where(frame.nswprice > 0.5, "UP", "DOWN")
+    folder = tmp_path_factory.mktemp("elec")
+    frame.to_csv(folder / "elec.csv", index=False)
+    frame.assign(**{"class": np.where(frame.nswprice > 0.5, "yes", "no")}).to_csv(folder / "yes_no.csv", index=False)
+    (folder / "lr.pkl").write_bytes(pickle.dumps(preprocessing.StandardScaler() | linear_model.LogisticRegression()))
+    return folder / "elec.csv", folder / "yes_no.csv", folder / "lr.pkl"
+
+
+@pytest.mark.parametrize("command", [["explain", "--learn"], ["compare", "--learn", "--interval", "50"]])
+def test_binary_river_classifier_with_text_labels_names_the_fix(run, elec, command):
+    data, _, model = elec
+    result = run(command[0], data, "-m", model, "-t", "class", *command[1:], "-q")
+    assert result.exit_code == 1
+    assert error_line(result) == (
+        f"ipfi: error: {model}: river's LogisticRegression is a binary classifier that learns True/False labels; "
+        "the labels read like 'DOWN': map them to true/false, or use a multi-class model such as "
+        "tree.HoeffdingTreeClassifier")
+    assert "invalid literal" not in result.stderr
+
+
+def test_binary_river_classifier_with_bool_spellings_learns(run, elec):
+    _, yes_no, model = elec
+    result = run("explain", yes_no, "-m", model, "-t", "class", "--learn", "-q")
+    assert result.exit_code == 0, result.stderr
+    assert len(parse_csv(result.stdout)) == 200

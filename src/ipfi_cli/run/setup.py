@@ -49,8 +49,48 @@ def choose_loss(loaded: LoadedModel, classification: bool, loss: str | None) -> 
 
 def label_matcher(loaded: LoadedModel, classification: bool, learn: bool) -> LabelMatcher:
     """A :class:`~ipfi_cli.run.labels.LabelMatcher` for the model's classes (scikit-learn's
-    ``classes_``; a river classifier's are asked on the first row, see :func:`first_row_hook`)."""
+    ``classes_``; a river classifier's are asked on the first row, see :func:`first_row_hook`).
+
+    A river binary classifier that learns gets a :class:`BinaryLabels` matcher."""
+    name = binary_river_classifier(loaded) if learn and classification else None
+    if name is not None:
+        return BinaryLabels(loaded.path, name, classes=loaded.predictor.classes)
     return LabelMatcher(classification=classification, classes=loaded.predictor.classes, fixed=not learn)
+
+
+def binary_river_classifier(loaded: LoadedModel) -> str | None:
+    """The class name of a river classifier (or a pipeline's last step) that is binary only
+    (river marks them ``_multiclass = False``: ``linear_model.LogisticRegression``, ``Perceptron``,
+    ...), else ``None``."""
+    if loaded.kind != "river" or not loaded.predictor.is_classifier:
+        return None
+    model = loaded.model
+    if getattr(model, "_multiclass", True) is not False:
+        return None
+    steps = getattr(model, "steps", None)
+    last = list(steps.values())[-1] if isinstance(steps, dict) and steps else model
+    return type(last).__name__
+
+
+class BinaryLabels(LabelMatcher):
+    """Labels for a river binary classifier that learns: it learns True/False (or 1/0) only,
+    so a label that does not read as one (``'UP'``, ``'>50K'``) stops the run at the first
+    row, naming the fix, instead of failing inside ``learn_one`` ("invalid literal for int()")."""
+
+    def __init__(self, path: str, name: str, classes: Sequence[Any] | None) -> None:
+        super().__init__(classification=True, classes=classes, fixed=False)
+        self.path = path
+        self.name = name
+
+    def __call__(self, value: Any) -> Any:
+        label = super().__call__(value)
+        if isinstance(label, bool) or (type(label) in (int, float) and label in (0, 1)):
+            return label
+        from ipfi_cli.errors import RunError
+
+        raise RunError(f"{self.path}: river's {self.name} is a binary classifier that learns True/False labels; "
+                       f"the labels read like {label!r}: map them to true/false, or use a multi-class model such "
+                       "as tree.HoeffdingTreeClassifier")
 
 
 def first_row_hook(loaded: LoadedModel, matcher: LabelMatcher,
