@@ -109,6 +109,8 @@ def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: R
 
 #: rows read, checked and screened with the model at a time
 SCREEN_ROWS = 1000
+#: rows tried as the reference that names a failing column
+REFERENCE_TRIES = 20
 
 
 def _predict(predictor: Any, block: Any, columns: list[str], output: Output, labels: list[Any]) -> None:
@@ -170,8 +172,9 @@ def screen_rows(rows: list[Any], predictor: Any, columns: list[str], output: Out
 
     bad = {index for index, _ in failing}
     if reference is None:
-        reference = next((i for i in range(len(rows)) if i not in bad and _takes(predictor, block[i:i + 1],
-                                                                                columns, output, labels[i])), None)
+        # a row the model takes, to name the failing column by (a few tries: the rows may all fail)
+        trials = [i for i in range(len(rows)) if i not in bad][:REFERENCE_TRIES]
+        reference = next((i for i in trials if _takes(predictor, block[i:i + 1], columns, output, labels[i])), None)
     for index, cause in failing:
         row = rows[index]
         column = failing_column(predictor, columns, row.values, row.label, output,
