@@ -289,3 +289,18 @@ def test_binary_river_classifier_with_bool_spellings_learns(run, elec):
     result = run("explain", yes_no, "-m", model, "-t", "class", "--learn", "-q")
     assert result.exit_code == 0, result.stderr
     assert len(parse_csv(result.stdout)) == 200
+
+
+# -- F-N: the column is named also when the first row fails and several columns hold text ------------------
+@pytest.mark.parametrize("command", ["explain", "batch"])
+def test_first_row_failure_names_the_text_column(run, tmp_path, one_hot, command):
+    model, _, clean = one_hot
+    data = pd.read_csv(clean)
+    data["x1"] = data["x1"].astype(object)
+    data.loc[0, "x1"] = "1,5"  # 'color' holds text too: the error's words alone cannot tell which
+    path = tmp_path / "comma.csv"
+    data.to_csv(path, index=False)
+    result = run(command, path, "-m", model, "-t", "y", "-q")
+    assert result.exit_code == 1
+    assert error_line(result) == (f"ipfi: error: {path}: row 1 (line 2), column 'x1': the model needs a number, "
+                                  "got '1,5' (ValueError: could not convert string to float: '1,5')")
