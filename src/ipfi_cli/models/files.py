@@ -166,6 +166,53 @@ def model_file_kind(path: str | os.PathLike[str]) -> str:
     return "pickle"
 
 
+#: the first bytes of a gzip file (a gzipped data file, or a joblib file compressed with gzip)
+_GZIP_MAGIC = b"\x1f\x8b"
+_DELIMITERS = (",", ";", "\t", "|")
+NOT_A_MODEL = "not a joblib/pickle model file nor a .skops one"
+
+
+def _text_data(head: bytes) -> bool:
+    """Whether ``head`` (a file's first bytes) reads as a data file: its first line is printable
+    text with a delimiter (CSV, TSV), or a JSON object or array.
+
+    A pickle never looks like this: protocols 2 and up start with byte 0x80, joblib's
+    compressed files with binary headers, and a protocol 0 or 1 pickle's first line is an
+    opcode with a module name or a number (no delimiter).
+    """
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        line = first.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if b"\n" in head or error.start < len(first) - 3:
+            return False
+        line = first[:error.start].decode("utf-8")  # a long first line cut inside a character
+    if not line.strip() or not line.replace("\t", " ").isprintable():
+        return False
+    stripped = line.strip()
+    if stripped[0] in "{[":
+        return True
+    return any(d in line for d in _DELIMITERS)
+
+
+def looks_like_data(path: str) -> bool:
+    """Whether the file at ``path`` is text data (CSV, TSV, JSON lines; gzipped or not), not a model."""
+    import gzip
+    import zlib
+
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if head.startswith(_GZIP_MAGIC):
+        try:
+            with gzip.open(path, "rb") as g:
+                head = g.read(4096)
+        except (OSError, EOFError, zlib.error):
+            return False
+    return _text_data(head)
+
+
 def load_model(path: str | os.PathLike[str], trusted: Sequence[str] = ()) -> tuple[Any, list[str]]:
     """Load a skops or joblib/pickle model file; returns ``(model, warnings)``.
 
@@ -187,6 +234,13 @@ def load_model(path: str | os.PathLike[str], trusted: Sequence[str] = ()) -> tup
         kind = model_file_kind(path)
     except OSError as error:
         raise ModelFileError(path, f"cannot read the model file ({error.strerror or error})") from None
+    if kind == "pickle":
+        try:
+            data = looks_like_data(path)
+        except OSError as error:
+            raise ModelFileError(path, f"cannot read the model file ({error.strerror or error})") from None
+        if data:
+            raise ModelFileError(path, f"{NOT_A_MODEL}: it looks like a data file (is --model given the data?)")
     messages: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -212,14 +266,16 @@ def load_model(path: str | os.PathLike[str], trusted: Sequence[str] = ()) -> tup
 
 
 def _load_pickle(path: str) -> Any:
+    import zlib
+
     import joblib
 
     try:
         return joblib.load(path)
     except (AttributeError, ImportError) as error:
         raise ModelFileError(path, _mismatch_message(_failing_module(error), error)) from None
-    except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError) as error:
-        raise ModelFileError(path, "not a joblib/pickle model file nor a .skops one, or a damaged "
+    except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError, zlib.error) as error:
+        raise ModelFileError(path, f"{NOT_A_MODEL}, or a damaged "
                                    f"file (unpickling failed with {type(error).__name__})") from None
     except OSError as error:
         raise ModelFileError(path, f"cannot read the model file ({error.strerror or error})") from None

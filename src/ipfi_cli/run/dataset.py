@@ -3,6 +3,10 @@
 The rows go through the same reader (:mod:`ipfi_cli.io.readers`) and the same row checks
 (:class:`~ipfi_cli.run.rows.RowChecker`) as ``ipfi explain``: one file means the same
 values and the same bad rows to every command, with the same messages.
+
+The good rows are then screened with the model (:func:`screen_rows`): a row it cannot take
+(an unseen category, a text where it needs a number) is named with its column, as
+``ipfi explain`` names it, and stops the command or is skipped with ``--on-bad-row skip``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ipfi_cli.core.losses import Loss
+from ipfi_cli.core.losses import Loss, Output
 from ipfi_cli.errors import InputError, RunError
 from ipfi_cli.models.loading import LoadedModel
 from ipfi_cli.run.checks import check_inputs, labels_match_nothing
@@ -48,7 +52,7 @@ def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: R
     from ipfi_cli.io.readers import open_rows
     from ipfi_cli.io.values import reader_options
     from ipfi_cli.run import setup
-    from ipfi_cli.run.rows import RowChecker, read_good_rows, rows_frame
+    from ipfi_cli.run.rows import RowChecker, rows_frame
 
     groups = dict(groups or {})
     for line in loaded.warnings:
@@ -84,7 +88,13 @@ def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: R
         checker = RowChecker(source=source, target=target, columns=columns, to_label=matcher,
                              check_columns=reader.format == "jsonl", learn=learn, on_bad_row=on_bad_row,
                              on_skip=on_skip, on_first_row=setup.first_row_hook(loaded, matcher, columns))
-        rows = read_good_rows(reader, checker)
+        rows: list[Any] = []
+        for batch in reader.batches(SCREEN_ROWS):
+            good, failure = checker.check(batch)
+            # a row the model cannot take before the bad row `failure` is the first to report
+            rows.extend(screen_rows(good, loaded.predictor, columns, chosen_loss.output, source, checker))
+            if failure is not None:
+                raise failure
         noted = reader.noted_missing_summary()
         if noted:
             reporter.message(noted, "note")
@@ -102,3 +112,90 @@ def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: R
         raise RunError(f"{source}: no data to explain: {why}")
     return Dataset(loaded, rows_frame(rows, columns), [r.label for r in rows], columns, selected, groups,
                    chosen_loss, classification, source)
+
+
+#: rows read, checked and screened with the model at a time
+SCREEN_ROWS = 1000
+#: rows tried as the reference that names a failing column
+REFERENCE_TRIES = 20
+
+
+def _predict(predictor: Any, block: Any, columns: list[str], output: Output, labels: list[Any]) -> None:
+    """Predict ``block`` as batch PFI does (one call, or row by row for a per-record model)."""
+    import numpy as np
+
+    if getattr(predictor, "supports_batch", False):
+        targets = np.array(labels, dtype=object) if output is Output.PROBA else None
+        predictor.predict_block(block, columns, output, targets)
+        return
+    records = [dict(zip(columns, r)) for r in block.tolist()]
+    for record, label in zip(records, labels):
+        predictor.predict_records([record], output, label)
+
+
+def screen_rows(rows: list[Any], predictor: Any, columns: list[str], output: Output, source: str,
+                checker: Any) -> list[Any]:
+    """The ``rows`` (good rows, in order) the model takes.
+
+    One prediction of the whole block; if it fails, the block is bisected (iteratively, in
+    order) down to the rows the model cannot take. Each is named with its column (see
+    :mod:`ipfi_cli.run.failures`): with ``on_bad_row="fail"`` the first raises its
+    :class:`~ipfi_cli.errors.InputError`, with ``"skip"`` they are counted by ``checker``
+    and left out.
+    """
+    if not rows:
+        return rows
+    from ipfi_cli.core.batch import as_block
+    from ipfi_cli.run.rows import rows_frame
+
+    block = as_block(rows_frame(rows, columns), columns)
+    labels = [r.label for r in rows]
+    try:
+        _predict(predictor, block, columns, output, labels)
+        return rows
+    except Exception:  # noqa: BLE001 - some row fails: find which
+        pass
+    failing: list[tuple[int, BaseException]] = []
+    reference: int | None = None
+    stack = [(0, len(rows))]
+    while stack:
+        lo, hi = stack.pop()
+        try:
+            _predict(predictor, block[lo:hi], columns, output, labels[lo:hi])
+        except Exception as error:  # noqa: BLE001 - a row the model cannot take is in lo:hi
+            if hi - lo == 1:
+                failing.append((lo, error))
+                if checker.on_bad_row == "fail":
+                    break
+            else:
+                middle = (lo + hi) // 2
+                stack += [(middle, hi), (lo, middle)]  # the first half first: rows stay in order
+            continue
+        if reference is None:
+            reference = lo
+    if not failing:  # the block fails, no part of it does (the model fails on the mix): the first row says so
+        return rows
+    from ipfi_cli.run.failures import failing_column, failure_message
+
+    bad = {index for index, _ in failing}
+    if reference is None:
+        # a row the model takes, to name the failing column by (a few tries: the rows may all fail)
+        trials = [i for i in range(len(rows)) if i not in bad][:REFERENCE_TRIES]
+        reference = next((i for i in trials if _takes(predictor, block[i:i + 1], columns, output, labels[i])), None)
+    for index, cause in failing:
+        row = rows[index]
+        column = failing_column(predictor, columns, row.values, row.label, output,
+                                rows[reference].values if reference is not None else None)
+        message = failure_message(source, row.number, row.line, row.values, columns, cause, column)
+        if checker.on_bad_row == "fail":
+            raise InputError(message) from cause
+        checker.skip(message)
+    return [r for i, r in enumerate(rows) if i not in bad]
+
+
+def _takes(predictor: Any, block: Any, columns: list[str], output: Output, label: Any) -> bool:
+    try:
+        _predict(predictor, block, columns, output, [label])
+    except Exception:  # noqa: BLE001
+        return False
+    return True

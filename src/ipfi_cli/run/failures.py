@@ -33,11 +33,15 @@ def failing_column(predictor: Any, columns: Sequence[str], x: dict[str, Any], la
                    reference: dict[str, Any] | None) -> str | None:
     """The column of ``x`` the model fails on, found with ``reference``, a row it takes.
 
-    ``None`` when the unperturbed row predicts (the failure came from a permuted copy), when
-    there is no reference row, or when no single column explains the failure.
+    ``None`` when the unperturbed row predicts (the failure came from a permuted copy), or
+    when no single column explains the failure. Without a reference row, only the text values
+    are tried, each replaced by 0.0 (a number where the model needs one: a decimal comma, a
+    zip code read as text).
     """
     row = {c: x[c] for c in columns}
-    if reference is None or _predicts(predictor, row, output, label):
+    if reference is None:
+        reference = {c: 0.0 if isinstance(v, str) else v for c, v in row.items()}
+    if _predicts(predictor, row, output, label):
         return None
     for c in columns:
         if row[c] is reference.get(c) or row[c] == reference.get(c):

@@ -49,8 +49,48 @@ def choose_loss(loaded: LoadedModel, classification: bool, loss: str | None) -> 
 
 def label_matcher(loaded: LoadedModel, classification: bool, learn: bool) -> LabelMatcher:
     """A :class:`~ipfi_cli.run.labels.LabelMatcher` for the model's classes (scikit-learn's
-    ``classes_``; a river classifier's are asked on the first row, see :func:`first_row_hook`)."""
+    ``classes_``; a river classifier's are asked on the first row, see :func:`first_row_hook`).
+
+    A river binary classifier that learns gets a :class:`BinaryLabels` matcher."""
+    name = binary_river_classifier(loaded) if learn and classification else None
+    if name is not None:
+        return BinaryLabels(loaded.path, name, classes=loaded.predictor.classes)
     return LabelMatcher(classification=classification, classes=loaded.predictor.classes, fixed=not learn)
+
+
+def binary_river_classifier(loaded: LoadedModel) -> str | None:
+    """The class name of a river classifier (or a pipeline's last step) that is binary only
+    (river marks them ``_multiclass = False``: ``linear_model.LogisticRegression``, ``Perceptron``,
+    ...), else ``None``."""
+    if loaded.kind != "river" or not loaded.predictor.is_classifier:
+        return None
+    model = loaded.model
+    if getattr(model, "_multiclass", True) is not False:
+        return None
+    steps = getattr(model, "steps", None)
+    last = list(steps.values())[-1] if isinstance(steps, dict) and steps else model
+    return type(last).__name__
+
+
+class BinaryLabels(LabelMatcher):
+    """Labels for a river binary classifier that learns: it learns True/False (or 1/0) only,
+    so a label that does not read as one (``'UP'``, ``'>50K'``) stops the run at the first
+    row, naming the fix, instead of failing inside ``learn_one`` ("invalid literal for int()")."""
+
+    def __init__(self, path: str, name: str, classes: Sequence[Any] | None) -> None:
+        super().__init__(classification=True, classes=classes, fixed=False)
+        self.path = path
+        self.name = name
+
+    def __call__(self, value: Any) -> Any:
+        label = super().__call__(value)
+        if isinstance(label, bool) or (type(label) in (int, float) and label in (0, 1)):
+            return label
+        from ipfi_cli.errors import RunError
+
+        raise RunError(f"{self.path}: river's {self.name} is a binary classifier that learns True/False labels; "
+                       f"the labels read like {label!r}: map them to true/false, or use a multi-class model such "
+                       "as tree.HoeffdingTreeClassifier")
 
 
 def first_row_hook(loaded: LoadedModel, matcher: LabelMatcher,
@@ -65,6 +105,34 @@ def first_row_hook(loaded: LoadedModel, matcher: LabelMatcher,
         if classes:
             matcher.learn_classes(classes)
     return learn_classes
+
+
+class RenamedInputs:
+    """A predictor whose inputs the run names as the input's header does, while the model gets
+    its own names (``names``: header name -> model name), e.g. ``' workclass'`` for ``workclass``.
+
+    Everything else is the wrapped predictor's.
+    """
+
+    def __init__(self, predictor: Any, names: dict[str, str]) -> None:
+        self.predictor = predictor
+        self.names = names
+        header = {model: name for name, model in names.items()}
+        self.columns: list[str] | None = [header.get(c, c) for c in predictor.columns]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.predictor, name)
+
+    def _model_names(self, columns: Sequence[str]) -> list[str]:
+        return [self.names.get(c, c) for c in columns]
+
+    def predict_block(self, block: Any, columns: Sequence[str], output: Any, targets: Any) -> Any:
+        return self.predictor.predict_block(block, self._model_names(columns), output, targets)
+
+    def predict_records(self, records: list[dict[str, Any]], output: Any, target: Any) -> Any:
+        names = self.names
+        return self.predictor.predict_records([{names.get(c, c): v for c, v in r.items()} for r in records],
+                                              output, target)
 
 
 def _preview(columns: Sequence[str]) -> str:
@@ -91,16 +159,34 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
             if any(delimiter in c for c in inputs):
                 hint = f" (the header holds {name}: is the file separated by it? use --delimiter)"
                 break
+        if not hint and target != target.strip() and target.strip() in inputs:
+            hint = f" (the header's names are read without surrounding spaces: use --target {target.strip()!r})"
         raise InputError(f"no column {target!r} (the --target); the columns are: {', '.join(inputs)}{hint}",
                          source=source)
     known = loaded.predictor.columns
     if known:
-        if target in known:
+        if target in known or target in [c.strip() for c in known if c not in inputs]:
             raise ModelError(f"{loaded.path}: the model takes the target column {target!r} as an input")
         missing = [c for c in known if c not in inputs]
-        if missing:
-            raise InputError(f"the model needs column(s) {', '.join(missing)}, which the input lacks "
-                             f"(the model's inputs: {', '.join(known)})", source=source)
+        spaced = {c: c.strip() for c in missing if c != c.strip() and c.strip() in inputs}
+        if missing and len(spaced) == len(missing) and len(set(spaced.values())) == len(spaced) \
+                and not set(spaced.values()) & set(known):
+            # pandas keeps a header's spaces (' workclass'), ipfi strips them: the model gets its own names
+            loaded.predictor = RenamedInputs(loaded.predictor, {v: k for k, v in spaced.items()})
+            if notes is not None:
+                shown = _preview([repr(c) for c in spaced])
+                notes.append(f"the model's column names have surrounding spaces ({shown}); they are matched "
+                             "to the input's header names, which are read without them")
+            known = [spaced.get(c, c) for c in known]
+        elif missing:
+            hint = ""
+            if any(c != c.strip() for c in missing):
+                hint = ("; the model's names have surrounding spaces, the input's header names are read without "
+                        "them")
+            lacking = [c for c in missing if c not in spaced] or missing
+            raise InputError(f"the model needs column(s) {', '.join(map(repr, lacking))}, which the input lacks "
+                             f"(the model's inputs: {', '.join(map(repr, known))}){hint}", source=source)
+        _check_drop(known, inputs, drop or [], notes)
         return list(known)
     available = [c for c in inputs if c != target]
     for option, names in (("--features", features or []), ("--drop", drop or []),
@@ -130,6 +216,20 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
         notes.append("the model was fitted without column names: it gets the input's columns by position "
                      f"({_preview(columns)}); --verbose shows the mapping")
     return columns
+
+
+def _check_drop(known: Sequence[str], inputs: Sequence[str], drop: Sequence[str],
+                notes: list[str] | None) -> None:
+    """``--drop`` for a model that names its inputs: an input column it does not take is left out
+    anyway (a note says so); a name that is neither an input column nor a model input is a usage error."""
+    outside = [n for n in drop if n not in known]
+    unknown = [n for n in outside if n not in inputs]
+    if unknown:
+        raise UsageError(f"no such column: {', '.join(unknown)} (the model's inputs: {', '.join(known)})",
+                         "--drop")
+    if outside and notes is not None:
+        notes.append(f"--drop {', '.join(outside)}: not {'an input' if len(outside) == 1 else 'inputs'} of "
+                     f"the model, which never gets {'it' if len(outside) == 1 else 'them'} anyway")
 
 
 def select_features(columns: Sequence[str], features: Sequence[str] | None, drop: Sequence[str] | None,
@@ -164,7 +264,6 @@ def select_features(columns: Sequence[str], features: Sequence[str] | None, drop
 def explained_columns(loaded: LoadedModel, columns: Sequence[str], features: Sequence[str] | None,
                       drop: Sequence[str] | None, groups: dict[str, list[str]]
                       ) -> tuple[list[str] | None, dict[str, list[str]]]:
-    """:func:`select_features` for the run's model: a ``--drop`` column that a model without a
-    schema does not get at all is not checked again."""
-    schema = bool(loaded.predictor.columns)
-    return select_features(columns, features, drop if schema else [c for c in drop or [] if c in columns], groups)
+    """:func:`select_features` for the run's model: a ``--drop`` column that the model does not
+    get at all (checked by :func:`model_columns`) is not checked again."""
+    return select_features(columns, features, [c for c in drop or [] if c in columns], groups)

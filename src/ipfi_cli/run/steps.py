@@ -59,13 +59,19 @@ class RowSteps:
 
     def _explain_part(self, part: list[GoodRow]) -> None:
         """Explain ``part`` in one call; if the model fails, bisect (the explainer is all or
-        nothing per call) to the row it fails on, which is skipped or stops the run."""
-        if self.failure is not None or not part:
-            return
-        if self.explainer.n_seen == 0 and not self._model_takes(part[0]):
+        nothing per call) to the row it fails on, which is skipped or stops the run.
+
+        Leading rows the model cannot take are dropped in a loop (thousands of them must not
+        deepen the stack); only the bisection recurses, log2(len(part)) deep."""
+        start = 0
+        while self.failure is None and start < len(part) and self.explainer.n_seen == 0:
             # the first row only fills the reservoir: checked alone, so a row the model cannot
             # take never becomes a replacement value for later rows
-            self._explain_part(part[1:])
+            if self._model_takes(part[start]):
+                break
+            start += 1
+        part = part[start:]
+        if self.failure is not None or not part:
             return
         try:
             array = self.explainer.explain_many([p.values for p in part], [p.label for p in part])
