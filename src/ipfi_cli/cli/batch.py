@@ -17,10 +17,14 @@ import typer
 
 from ipfi_cli.cli.common import (
     PANEL_ESTIMATOR, CliError, DebugOpt, DelimiterOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
-    LoadedModel, LossOpt, ModelOpt, NaValuesOpt, NoDefaultNaOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt,
+    LoadedModel, LossOpt, NaValuesOpt, NoDefaultNaOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt,
     QuietOpt, SeedOpt, TargetOpt, Task, ThreadsOpt, TrustOpt, TaskOpt, VerboseOpt, choose_loss, choose_task,
     first_row_hook, label_matcher, load_predictor, model_columns, parse_groups, read_options, reporting, say,
     select_features, split_names,
+)
+from ipfi_cli.cli.model_options import (
+    ClassesOpt, HeaderOpt, MaxRequestRowsOpt, ModelOpt, ModelUrlOpt, Protocol, ProtocolOpt, RetriesOpt, RetryWaitOpt,
+    TimeoutOpt, model_source,
 )
 
 DataArg = Annotated[str, typer.Argument(
@@ -56,7 +60,7 @@ def prepare(data: str, model: str, target: str, *, input_format: str | None, tas
             features: Sequence[str] | None, drop: Sequence[str] | None, group: Sequence[str] | None,
             learn: bool = False, trust: Sequence[str] | None = None, on_bad_row: str = "fail",
             na_values: Sequence[str] | None = None, no_default_na: bool = False, delimiter: str | None = None,
-            quiet: bool = False, verbose: bool = False) -> Prepared:
+            quiet: bool = False, verbose: bool = False, http: Any = None) -> Prepared:
     """Load the model and the whole input, check columns, options and rows, convert the labels.
 
     The rows go through :mod:`ipfi_cli.io.readers` and :class:`~ipfi_cli.run.rows.RowChecker`,
@@ -67,7 +71,7 @@ def prepare(data: str, model: str, target: str, *, input_format: str | None, tas
 
     groups = parse_groups(group)
     options = read_options(na_values, no_default_na, delimiter)
-    loaded = load_predictor(model, learn=learn, trust=trust)
+    loaded = load_predictor(model, learn=learn, trust=trust, http=http)
     if not quiet:
         for line in loaded.warnings:
             say(line, "warning")
@@ -183,9 +187,17 @@ def number(value: float, digits: int = 4) -> str:
 # -- the command ------------------------------------------------------------------------------------
 def batch(
     data: DataArg,
-    model: ModelOpt,
-    target: TargetOpt,
+    model: ModelOpt = None,
+    target: TargetOpt = ...,  # type: ignore[assignment]
     trust: TrustOpt = None,
+    model_url: ModelUrlOpt = None,
+    protocol: ProtocolOpt = Protocol.auto,
+    header: HeaderOpt = None,
+    timeout: TimeoutOpt = 30.0,
+    max_request_rows: MaxRequestRowsOpt = 5000,
+    retries: RetriesOpt = 5,
+    retry_wait: RetryWaitOpt = 30.0,
+    classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     repeats: BatchRepeatsOpt = 10,
     seed: SeedOpt = None,
@@ -211,10 +223,13 @@ def batch(
     Per feature or group: the mean increase in loss over --repeats random permutations of all rows (with the unbiased N/(N-1) scaling), its standard deviation over the repeats (ddof=1) and the number of repeats. Records go to stdout (CSV or JSONL), a table to stderr. The file is read whole.
     """
     with reporting(debug):
+        model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
+                                   max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
+                                   classes=classes)
         prepared = prepare(data, model, target, input_format=input_format.value if input_format else None,
                            task=task, loss=loss, features=features, drop=drop, group=group, trust=trust,
                            on_bad_row=on_bad_row.value, na_values=na_values, no_default_na=no_default_na,
-                           delimiter=delimiter, quiet=quiet, verbose=verbose)
+                           delimiter=delimiter, quiet=quiet, verbose=verbose, http=http)
         from ipfi_cli.core import batch_pfi
 
         if verbose and not quiet:

@@ -328,15 +328,24 @@ class LoadedModel:
         return f"{self.kind} {type(self.model).__name__}"
 
 
-def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | None = None) -> LoadedModel:
+def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | None = None,
+                   http: Any = None) -> LoadedModel:
     """Load a model file and wrap it for the core; errors name the file (exit 1).
 
     With ``learn``, the model must learn one row at a time (river's ``learn_one``).
     ``trust``: the ``--trust`` values (types a ``.skops`` file may hold).
+    ``http``: the served model's :class:`~ipfi_cli.models.http.HttpOptions` (``--model-url``).
     """
     from ipfi_cli.io.model_files import load_model
     from ipfi_cli.models.adapters import ModelError, RiverPredictor, SklearnPredictor, as_predictor
+    from ipfi_cli.models.sources import open_model
 
+    opened = open_model(path, http=http)  # ONNX, MLflow or served models; None for a model file
+    if opened is not None:
+        if learn:
+            raise CliError(f"{path}: --learn needs a model that learns one row at a time (river's learn_one); "
+                           f"this {opened[2]} model cannot")
+        return LoadedModel(path, *opened)
     model, warnings = load_model(path, split_names(trust) or ())
     try:
         predictor = as_predictor(model)

@@ -23,9 +23,13 @@ from ipfi_cli.cli.batch import (DataArg, NJobsOpt, RecordWriter, number, prepare
                                 write_records)
 from ipfi_cli.cli.common import (
     PANEL_ESTIMATOR, PANEL_OUTPUT, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt, LossOpt,
-    ModelOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt, Sampling, SeedOpt, TargetOpt, Task, TaskOpt,
+    OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt, Sampling, SeedOpt, TargetOpt, Task, TaskOpt,
     ThreadsOpt, TrustOpt, VerboseOpt, DelimiterOpt, NaValuesOpt, NoDefaultNaOpt, OnBadRow, OnBadRowOpt, reporting,
     say, usage_error,
+)
+from ipfi_cli.cli.model_options import (
+    ClassesOpt, HeaderOpt, MaxRequestRowsOpt, ModelOpt, ModelUrlOpt, Protocol, ProtocolOpt, RetriesOpt, RetryWaitOpt,
+    TimeoutOpt, model_source,
 )
 
 PANEL_COMPARE = "Comparison"
@@ -67,9 +71,17 @@ TraceEveryOpt = Annotated[int, typer.Option(
 
 def compare(
     data: DataArg,
-    model: ModelOpt,
-    target: TargetOpt,
+    model: ModelOpt = None,
+    target: TargetOpt = ...,  # type: ignore[assignment]
     trust: TrustOpt = None,
+    model_url: ModelUrlOpt = None,
+    protocol: ProtocolOpt = Protocol.auto,
+    header: HeaderOpt = None,
+    timeout: TimeoutOpt = 30.0,
+    max_request_rows: MaxRequestRowsOpt = 5000,
+    retries: RetriesOpt = 5,
+    retry_wait: RetryWaitOpt = 30.0,
+    classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     learn: LearnOpt = False,
     orderings: OrderingsOpt = 1,
@@ -122,10 +134,14 @@ def compare(
             if not 0.0 < a <= 1.0:
                 raise usage_error(f"alpha must be in (0, 1], got {a}", "--alpha")
         samplings = [s.value for s in sampling] if sampling else (["geometric"] if learn else ["uniform", "geometric"])
+        model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
+                                   max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
+                                   classes=classes)
         prepared = prepare(data, model, target, input_format=input_format.value if input_format else None,
                            task=task, loss=loss, features=features, drop=drop, group=group, learn=learn,
                            trust=trust, on_bad_row=on_bad_row.value, na_values=na_values,
-                           no_default_na=no_default_na, delimiter=delimiter, quiet=quiet, verbose=verbose)
+                           no_default_na=no_default_na, delimiter=delimiter, quiet=quiet, verbose=verbose,
+                           http=http)
         fmt = output_format.value if output_format else None
         if verbose and not quiet:
             say(f"model {prepared.loaded.description}; {len(prepared.frame)} rows; loss {prepared.loss.name}; "

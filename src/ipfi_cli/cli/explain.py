@@ -27,11 +27,15 @@ import typer
 from ipfi_cli.cli.common import (
     EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PANEL_DISPLAY, PANEL_ESTIMATOR, PANEL_INPUT,
     PANEL_MODEL, PANEL_OUTPUT, PICKLE_WARNING, CliError, DebugOpt, DropOpt, FeaturesOpt, FormatOpt, GroupOpt,
-    InputArg, LossOpt, ModelOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt,
+    InputArg, LossOpt, OnBadRow, OnBadRowOpt, OutputFormatOpt, OutputOpt, QuietOpt, RepeatsOpt,
     Sampling, SeedOpt, TargetOpt, Task, TaskOpt, ThreadsOpt, TrustOpt, VerboseOpt, DelimiterOpt, NaValuesOpt,
     NoDefaultNaOpt, first_line, choose_loss, choose_task, first_row_hook, label_matcher, library_versions, live_display_allowed,
     load_predictor, model_columns, parse_groups, quiet_broken_pipe, read_options, reporting, say, select_features,
     split_names, stream_is_terminal, usage_error,
+)
+from ipfi_cli.cli.model_options import (
+    ClassesOpt, HeaderOpt, MaxRequestRowsOpt, ModelOpt, ModelUrlOpt, Protocol, ProtocolOpt, RetriesOpt, RetryWaitOpt,
+    TimeoutOpt, model_source,
 )
 
 HELP = f"""Explain a model on a stream: incremental permutation feature importance (iPFI) per row.
@@ -62,6 +66,7 @@ class ExplainSettings:
     model: str
     target: str
     input: str | None = None
+    http: Any = None  # HttpOptions of a served model (--model-url); --meta gets it without header values
     trust: list[str] | None = None
     format: str | None = None
     na_values: list[str] | None = None
@@ -98,9 +103,17 @@ class ExplainSettings:
 
 def explain(
     input: InputArg = None,
-    model: ModelOpt = ...,  # type: ignore[assignment]
+    model: ModelOpt = None,
     target: TargetOpt = ...,  # type: ignore[assignment]
     trust: TrustOpt = None,
+    model_url: ModelUrlOpt = None,
+    protocol: ProtocolOpt = Protocol.auto,
+    header: HeaderOpt = None,
+    timeout: TimeoutOpt = 30.0,
+    max_request_rows: MaxRequestRowsOpt = 5000,
+    retries: RetriesOpt = 5,
+    retry_wait: RetryWaitOpt = 30.0,
+    classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     format: FormatOpt = None,
     na_values: NaValuesOpt = None,
@@ -167,6 +180,8 @@ def explain(
 ) -> None:
     if quiet and verbose:
         raise usage_error("use either --quiet or --verbose, not both", "--quiet")
+    model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
+                               max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait, classes=classes)
     if not 0.0 < alpha <= 1.0:
         raise usage_error(f"must be in (0, 1], got {alpha}", "--alpha")
     if not 0.0 < delta < 1.0:
@@ -192,7 +207,7 @@ def explain(
         drop=split_names(drop), groups=parse_groups(group), output=output,
         output_format=output_format.value if output_format else None, every=every, bounds=bounds, delta=delta,
         meta=meta, batch_size=batch_size, on_bad_row=on_bad_row.value, verbose=verbose, quiet=quiet,
-        live=not no_live, debug=debug, state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen)
+        live=not no_live, debug=debug, state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen, http=http)
     with reporting(debug):
         code = ExplainRun(settings).execute()
     if code != EXIT_OK:
@@ -253,7 +268,7 @@ class ExplainRun:
 
         if s.state and os.path.exists(s.state):
             self._load_state()
-        self.loaded = loaded = load_predictor(s.model, learn=s.learn, trust=s.trust)
+        self.loaded = loaded = load_predictor(s.model, learn=s.learn, trust=s.trust, http=s.http)
         if s.learn:
             # a learning model is saved in --state and unpickled on resume: sets inside it (river's
             # Select) must iterate in the same order in both copies (see ipfi_cli.run.canonical)
@@ -399,6 +414,7 @@ class ExplainRun:
         """Everything that must be the same for a run to continue another: option -> value."""
         from ipfi_cli.core import checkpoint
         from ipfi_cli.io.writers import output_format_for
+        from ipfi_cli.models.sources import model_digest
 
         s = self.s
         core = checkpoint.settings(self.explainer)
@@ -406,7 +422,7 @@ class ExplainRun:
             "model inputs": core["columns"], "explained (--features/--drop/--group)": core["names"],
             "--group": core["groups"], "--loss": core["loss"], "--alpha": core["alpha"], "--repeats": core["n_repeats"],
             "--sampling": core["sampling"], "--reservoir-size": core["reservoir_size"], "--seed": core["seed"],
-            "--model": _file_digest(s.model), "--target": s.target, "--learn": s.learn,
+            "--model": model_digest(s.model), "--target": s.target, "--learn": s.learn,
             "--task": "classification" if self.classification else "regression", "--every": s.every,
             "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
             "--output-format": output_format_for(s.output, s.output_format),
@@ -882,6 +898,7 @@ class ExplainRun:
         s, explainer = self.s, self.explainer
         settings = asdict(s)
         settings["seed"] = self.seed
+        settings["http"] = s.http.for_meta() if s.http is not None else None
         settings["loss"] = self.loss.name if getattr(self, "loss", None) else s.loss
         settings["task"] = ("classification" if self.classification else "regression") \
             if hasattr(self, "classification") else s.task
