@@ -94,7 +94,11 @@ def load_mlflow(spec: str) -> tuple[Any, Any, str]:
             import mlflow.sklearn
 
             estimator = mlflow.sklearn.load_model(local)
-            return estimator, SklearnPredictor(estimator), "MLflow scikit-learn"
+            predictor = SklearnPredictor(estimator)
+            names = _signature_names(local)
+            if predictor.columns is None and names and len(names) == predictor.n_features:
+                predictor = SignatureSklearnPredictor(estimator, names)
+            return estimator, predictor, "MLflow scikit-learn"
         import mlflow.pyfunc
 
         model = mlflow.pyfunc.load_model(local)
@@ -106,6 +110,30 @@ def load_mlflow(spec: str) -> tuple[Any, Any, str]:
         text = " ".join(str(error).split())[:300] or type(error).__name__
         raise ModelFileError(spec, f"cannot load the MLflow model ({type(error).__name__}: {text})") from None
     return model, PyfuncPredictor(model), "MLflow pyfunc"
+
+
+class SignatureSklearnPredictor(SklearnPredictor):
+    """An estimator fitted on a bare array whose MLflow signature names its inputs: it gets those
+    columns, in the signature's order, as an array (as it was fitted)."""
+
+    def __init__(self, model: Any, names: list[str]) -> None:
+        super().__init__(model)
+        self.columns = list(names)
+        self.n_features = None
+
+    def _frame(self, block: np.ndarray, columns: Sequence[str]) -> Any:
+        if list(columns) != self.columns:
+            index = {c: j for j, c in enumerate(columns)}
+            block = block[:, [index[c] for c in self.columns]]
+        return block
+
+
+def _signature_names(local: str) -> list[str] | None:
+    from mlflow.models import Model
+
+    signature = Model.load(os.path.join(local, "MLmodel")).signature
+    schema = signature.inputs if signature is not None else None
+    return [str(n) for n in schema.input_names()] if schema is not None and schema.has_input_names() else None
 
 
 def _download(uri: str) -> str:
