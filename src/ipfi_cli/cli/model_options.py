@@ -121,12 +121,14 @@ def model_source(model: str | None, model_url: str | None, *, protocol: Protocol
     from ipfi_cli.models.http import HttpOptions, parse_header, resolve_protocol
 
     headers: dict[str, tuple[str, str]] = {}
-    for line in header_lines(header):
+    lines = header_lines(header)
+    from_env = len(lines) - len(header or [])
+    for number, line in enumerate(lines, 1):
         try:
             name, value = parse_header(line)
-        except ValueError as error:
-            shown = line.split(":", 1)[0][:40]  # the name only: the value may be a secret
-            raise usage_error(f"{error} (in the header named {shown!r})", "--header") from None
+        except ValueError as error:  # named by position only: the text may be a secret
+            where = f"line {number} of ${HEADERS_ENV}" if number <= from_env else f"--header #{number - from_env}"
+            raise usage_error(f"{error}, in {where}", "--header") from None
         headers[name.lower()] = (name, value)
     chosen = None if protocol is Protocol.auto else protocol.value
     try:

@@ -35,7 +35,7 @@ import http.client
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import SplitResult, quote, unquote, urlsplit
 
@@ -56,13 +56,14 @@ class HttpModelError(ModelError):
     """The server refused, failed or could not be reached; the message is one safe line."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class HttpOptions:
-    """How to reach a served model. ``headers`` are secret: left out of ``repr`` and :meth:`for_meta`."""
+    """How to reach a served model. Header values and the URL's password and query are secret: left
+    out of ``repr`` and :meth:`for_meta`."""
 
     url: str
     protocol: str | None = None
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    headers: tuple[tuple[str, str], ...] = ()
     timeout: float = 30.0
     max_request_rows: int = 5000
     retries: int = 5
@@ -80,9 +81,16 @@ class HttpOptions:
         port = f":{parts.port}" if parts.port else ""
         return f"{parts.scheme}://{host}{port}{parts.path}"
 
+    def __repr__(self) -> str:
+        return f"HttpOptions({', '.join(f'{k}={v!r}' for k, v in self.for_meta().items())})"
+
     def for_meta(self) -> dict[str, Any]:
         """What a run records: everything but the header values."""
-        return {"url": self.display_url, "protocol": resolve_protocol(self.url, self.protocol)[0],
+        try:
+            protocol = resolve_protocol(self.url, self.protocol)[0]
+        except ValueError:
+            protocol = self.protocol
+        return {"url": self.display_url, "protocol": protocol,
                 "headers": [name for name, _ in self.headers], "timeout": self.timeout,
                 "max_request_rows": self.max_request_rows, "retries": self.retries, "retry_wait": self.retry_wait,
                 "classes": list(self.classes) if self.classes is not None else None}
@@ -182,7 +190,9 @@ class HttpPredictor:
             headers["Authorization"] = "Basic " + base64.b64encode(token).decode("ascii")
         headers.update(dict(options.headers))
         self._headers = headers
-        self._secrets = [v for k, v in headers.items() if k.lower() not in ("content-type", "accept") and len(v) >= 4]
+        secret = [v for k, v in headers.items() if k.lower() not in ("content-type", "accept")]
+        tokens = [v.split(None, 1)[1] for v in secret if len(v.split(None, 1)) == 2]  # "Bearer TOKEN": TOKEN too
+        self._secrets = sorted({v for v in secret + tokens if len(v) >= 4}, key=len, reverse=True)
         if parts.password:
             self._secrets += [parts.password, unquote(parts.password)]
         self._local = threading.local()
