@@ -1,0 +1,85 @@
+"""MLflow models: a local model directory, and models:/ and runs:/ URIs of models really logged
+to a SQLite tracking store and registry made here. The scikit-learn flavour loads as the
+estimator itself, so its traces equal the joblib file's byte for byte (log loss included)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from sources.conftest import FEATURES, ROOT
+
+mlflow = pytest.importorskip("mlflow")
+
+MODEL_NAME = "agrawal-forest"
+
+
+def explain(run, *args: Any) -> str:
+    result = run("explain", *args, "-t", "class", "--seed", 5, "--no-live", "-q")
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory, forest, fit_frame) -> Iterator[tuple[str, str]]:
+    """A SQLite tracking store holding one run with the forest, registered as version 1.
+
+    Yields ``(tracking_uri, run_id)``. MLflow reads ``MLFLOW_TRACKING_URI`` here as it does for a user.
+    """
+    import mlflow.sklearn
+    from mlflow.models import infer_signature
+
+    folder = tmp_path_factory.mktemp("mlruns")
+    uri = f"sqlite:///{folder}/mlflow.db"
+    saved = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    try:
+        mlflow.set_experiment("ipfi-tests")
+        model, _ = forest
+        sample = fit_frame[FEATURES].astype("float64")
+        with mlflow.start_run() as active:
+            mlflow.sklearn.log_model(model, name="model", signature=infer_signature(sample, model.predict(sample)),
+                                     registered_model_name=MODEL_NAME, serialization_format="cloudpickle")
+        yield uri, active.info.run_id
+    finally:
+        if saved is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = saved
+
+
+def test_local_model_directory(run, mlflow_model_dir, forest, data_csv):
+    _, joblib_path = forest
+    for loss in ("zero-one", "log"):
+        assert explain(run, data_csv, "-m", mlflow_model_dir, "--loss", loss) == \
+            explain(run, data_csv, "-m", joblib_path, "--loss", loss)
+    result = run("batch", data_csv, "-m", mlflow_model_dir, "-t", "class", "--seed", 5, "-v")
+    assert result.exit_code == 0 and "MLflow scikit-learn RandomForestClassifier" in result.stderr
+
+
+def test_registered_model_uri_in_a_fresh_process(registry, forest, data_csv, run):
+    """`ipfi explain --model models:/NAME/1`, resolved with the user's MLFLOW_TRACKING_URI."""
+    uri, _ = registry
+    _, joblib_path = forest
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "ipfi_cli", "explain", str(data_csv), "-m", f"models:/{MODEL_NAME}/1",
+                             "-t", "class", "--seed", "5", "--no-live", "-q"], capture_output=True, text=True,
+                            env=env, cwd=ROOT, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == explain(run, data_csv, "-m", joblib_path)
+
+
+def test_run_uri_and_a_missing_version(registry, forest, data_csv, run, monkeypatch):
+    uri, run_id = registry
+    _, joblib_path = forest
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert explain(run, data_csv, "-m", f"runs:/{run_id}/model") == explain(run, data_csv, "-m", joblib_path)
+    result = run("explain", data_csv, "-m", f"models:/{MODEL_NAME}/9", "-t", "class", "-q")
+    assert result.exit_code == 1
+    line = result.stderr.strip()
+    assert "\n" not in line and f"models:/{MODEL_NAME}/9" in line and "cannot load the MLflow model" in line
