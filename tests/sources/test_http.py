@@ -167,11 +167,16 @@ def stub(forest) -> Iterator[Stub]:
     server.close()
 
 
-def test_a_503_is_retried_and_headers_come_from_the_environment(run, stub, data_csv, in_process):
+def test_a_503_is_retried_and_headers_come_from_the_environment(run, stub, data_csv, in_process, tmp_path):
     stub.plan = [503]
     env = {"IPFI_MODEL_HEADERS": f"Authorization: Bearer {SECRET}\nX-Team: ml"}
-    result = explain(run, data_csv, "--model-url", stub.url, "--task", "classification", "-t", "class", env=env)
+    result = explain(run, data_csv, "--model-url", stub.url, "--task", "classification", "-t", "class",
+                     "--meta", tmp_path / "meta.json", env=env)
     assert ok(result) == in_process["zero-one"]
+    meta = (tmp_path / "meta.json").read_text()
+    assert SECRET not in meta
+    stats = json.loads(meta)["http"]
+    assert stats["retried"] == 1 and stats["requests"] == len(stub.seen) - 1 and stats["rows_sent"] > 0
     statuses = [status for status, _ in stub.seen]
     assert statuses[0] == 503 and set(statuses[1:]) == {200}
     assert all(h.get("Authorization") == f"Bearer {SECRET}" and h.get("X-Team") == "ml" for _, h in stub.seen)

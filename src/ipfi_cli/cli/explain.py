@@ -930,6 +930,8 @@ class ExplainRun:
             meta["state"] = {"path": s.state, "checkpoints_saved": self.checkpoints,
                              "continued_after_input_row": self.resumed["run"]["input_rows"] if self.resumed else None,
                              "input_rows_handled": self.input_rows}
+        if s.http is not None and self.loaded is not None:
+            meta["http"] = self.loaded.predictor.stats()  # requests, rows sent, seconds: never a header
         write_json(s.meta, meta)
 
 

@@ -208,6 +208,7 @@ class HttpPredictor:
         self.requests = 0
         self.rows_sent = 0
         self.seconds = 0.0
+        self.retried = 0
         if self.protocol == "v2":
             self._read_v2_metadata()
 
@@ -319,6 +320,12 @@ class HttpPredictor:
                                      f"({waited:.1f} s of waiting): {problem}")
             time.sleep(pause)
             waited += pause
+            self.retried += 1
+
+    def stats(self) -> dict[str, Any]:
+        """Requests answered, rows sent, seconds spent in requests (waits included) and tries repeated."""
+        return {"requests": self.requests, "rows_sent": self.rows_sent, "seconds": round(self.seconds, 3),
+                "retried": self.retried}
 
     # -- v2 metadata ----------------------------------------------------------------------------------
     def _read_v2_metadata(self) -> None:
