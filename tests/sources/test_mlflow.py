@@ -5,14 +5,11 @@ estimator itself, so its traces equal the joblib file's byte for byte (log loss 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from sources.conftest import FEATURES, ROOT
+from sources.conftest import FEATURES
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -62,23 +59,14 @@ def test_local_model_directory(run, mlflow_model_dir, forest, data_csv):
     assert result.exit_code == 0 and "MLflow scikit-learn RandomForestClassifier" in result.stderr
 
 
-def test_registered_model_uri_in_a_fresh_process(registry, forest, data_csv, run):
-    """`ipfi explain --model models:/NAME/1`, resolved with the user's MLFLOW_TRACKING_URI."""
-    uri, _ = registry
-    _, joblib_path = forest
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "ipfi_cli", "explain", str(data_csv), "-m", f"models:/{MODEL_NAME}/1",
-                             "-t", "class", "--seed", "5", "--no-live", "-q"], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=180)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == explain(run, data_csv, "-m", joblib_path)
-
-
-def test_run_uri_and_a_missing_version(registry, forest, data_csv, run, monkeypatch):
+def test_registered_and_run_uris_and_a_missing_version(registry, forest, data_csv, run, monkeypatch):
+    """`--model models:/NAME/1` and `runs:/ID/model`, resolved with the user's MLFLOW_TRACKING_URI."""
     uri, run_id = registry
     _, joblib_path = forest
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    assert explain(run, data_csv, "-m", f"runs:/{run_id}/model") == explain(run, data_csv, "-m", joblib_path)
+    expected = explain(run, data_csv, "-m", joblib_path)
+    assert explain(run, data_csv, "-m", f"models:/{MODEL_NAME}/1") == expected
+    assert explain(run, data_csv, "-m", f"runs:/{run_id}/model") == expected
     result = run("explain", data_csv, "-m", f"models:/{MODEL_NAME}/9", "-t", "class", "-q")
     assert result.exit_code == 1
     line = result.stderr.strip()
