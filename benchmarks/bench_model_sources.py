@@ -152,7 +152,8 @@ def main() -> None:
         (work / "mlserver").mkdir()
         shutil.copy(MODEL, work / "mlserver" / "model.joblib")
         (work / "mlserver" / "model-settings.json").write_text(json.dumps(
-            {"name": "hgb", "implementation": "mlserver_sklearn.SKLearnModel", "parameters": {"uri": "./model.joblib"}}))
+            {"name": "hgb", "implementation": "mlserver_sklearn.SKLearnModel",
+             "parameters": {"uri": "./model.joblib"}}))
         v2_port = free_port()
         (work / "mlserver" / "settings.json").write_text(json.dumps(
             {"host": "127.0.0.1", "http_port": v2_port, "grpc_port": free_port(), "metrics_port": free_port(),

@@ -181,7 +181,8 @@ def explain(
     if quiet and verbose:
         raise usage_error("use either --quiet or --verbose, not both", "--quiet")
     model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
-                               max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait, classes=classes)
+                               max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
+                               classes=classes)
     if not 0.0 < alpha <= 1.0:
         raise usage_error(f"must be in (0, 1], got {alpha}", "--alpha")
     if not 0.0 < delta < 1.0:

@@ -105,7 +105,8 @@ def load_mlflow(spec: str) -> tuple[Any, Any, str]:
     except ModelFileError:
         raise
     except ModuleNotFoundError as error:
-        raise ModelFileError(spec, f"the model needs the Python module {error.name!r}, which is not installed") from None
+        raise ModelFileError(spec, f"the model needs the Python module {error.name!r}, "
+                                   "which is not installed") from None
     except Exception as error:  # noqa: BLE001 - MLflow raises many kinds (MlflowException, OSError...)
         text = " ".join(str(error).split())[:300] or type(error).__name__
         raise ModelFileError(spec, f"cannot load the MLflow model ({type(error).__name__}: {text})") from None
