@@ -36,7 +36,9 @@ def registry(tmp_path_factory, forest, fit_frame) -> Iterator[tuple[str, str]]:
     saved = os.environ.get("MLFLOW_TRACKING_URI")
     os.environ["MLFLOW_TRACKING_URI"] = uri
     try:
-        mlflow.set_experiment("ipfi-tests")
+        # artifacts beside the database, not in ./mlruns of the working directory
+        experiment = mlflow.create_experiment("ipfi-tests", artifact_location=(folder / "artifacts").as_uri())
+        mlflow.set_experiment(experiment_id=experiment)
         model, _ = forest
         sample = fit_frame[FEATURES].astype("float64")
         with mlflow.start_run() as active:
