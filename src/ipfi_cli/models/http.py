@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
-from urllib.parse import SplitResult, quote, unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 import numpy as np
 
@@ -287,8 +287,7 @@ class HttpPredictor:
             retry_after: float | None = None
             try:
                 connection = self._connection()
-                connection.request(method, quote(path, safe="/:@-._~") + self._query, body=body,
-                                   headers=self._headers)
+                connection.request(method, path + self._query, body=body, headers=self._headers)
                 response = connection.getresponse()
                 data = response.read()
                 status, reason = response.status, response.reason
