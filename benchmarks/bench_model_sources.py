@@ -19,8 +19,8 @@ served runs byte for byte; ONNX, computing in float32, to 1e-6).
 
 Run from the repository root (needs the dev extra: mlflow, mlserver-sklearn, skl2onnx)::
 
-    python benchmarks/bench_model_sources.py            # 2,000 rows
-    python benchmarks/bench_model_sources.py --rows 5000 --threads 1
+    python benchmarks/bench_model_sources.py            # the whole file: 5,000 rows (about a minute)
+    python benchmarks/bench_model_sources.py --rows 2000 --max-request-rows 1000
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def explain(model_args: list[str], data: Path, out: Path, env: dict[str, str],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS for ipfi and the servers")
     parser.add_argument("--max-request-rows", type=int, default=5000)
     args = parser.parse_args()
