@@ -171,16 +171,23 @@ def mlflow_server(tmp_path_factory, mlflow_model_dir) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def mlserver_server(tmp_path_factory, forest) -> Iterator[str]:
-    """Seldon MLServer with its scikit-learn runtime serving the forest; yields .../v2/models/forest."""
+    """Seldon MLServer with its scikit-learn runtime serving the forest; yields .../v2/models/forest
+    (and .../v2/models/forest-tensor serves it too, declaring one tensor input)."""
     pytest.importorskip("mlserver_sklearn")
     import json
     import shutil
 
     _, joblib_path = forest
     folder = tmp_path_factory.mktemp("mlserver")
-    shutil.copy(joblib_path, folder / "model.joblib")
-    (folder / "model-settings.json").write_text(json.dumps(
-        {"name": "forest", "implementation": "mlserver_sklearn.SKLearnModel", "parameters": {"uri": "./model.joblib"}}))
+    # two models: "forest" declares no inputs (one input per column, pandas content type); "forest-tensor"
+    # declares one [-1, 9] tensor, as Triton and KServe models usually do (columns by position)
+    for name, inputs in (("forest", []), ("forest-tensor", [{"name": "input-0", "datatype": "FP64",
+                                                             "shape": [-1, len(FEATURES)]}])):
+        (folder / name).mkdir()
+        shutil.copy(joblib_path, folder / name / "model.joblib")
+        (folder / name / "model-settings.json").write_text(json.dumps(
+            {"name": name, "implementation": "mlserver_sklearn.SKLearnModel", "inputs": inputs,
+             "parameters": {"uri": "./model.joblib"}}))
     port = free_port()
     (folder / "settings.json").write_text(json.dumps(
         {"host": "127.0.0.1", "http_port": port, "grpc_port": free_port(), "metrics_port": free_port(),

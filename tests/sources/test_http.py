@@ -71,6 +71,17 @@ def test_mlserver_traces_equal_in_process(run, mlserver_server, data_csv, in_pro
     assert ok(result) == in_process["batch log"]
 
 
+def test_a_declared_tensor_input_gets_the_columns_by_position(run, mlserver_server, data_csv, in_process):
+    """A v2 model whose metadata declares one [-1, 9] input (as Triton's do) gets one tensor per request."""
+    from ipfi_cli.models.http import HttpOptions, HttpPredictor
+
+    url = mlserver_server + "-tensor"
+    predictor = HttpPredictor(HttpOptions(url=url))
+    assert predictor.columns is None and predictor.n_features == 9
+    assert ok(explain(run, data_csv, "--model-url", url, "-t", "class", "--task", "classification")) \
+        == in_process["zero-one"]
+
+
 def test_a_micro_batch_travels_in_capped_requests(mlserver_server, forest, fit_frame):
     from ipfi_cli.core import IncrementalPFI
     from ipfi_cli.models.http import HttpOptions, HttpPredictor

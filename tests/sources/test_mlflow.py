@@ -73,3 +73,29 @@ def test_registered_and_run_uris_and_a_missing_version(registry, forest, data_cs
     assert result.exit_code == 1
     line = result.stderr.strip()
     assert "\n" not in line and f"models:/{MODEL_NAME}/9" in line and "cannot load the MLflow model" in line
+
+
+class ForestPyfunc(mlflow.pyfunc.PythonModel):
+    """A custom pyfunc (no scikit-learn flavour): labels from the forest it loads from its artifacts."""
+
+    def load_context(self, context: Any) -> None:
+        import joblib
+
+        self.model = joblib.load(context.artifacts["forest"])
+
+    def predict(self, context: Any, model_input: Any, params: Any = None) -> Any:
+        return self.model.predict(model_input[FEATURES])
+
+
+def test_a_pyfunc_model_gives_labels_and_needs_the_task(run, forest, data_csv, tmp_path):
+    import mlflow.pyfunc
+
+    _, joblib_path = forest
+    path = tmp_path / "pyfunc"
+    mlflow.pyfunc.save_model(str(path), python_model=ForestPyfunc(), artifacts={"forest": str(joblib_path)})
+    expected = explain(run, data_csv, "-m", joblib_path)
+    assert explain(run, data_csv, "-m", path, "--task", "classification") == expected
+    no_task = run("explain", data_csv, "-m", path, "-t", "class", "-q")
+    assert no_task.exit_code == 1 and "--task" in no_task.stderr
+    no_proba = run("explain", data_csv, "-m", path, "-t", "class", "--task", "classification", "--loss", "log", "-q")
+    assert no_proba.exit_code == 1 and "probabilities" in no_proba.stderr
