@@ -62,6 +62,11 @@ class ModelError(IpfiError, ValueError):
     """The model cannot be loaded, or cannot be used as asked (a method, an output, a loss)."""
 
 
+class ServiceError(ModelError):
+    """The model could not be reached, or refused the request (a served model): not a problem of
+    one row, so it is never located in a row nor skipped."""
+
+
 class StateError(IpfiError, ValueError):
     """A ``--state`` file cannot be read, written or continued from."""
 

@@ -8,6 +8,19 @@ from typing import Annotated
 import typer
 
 from ipfi_cli.cli.errors import reporting
+from ipfi_cli.cli.model_options import (
+    ClassesOpt,
+    HeaderOpt,
+    MaxRequestRowsOpt,
+    ModelOpt,
+    ModelUrlOpt,
+    Protocol,
+    ProtocolOpt,
+    RetriesOpt,
+    RetryWaitOpt,
+    TimeoutOpt,
+    model_source,
+)
 from ipfi_cli.cli.options import (
     PANEL_ESTIMATOR,
     DataArg,
@@ -18,7 +31,6 @@ from ipfi_cli.cli.options import (
     FormatOpt,
     GroupOpt,
     LossOpt,
-    ModelOpt,
     NaValuesOpt,
     NJobsOpt,
     NoDefaultNaOpt,
@@ -46,9 +58,17 @@ BATCH_FIELDS = ["feature", "importance", "std", "n_repeats", "n_rows", "loss", "
 
 def batch(
     data: DataArg,
-    model: ModelOpt,
-    target: TargetOpt,
+    model: ModelOpt = None,
+    target: TargetOpt = ...,  # type: ignore[assignment]
     trust: TrustOpt = None,
+    model_url: ModelUrlOpt = None,
+    protocol: ProtocolOpt = Protocol.auto,
+    header: HeaderOpt = None,
+    timeout: TimeoutOpt = 30.0,
+    max_request_rows: MaxRequestRowsOpt = 5000,
+    retries: RetriesOpt = 5,
+    retry_wait: RetryWaitOpt = 30.0,
+    classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     repeats: BatchRepeatsOpt = 10,
     seed: SeedOpt = None,
@@ -82,8 +102,11 @@ def batch(
         from ipfi_cli.run.dataset import load_dataset
 
         reader_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
+        model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
+                                   max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
+                                   classes=classes)
         reporter = TerminalReporter(live=False, quiet=quiet)
-        dataset = load_dataset(data, load_predictor(model, trust=split_names(trust)), target, reporter,
+        dataset = load_dataset(data, load_predictor(model, trust=split_names(trust), http=http), target, reporter,
                                format=value(input_format), na_values=na_values, no_default_na=no_default_na,
                                delimiter=delimiter, task=value(task), loss=value(loss),
                                features=split_names(features), drop=split_names(drop), groups=parse_groups(group),

@@ -14,6 +14,19 @@ from typing import Annotated, Optional
 import typer
 
 from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
+from ipfi_cli.cli.model_options import (
+    ClassesOpt,
+    HeaderOpt,
+    MaxRequestRowsOpt,
+    ModelOpt,
+    ModelUrlOpt,
+    Protocol,
+    ProtocolOpt,
+    RetriesOpt,
+    RetryWaitOpt,
+    TimeoutOpt,
+    model_source,
+)
 from ipfi_cli.cli.options import (
     PANEL_DISPLAY,
     PANEL_ESTIMATOR,
@@ -29,7 +42,6 @@ from ipfi_cli.cli.options import (
     GroupOpt,
     InputArg,
     LossOpt,
-    ModelOpt,
     NaValuesOpt,
     NoDefaultNaOpt,
     OnBadRowOpt,
@@ -74,9 +86,17 @@ PANEL_CHANGES = "Change detection"
 
 def explain(
     input: InputArg = None,
-    model: ModelOpt = ...,  # type: ignore[assignment]
+    model: ModelOpt = None,
     target: TargetOpt = ...,  # type: ignore[assignment]
     trust: TrustOpt = None,
+    model_url: ModelUrlOpt = None,
+    protocol: ProtocolOpt = Protocol.auto,
+    header: HeaderOpt = None,
+    timeout: TimeoutOpt = 30.0,
+    max_request_rows: MaxRequestRowsOpt = 5000,
+    retries: RetriesOpt = 5,
+    retry_wait: RetryWaitOpt = 30.0,
+    classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     format: FormatOpt = None,
     na_values: NaValuesOpt = None,
@@ -204,6 +224,9 @@ def explain(
             and not (output in (None, "-") and stream_is_terminal(sys.stdout)))
     with reporting(debug):
         reader_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
+        model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
+                                   max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
+                                   classes=classes)
         settings = ExplainSettings(
             model=model, target=target, input=input, trust=split_names(trust), format=value(format),
             na_values=na_values, no_default_na=no_default_na, delimiter=delimiter, task=value(task),
@@ -212,7 +235,7 @@ def explain(
             drop=split_names(drop), groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
-            checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch)
+            checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http)
         session = ExplainSession(settings, TerminalReporter(live=live, quiet=quiet))
         status = session.run()
     if status is RunStatus.INTERRUPTED:

@@ -74,10 +74,6 @@ DelimiterOpt = Annotated[Optional[str], typer.Option(
 FormatOpt = Annotated[Optional[InputFormat], typer.Option(
     "--format", "-f", help="Input format. Default: from the file extension; on stdin, JSONL if the "
     "first line is a JSON object ({...}), else CSV.", rich_help_panel=PANEL_INPUT, show_default=False)]
-ModelOpt = Annotated[str, typer.Option(
-    "--model", "-m", help="Model file: .skops (loaded safely with skops.io; needs ipfi-cli\\[safe]) or "
-    "joblib/pickle (scikit-learn or river, pipelines included). " + PICKLE_WARNING,
-    rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")]
 TrustOpt = Annotated[Optional[list[str]], typer.Option(
     "--trust", help="For a .skops model: allow this type, which skops does not trust by default "
     "(repeatable or comma-separated; the error for a refused file lists the types).",

@@ -242,7 +242,10 @@ def as_predictor(model: Any, *, use_many: bool = False) -> SklearnPredictor | Ri
     if hasattr(model, "predict_one"):
         return RiverPredictor(model, use_many=use_many)
     if hasattr(model, "predict") and (hasattr(model, "fit") or hasattr(model, "get_params")):
-        return SklearnPredictor(model)
+        from ipfi_cli.models.boosting import CategoricalSklearnPredictor, fitted_categories
+
+        categories = fitted_categories(model)  # XGBoost/LightGBM fitted on pandas categoricals
+        return CategoricalSklearnPredictor(model, categories) if categories else SklearnPredictor(model)
     if callable(model):
         return FunctionPredictor(model)
     raise ModelError(

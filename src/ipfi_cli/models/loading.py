@@ -42,14 +42,25 @@ class LoadedModel:
         self.predictor = as_predictor(model)
 
 
-def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | None = None) -> LoadedModel:
-    """Load a model file and wrap it for the core; errors name the file (:class:`ModelError`).
+def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | None = None,
+                   http: Any = None) -> LoadedModel:
+    """Load a model and wrap it for the core; errors name the model (:class:`ModelError`).
 
+    ``path`` is a model file (joblib/pickle, ``.skops``, ``.onnx``), an MLflow model directory
+    or URI, or with ``http`` (:class:`~ipfi_cli.models.http.HttpOptions`) a served model's URL.
     With ``learn``, the model must learn one row at a time (river's ``learn_one``).
     ``trust``: the types a ``.skops`` file may hold (``--trust``).
     """
     from ipfi_cli.models.adapters import RiverPredictor, SklearnPredictor, as_predictor
     from ipfi_cli.models.files import load_model
+    from ipfi_cli.models.sources import open_model
+
+    opened = open_model(path, http=http)  # ONNX, MLflow or served models; None for a model file
+    if opened is not None:
+        if learn:
+            raise ModelError(f"{path}: --learn needs a model that learns one row at a time (river's learn_one); "
+                             f"this {opened[2]} model cannot")
+        return LoadedModel(path, *opened)
 
     model, warnings = load_model(path, trust or ())
     try:

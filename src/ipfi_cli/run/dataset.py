@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipfi_cli.core.losses import Loss, Output
-from ipfi_cli.errors import InputError, RunError
+from ipfi_cli.errors import InputError, RunError, ServiceError
 from ipfi_cli.models.loading import LoadedModel
 from ipfi_cli.run.checks import check_inputs, labels_match_nothing
 from ipfi_cli.run.report import Reporter
@@ -153,6 +153,8 @@ def screen_rows(rows: list[Any], predictor: Any, columns: list[str], output: Out
     try:
         _predict(predictor, block, columns, output, labels)
         return rows
+    except ServiceError:  # the model cannot be reached: about no row
+        raise
     except Exception:  # noqa: BLE001 - some row fails: find which
         pass
     failing: list[tuple[int, BaseException]] = []
@@ -162,6 +164,8 @@ def screen_rows(rows: list[Any], predictor: Any, columns: list[str], output: Out
         lo, hi = stack.pop()
         try:
             _predict(predictor, block[lo:hi], columns, output, labels[lo:hi])
+        except ServiceError:  # the model cannot be reached: about no row
+            raise
         except Exception as error:  # noqa: BLE001 - a row the model cannot take is in lo:hi
             if hi - lo == 1:
                 failing.append((lo, error))
@@ -196,6 +200,8 @@ def screen_rows(rows: list[Any], predictor: Any, columns: list[str], output: Out
 def _takes(predictor: Any, block: Any, columns: list[str], output: Output, label: Any) -> bool:
     try:
         _predict(predictor, block, columns, output, [label])
+    except ServiceError:  # the model cannot be reached: about no row
+        raise
     except Exception:  # noqa: BLE001
         return False
     return True

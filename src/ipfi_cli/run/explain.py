@@ -69,6 +69,7 @@ class ExplainSettings:
     live: bool = True
     debug: bool = False
     watch: WatchSettings | None = None  # change detection (--detect and its options)
+    http: Any = None  # HttpOptions of a served model (--model-url); --meta gets it without header values
 
 
 class StopOnChange(Exception):
@@ -141,7 +142,7 @@ class ExplainSession:
 
             self.state = StateKeeper.open(s.state, skip_seen=s.skip_seen)
             self.seed = self.state.seed(s.seed, self.seed)
-        self.loaded = loaded = load_predictor(s.model, learn=s.learn, trust=s.trust)
+        self.loaded = loaded = load_predictor(s.model, learn=s.learn, trust=s.trust, http=s.http)
         if s.learn:
             # a learning model is checkpointed and unpickled on resume: the sets inside it (river's
             # Select) must iterate in the same order in both copies (see ipfi_cli.run.canonical)

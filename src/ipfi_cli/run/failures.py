@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ipfi_cli.core.losses import Output
-from ipfi_cli.errors import first_line
+from ipfi_cli.errors import ServiceError, first_line
 
 #: the largest 32-bit float: scikit-learn's trees take float32, so a larger value fails
 FLOAT32_MAX = 3.4028234663852886e38
@@ -24,6 +24,8 @@ FLOAT32_MAX = 3.4028234663852886e38
 def _predicts(predictor: Any, x: dict[str, Any], output: Output, label: Any) -> bool:
     try:
         predictor.predict_records([x], output, label)
+    except ServiceError:  # the model cannot be reached: about no row
+        raise
     except Exception:  # noqa: BLE001 - any failure means "the model cannot take this row"
         return False
     return True

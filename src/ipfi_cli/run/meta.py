@@ -36,6 +36,7 @@ def write_meta(session: ExplainSession) -> None:
     s, explainer, reader, progress = session.settings, session.explainer, session.reader, session.progress
     settings = asdict(s)
     settings["seed"] = session.seed
+    settings["http"] = s.http.for_meta() if s.http is not None else None  # never a header's value
     settings["loss"] = session.loss.name if session.loss is not None else s.loss
     settings["task"] = (("classification" if session.classification else "regression")
                         if session.classification is not None else s.task)
@@ -63,6 +64,8 @@ def write_meta(session: ExplainSession) -> None:
         "finished": _iso(finished),
         "elapsed_seconds": round(finished - session.started, 3),
     }
+    if s.http is not None and session.loaded is not None:
+        meta["http"] = session.loaded.predictor.stats()  # requests, rows sent, seconds: never a header
     if session.watch is not None:
         meta["changes"] = [event.to_dict() for event in session.watch.events]
     if session.state is not None:

@@ -48,6 +48,7 @@ def file_digest(path: str) -> str:
 def run_settings(session: ExplainSession) -> dict[str, Any]:
     """Everything that must be the same for a run to continue another: option -> value."""
     from ipfi_cli.io.writers import output_format_for
+    from ipfi_cli.models.sources import model_digest
 
     s, explainer = session.settings, session.explainer
     return {
@@ -55,7 +56,7 @@ def run_settings(session: ExplainSession) -> dict[str, Any]:
         "--group": {name: list(cols) for name, cols in explainer.groups.items()}, "--loss": explainer.loss.name,
         "--alpha": explainer.alpha, "--repeats": explainer.n_repeats, "--sampling": explainer.sampling,
         "--reservoir-size": explainer.reservoir_size, "--seed": explainer.seed,
-        "--model": file_digest(s.model), "--target": s.target, "--learn": s.learn,
+        "--model": model_digest(s.model), "--target": s.target, "--learn": s.learn,
         "--task": "classification" if session.classification else "regression", "--every": s.every,
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
         "--output-format": output_format_for(s.output, s.output_format),

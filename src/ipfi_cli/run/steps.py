@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.errors import InputError, IpfiError, RunError
+from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError
 from ipfi_cli.run.rows import GoodRow
 
 if TYPE_CHECKING:
@@ -73,8 +73,12 @@ class RowSteps:
         part = part[start:]
         if self.failure is not None or not part:
             return
+        watch = self.session.watch
         try:
-            array = self.explainer.explain_many([p.values for p in part], [p.label for p in part])
+            result = self.explainer.explain_many([p.values for p in part], [p.label for p in part],
+                                                 return_contributions=watch is not None)
+        except ServiceError:  # the model cannot be reached: about no row
+            raise
         except Exception as error:  # noqa: BLE001 - locate the row the model failed on
             if len(part) == 1:
                 self._bad_model_row(part[0], error)
@@ -83,7 +87,12 @@ class RowSteps:
             self._explain_part(part[:middle])
             self._explain_part(part[middle:])
             return
-        self._emit(part, array)
+        if watch is None:
+            self._emit(part, result)
+            return
+        estimates, contributions, losses = result
+        self._emit(part, estimates)
+        watch.rows([p.number for p in part], contributions, losses, estimates)
 
     def _model_takes(self, row: GoodRow) -> bool:
         from ipfi_cli.core.losses import Output
@@ -91,6 +100,8 @@ class RowSteps:
         output = self.output if self.output is not Output.PROBA else Output.LABEL
         try:
             self.predictor.predict_records([{c: row.values[c] for c in self.columns}], output, row.label)
+        except ServiceError:  # the model cannot be reached: about no row
+            raise
         except Exception as error:  # noqa: BLE001
             self._bad_model_row(row, error)
             return False
@@ -145,6 +156,8 @@ class RowSteps:
                 continue
             try:
                 estimates = explainer.explain_one(x, row.label)
+            except ServiceError:  # the model cannot be reached: about no row
+                raise
             except Exception as error:  # noqa: BLE001
                 self._bad_model_row(row, error)
                 if self.failure is not None:
@@ -152,8 +165,12 @@ class RowSteps:
                 continue
             if explainer.n_explained and np.isnan(estimates).any():
                 raise self._nonfinite_loss(row)  # before the model learns the row
+            if self.session.watch is not None:
+                self.session.watch.row(row.number, explainer)
             try:
                 predictor.learn_one(x, row.label)
+            except ServiceError:  # the model cannot be reached: about no row
+                raise
             except Exception as error:  # noqa: BLE001
                 from ipfi_cli.run.failures import failure_message
 

@@ -1,0 +1,471 @@
+"""Models served over HTTP: MLflow's scoring protocol and the Open Inference Protocol (v2).
+
+Only the Python standard library is used (``http.client``), with one kept-alive connection
+per thread. Two protocols:
+
+* ``mlflow``: ``POST .../invocations`` with ``{"dataframe_split": {"columns": [...], "data": [...]}}``
+  (``mlflow models serve``, Databricks and SageMaker MLflow containers). The answer is
+  ``{"predictions": [...]}``: labels or numbers, or per row a list of class probabilities
+  (a model logged with ``pyfunc_predict_fn="predict_proba"``) or a ``{class: p}`` object.
+* ``v2``: ``POST .../v2/models/NAME[/versions/V]/infer`` (KServe, Seldon MLServer, Triton).
+  The model's metadata (``GET .../v2/models/NAME``) is read first: when it declares one
+  input of shape ``[-1, k]`` the rows go as that one tensor (columns by position); several
+  inputs are columns named after them; no declared inputs (MLServer's default) sends one
+  input per column with the ``pd`` content type, which MLServer decodes to a DataFrame. The
+  label is the first output; probabilities are asked as the output ``predict_proba``
+  (MLServer's scikit-learn runtime; ``proba_output`` to change it).
+
+A block of rows (a micro-batch's perturbed rows) travels in as few requests as the cap on
+rows per request allows. Connection errors, timeouts, 5xx answers and 429 are retried with
+exponential back-off (``Retry-After`` is honoured) until ``retries`` tries or ``retry_wait``
+seconds of waiting; any other 4xx stops at once with one line naming the status and the
+server's message. Header values (``Authorization``...) and a URL's password or query are
+never shown: messages use :attr:`HttpOptions.display_url` and scrub header values from what
+the server says.
+
+A served model does not say what it is: give ``--task`` (classification or regression)
+and, for the log loss, ``--classes`` in the order of its probability columns (unless the
+server names them in ``{class: p}`` answers).
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import SplitResult, unquote, urlsplit
+
+import numpy as np
+
+from ipfi_cli.core.losses import Output
+from ipfi_cli.errors import ServiceError
+from ipfi_cli.models.adapters import ModelError, _proba_of
+
+PROTOCOLS = ("mlflow", "v2")
+#: answers worth another try: overload, gateway trouble, "too many requests"
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: longest single pause between tries (seconds), whatever Retry-After asks
+MAX_PAUSE = 10.0
+FIRST_PAUSE = 0.25
+
+
+class HttpModelError(ServiceError):
+    """The server refused, failed or could not be reached; the message is one safe line."""
+
+
+@dataclass(frozen=True, repr=False)
+class HttpOptions:
+    """How to reach a served model. Header values and the URL's password and query are secret: left
+    out of ``repr`` and :meth:`for_meta`."""
+
+    url: str
+    protocol: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout: float = 30.0
+    max_request_rows: int = 5000
+    retries: int = 5
+    retry_wait: float = 30.0
+    classes: tuple[Any, ...] | None = None
+    proba_output: str = "predict_proba"
+
+    @property
+    def display_url(self) -> str:
+        """The URL without a user, password or query (which may hold tokens)."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+
+    def __repr__(self) -> str:
+        return f"HttpOptions({', '.join(f'{k}={v!r}' for k, v in self.for_meta().items())})"
+
+    def for_meta(self) -> dict[str, Any]:
+        """What a run records: everything but the header values."""
+        try:
+            protocol: str | None = resolve_protocol(self.url, self.protocol)[0]
+        except ValueError:
+            protocol = self.protocol
+        return {"url": self.display_url, "protocol": protocol,
+                "headers": [name for name, _ in self.headers], "timeout": self.timeout,
+                "max_request_rows": self.max_request_rows, "retries": self.retries, "retry_wait": self.retry_wait,
+                "classes": list(self.classes) if self.classes is not None else None}
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """``"Authorization: Bearer x"`` -> ``("Authorization", "Bearer x")``.
+
+    >>> parse_header("X-Api-Key:  abc ")
+    ('X-Api-Key', 'abc')
+    """
+    name, sep, value = text.partition(":")
+    name = name.strip()
+    if not sep or not name or any(c in name for c in " \t\r\n") or any(c in value for c in "\r\n"):
+        raise ValueError("expected 'Name: value' (one header, no line breaks)")
+    return name, value.strip()
+
+
+def resolve_protocol(url: str, protocol: str | None) -> tuple[str, str]:
+    """The protocol and the inference path for ``url``; ``protocol`` ``None`` or ``auto``: from the path.
+
+    >>> resolve_protocol("http://127.0.0.1:5000/invocations", None)
+    ('mlflow', '/invocations')
+    >>> resolve_protocol("http://h/v2/models/iris", None)
+    ('v2', '/v2/models/iris/infer')
+    >>> resolve_protocol("http://h:8080", "mlflow")
+    ('mlflow', '/invocations')
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http:// or https:// URL: {_safe(parts)}")
+    path = parts.path.rstrip("/")
+    if protocol in (None, "auto"):
+        if path.endswith("/invocations"):
+            protocol = "mlflow"
+        elif "/v2/models/" in path + "/":
+            protocol = "v2"
+        else:
+            raise ValueError(f"cannot tell the protocol from the URL {_safe(parts)}: end it with /invocations (MLflow) "
+                             "or /v2/models/NAME (Open Inference Protocol), or give --protocol mlflow|v2")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}: choose mlflow or v2")
+    if protocol == "mlflow":
+        return protocol, path if path.endswith("/invocations") else path + "/invocations"
+    marker = path.find("/v2/models/")
+    name = path[marker + len("/v2/models/"):].split("/")[0] if marker >= 0 else ""
+    if not name:
+        raise ValueError(f"an Open Inference Protocol URL names the model: .../v2/models/NAME (got {_safe(parts)})")
+    return protocol, path if path.endswith("/infer") else path + "/infer"
+
+
+def _safe(parts: SplitResult) -> str:
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+
+
+def _column_datatype(values: list[Any]) -> str:
+    """The v2 datatype pandas' ``infer_objects`` would give this column."""
+    kinds = {type(v) for v in values if v is not None}
+    if kinds and kinds <= {bool, np.bool_}:
+        return "BOOL"
+    if kinds and all(issubclass(k, (int, np.integer)) and not issubclass(k, (bool, np.bool_)) for k in kinds) \
+            and None not in values:
+        return "INT64"
+    if all(issubclass(k, (int, float, np.integer, np.floating)) and not issubclass(k, (bool, np.bool_))
+           for k in kinds):
+        return "FP64"
+    return "BYTES"
+
+
+def _plain(values: list[Any], datatype: str) -> list[Any]:
+    if datatype == "FP64":
+        return [None if v is None else float(v) for v in values]
+    if datatype == "BYTES":
+        return ["" if v is None else str(v) for v in values]
+    return values
+
+
+class HttpPredictor:
+    """A model behind an HTTP endpoint (see the module docstring)."""
+
+    supports_batch = True
+    can_learn = False
+
+    def __init__(self, options: HttpOptions) -> None:
+        try:
+            self.protocol, self.path = resolve_protocol(options.url, options.protocol)
+        except ValueError as error:
+            raise HttpModelError(str(error)) from None
+        self.options = options
+        parts = urlsplit(options.url)
+        self._parts = parts
+        self._query = f"?{parts.query}" if parts.query else ""
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if parts.username is not None:  # user:password@host becomes basic authentication
+            token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(token).decode("ascii")
+        headers.update(dict(options.headers))
+        self._headers = headers
+        secret = [v for k, v in headers.items() if k.lower() not in ("content-type", "accept")]
+        tokens = [v.split(None, 1)[1] for v in secret if len(v.split(None, 1)) == 2]  # "Bearer TOKEN": TOKEN too
+        self._secrets = sorted({v for v in secret + tokens if len(v) >= 4}, key=len, reverse=True)
+        if parts.password:
+            self._secrets += [parts.password, unquote(parts.password)]
+        self._local = threading.local()
+        self.columns: list[str] | None = None
+        self.n_features: int | None = None
+        self.classes: list[Any] | None = list(options.classes) if options.classes else None
+        #: v2: "columns" (one input per column), "tensor" (one [N, k] input) and that input's name and type
+        self._v2_mode = "columns"
+        self._v2_content_type: str | None = "pd"
+        self._v2_input: tuple[str, str] = ("input-0", "FP64")
+        self._v2_names: list[str] | None = None
+        #: counters for benchmarks and --verbose
+        self.requests = 0
+        self.rows_sent = 0
+        self.seconds = 0.0
+        self.retried = 0
+        if self.protocol == "v2":
+            self._read_v2_metadata()
+
+    # -- what the model is ------------------------------------------------------------------------
+    @property
+    def is_classifier(self) -> bool:
+        if self.classes:
+            return True
+        raise HttpModelError(f"{self.options.display_url}: a model over HTTP does not say whether it classifies: "
+                             "give --task classification or --task regression")
+
+    @property
+    def has_proba(self) -> bool:
+        return True  # asked of the server; without --classes the first request says what is missing
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_local"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    # -- transport ----------------------------------------------------------------------------------
+    def _connection(self) -> http.client.HTTPConnection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            parts, timeout = self._parts, self.options.timeout
+            assert parts.hostname is not None  # resolve_protocol refused a URL without a host
+            if parts.scheme == "https":
+                connection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout)
+            else:
+                connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+            self._local.connection = connection
+        return connection
+
+    def _drop_connection(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        self._local.connection = None
+        if connection is not None:
+            connection.close()
+
+    def close(self) -> None:
+        self._drop_connection()
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _server_message(self, body: bytes) -> str:
+        text = body.decode("utf-8", "replace").strip()
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            for key in ("message", "error", "detail", "error_message"):
+                if data.get(key):
+                    text = data[key] if isinstance(data[key], str) else json.dumps(data[key])
+                    break
+        line = " ".join(text.split())
+        line = line[:300] + "..." if len(line) > 300 else line
+        return self._scrub(line) or "(no message)"
+
+    def request(self, method: str, path: str, payload: Any = None) -> Any:
+        """One call with retries; returns the decoded JSON answer."""
+        import orjson
+
+        body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) if payload is not None else None
+        where = self.options.display_url
+        options = self.options
+        tries, waited, started = 0, 0.0, time.perf_counter()
+        while True:
+            tries += 1
+            retry_after: float | None = None
+            try:
+                connection = self._connection()
+                connection.request(method, path + self._query, body=body, headers=self._headers)
+                response = connection.getresponse()
+                data = response.read()
+                status, reason = response.status, response.reason
+                if response.getheader("Connection", "").lower() == "close":
+                    self._drop_connection()
+            except (OSError, http.client.HTTPException) as error:
+                self._drop_connection()
+                problem = f"cannot reach the server ({type(error).__name__}: {self._scrub(str(error)) or 'no answer'})"
+            else:
+                if 200 <= status < 300:
+                    self.requests += 1
+                    self.seconds += time.perf_counter() - started
+                    try:
+                        return orjson.loads(data)
+                    except orjson.JSONDecodeError:
+                        raise HttpModelError(f"{where}: the answer is not JSON: "
+                                             f"{self._server_message(data)}") from None
+                message = self._server_message(data)
+                if status not in RETRY_STATUSES:
+                    raise HttpModelError(f"{where}: HTTP {status} {reason}: {message}")
+                problem = f"HTTP {status} {reason}: {message}"
+                header = response.getheader("Retry-After")
+                if header and header.strip().isdigit():
+                    retry_after = float(header.strip())
+            pause = min(MAX_PAUSE, retry_after if retry_after is not None else FIRST_PAUSE * 2 ** (tries - 1))
+            if tries > options.retries or waited + pause > options.retry_wait:
+                self.seconds += time.perf_counter() - started
+                raise HttpModelError(f"{where}: gave up after {tries} tr{'y' if tries == 1 else 'ies'} "
+                                     f"({waited:.1f} s of waiting): {problem}")
+            time.sleep(pause)
+            waited += pause
+            self.retried += 1
+
+    def stats(self) -> dict[str, Any]:
+        """Requests answered, rows sent, seconds spent in requests (waits included) and tries repeated."""
+        return {"requests": self.requests, "rows_sent": self.rows_sent, "seconds": round(self.seconds, 3),
+                "retried": self.retried}
+
+    # -- v2 metadata ----------------------------------------------------------------------------------
+    def _read_v2_metadata(self) -> None:
+        """Ask the model's declared inputs (``GET .../v2/models/NAME``); a server that has none is fine."""
+        metadata_path = self.path[: -len("/infer")]
+        try:
+            metadata = self.request("GET", metadata_path)
+        except HttpModelError as error:
+            if ": HTTP 404" in str(error):
+                raise HttpModelError(f"{self.options.display_url}: the server has no such model "
+                                     f"({str(error).split(': ', 1)[1]})") from None
+            raise
+        inputs = metadata.get("inputs") or [] if isinstance(metadata, dict) else []
+        if len(inputs) == 1 and len(inputs[0].get("shape") or []) == 2 and inputs[0]["shape"][1] not in (1, -1):
+            self._v2_mode = "tensor"
+            self._v2_input = (inputs[0]["name"], inputs[0].get("datatype", "FP64"))
+            self.n_features = int(inputs[0]["shape"][1])
+            self._v2_content_type = None
+        elif len(inputs) >= 1:
+            self.columns = [i["name"] for i in inputs]
+            self._v2_names = list(self.columns)
+            self._v2_content_type = None
+
+    # -- prediction -------------------------------------------------------------------------------------
+    def _chunks(self, n_rows: int) -> list[slice]:
+        size = max(1, self.options.max_request_rows)
+        return [slice(start, min(start + size, n_rows)) for start in range(0, n_rows, size)]
+
+    def _mlflow_payload(self, block: np.ndarray, columns: Sequence[str]) -> dict[str, Any]:
+        return {"dataframe_split": {"columns": list(columns), "data": block.tolist()}}
+
+    def _v2_payload(self, block: np.ndarray, columns: Sequence[str], types: list[str],
+                    output: Output) -> dict[str, Any]:
+        n = len(block)
+        if self._v2_mode == "tensor":
+            name, datatype = self._v2_input
+            data = block.tolist()
+            inputs = [{"name": name, "datatype": datatype, "shape": [n, block.shape[1]],
+                       "data": data if datatype == "BYTES" else [float(v) if v is not None else None
+                                                                  for row in data for v in row]}]
+        else:
+            inputs = []
+            for j, column in enumerate(columns):
+                values = _plain(block[:, j].tolist(), types[j])
+                item: dict[str, Any] = {"name": column, "datatype": types[j], "shape": [n], "data": values}
+                if types[j] == "BYTES":
+                    item["parameters"] = {"content_type": "str"}
+                inputs.append(item)
+        payload: dict[str, Any] = {"inputs": inputs}
+        if self._v2_content_type:
+            payload["parameters"] = {"content_type": self._v2_content_type}
+        if output is Output.PROBA:
+            payload["outputs"] = [{"name": self.options.proba_output}]
+        return payload
+
+    def _v2_output(self, answer: Any, output: Output, n_rows: int) -> Any:
+        outputs = answer.get("outputs") if isinstance(answer, dict) else None
+        if not outputs:
+            raise HttpModelError(f"{self.options.display_url}: the answer has no outputs")
+        chosen = outputs[0]
+        if output is Output.PROBA:
+            chosen = next((o for o in outputs if o.get("name") == self.options.proba_output), chosen)
+        data = chosen.get("data", [])
+        shape = chosen.get("shape") or [len(data)]
+        if output is Output.PROBA:
+            return np.asarray(data, dtype=np.float64).reshape(n_rows, -1)
+        if len(shape) > 1 and int(np.prod(shape[1:])) != 1:
+            raise HttpModelError(f"{self.options.display_url}: the output {chosen.get('name')!r} has shape {shape}, "
+                                 "not one value per row (ask for the label or value output)")
+        return data
+
+    def _call(self, block: np.ndarray, columns: Sequence[str], output: Output) -> list[Any] | np.ndarray:
+        """Every row's answer: labels or values as a list, probabilities as ``[N, C]`` (or dicts)."""
+        if self._v2_names is not None and list(columns) != self._v2_names:
+            index = {c: j for j, c in enumerate(columns)}
+            block, columns = block[:, [index[c] for c in self._v2_names]], self._v2_names
+        types = [_column_datatype(block[:, j].tolist()) for j in range(block.shape[1])] \
+            if self.protocol == "v2" and self._v2_mode == "columns" else []
+        results: list[Any] = []
+        for part in self._chunks(len(block)):
+            rows = block[part]
+            if self.protocol == "mlflow":
+                answer = self.request("POST", self.path, self._mlflow_payload(rows, columns))
+                predictions = answer.get("predictions", answer) if isinstance(answer, dict) else answer
+                if isinstance(predictions, dict):  # a DataFrame answered column-wise
+                    predictions = [dict(zip(predictions, values)) for values in zip(*predictions.values())]
+                got = list(predictions)
+            else:
+                answer = self.request("POST", self.path, self._v2_payload(rows, columns, types, output))
+                got = list(self._v2_output(answer, output, len(rows)))
+            if len(got) != len(rows):
+                raise HttpModelError(f"{self.options.display_url}: sent {len(rows)} rows, got {len(got)} predictions")
+            self.rows_sent += len(rows)
+            results.extend(got)
+        return results
+
+    def predict_block(self, block: np.ndarray, columns: Sequence[str], output: Output,
+                      targets: np.ndarray | None) -> np.ndarray:
+        if len(block) == 0:
+            return np.empty(0)
+        results = self._call(block, columns, output)
+        first = results[0]
+        if output is Output.PROBA:
+            if isinstance(first, dict):
+                classes = self.classes or list(first)
+                matrix = np.array([[row.get(c, row.get(str(c), 0.0)) for c in classes] for row in results],
+                                  dtype=np.float64)
+                return _proba_of(matrix, classes, targets)
+            if not self.classes:
+                raise HttpModelError(f"{self.options.display_url}: the server gives probabilities without class "
+                                     "names: give --classes in the order of its probability columns")
+            matrix = np.asarray(results, dtype=np.float64).reshape(len(block), -1)
+            if matrix.shape[1] != len(self.classes):
+                raise HttpModelError(f"{self.options.display_url}: {matrix.shape[1]} probabilities per row, but "
+                                     f"--classes names {len(self.classes)} classes")
+            return _proba_of(matrix, self.classes, targets)
+        if isinstance(first, dict):
+            if len(first) != 1:
+                raise HttpModelError(f"{self.options.display_url}: each prediction has {len(first)} fields "
+                                     f"({', '.join(map(str, first))}); expected one label or value per row")
+            results = [next(iter(r.values())) for r in results]
+        elif isinstance(first, list):
+            if len(first) != 1:
+                raise HttpModelError(f"{self.options.display_url}: each prediction is a list of {len(first)}; "
+                                     "expected one label or value per row (for probabilities use --loss log)")
+            results = [r[0] for r in results]
+        if output is Output.VALUE:
+            return np.array([np.nan if r is None else r for r in results], dtype=np.float64)
+        labels = np.empty(len(results), dtype=object)
+        labels[:] = results
+        return labels
+
+    def predict_records(self, records: list[dict[str, Any]], output: Output, target: Any) -> np.ndarray:
+        columns = list(records[0])
+        block = np.empty((len(records), len(columns)), dtype=object)
+        block[:, :] = [[r[c] for c in columns] for r in records]
+        targets = np.full(len(records), target, dtype=object) if output is Output.PROBA else None
+        return self.predict_block(block, columns, output, targets)
+
+    def learn_one(self, x: dict[str, Any], y: Any) -> None:
+        raise ModelError("a model over HTTP cannot learn here")
