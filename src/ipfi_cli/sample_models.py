@@ -27,8 +27,9 @@ import hashlib
 import importlib
 import os
 import pickle
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ipfi_cli.io.writers import atomic_write
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import pickle
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ipfi_cli.io.writers import atomic_write
 
@@ -87,7 +88,7 @@ def _version_fix(distribution: str, saved: str | None, current: str) -> str:
     return f"install the {distribution} version it was saved with{within}, or {refit}"
 
 
-def _version_warning(path: str, warning: Warning) -> str | None:
+def _version_warning(path: str, warning: Warning | str) -> str | None:
     """One line for scikit-learn's InconsistentVersionWarning (matched by name: sklearn stays unimported)."""
     if type(warning).__name__ != "InconsistentVersionWarning":
         return None
@@ -247,11 +248,8 @@ def _load_skops(path: str, trusted: list[str]) -> Any:
                   f"type: " + " ".join(f"--trust {name}" for name in refused))
     try:
         return sio.load(path, trusted=untrusted)
-    except ModuleNotFoundError as error:
-        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None
     except (AttributeError, ImportError) as error:
-        raise ModelFileError(path, f"the model was saved with other library versions and cannot be loaded "
-                                   f"with these ({first_line(error)})") from None
+        raise ModelFileError(path, _mismatch_message(_failing_module(error), error)) from None
     except Exception as error:  # noqa: BLE001 - skops raises many kinds for a damaged archive
         raise ModelFileError(path, f"{damaged} ({type(error).__name__}: {first_line(error)})") from None
 
