@@ -304,11 +304,8 @@ def _load_skops(path: str, trusted: list[str]) -> Any:
                   f"type: " + " ".join(f"--trust {name}" for name in refused))
     try:
         return sio.load(path, trusted=untrusted)
-    except ModuleNotFoundError as error:
-        raise ModelFileError(path, f"the model needs the Python module {error.name!r}, which is not installed") from None  # noqa: E501
     except (AttributeError, ImportError) as error:
-        raise ModelFileError(path, f"the model was saved with other library versions and cannot be loaded "
-                                   f"with these ({first_line(error)})") from None
+        raise ModelFileError(path, _mismatch_message(_failing_module(error), error)) from None
     except Exception as error:  # noqa: BLE001 - skops raises many kinds for a damaged archive
         raise ModelFileError(path, f"{damaged} ({type(error).__name__}: {first_line(error)})") from None
 
