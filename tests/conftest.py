@@ -15,6 +15,9 @@ import tempfile
 import numpy as np
 import pytest
 
+# the generator's own labelling rule (checked against river's labels in tests/core/test_agrawal_oracle.py)
+from ipfi_cli.evaluation.changes import AGRAWAL_COLUMNS, agrawal_rule_1
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Fitted sample models are cached in a folder of the test run, not in the user's cache.
@@ -27,18 +30,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.add_cleanup(folder.cleanup)
         os.environ["IPFI_CACHE_DIR"] = folder.name
 
-
-AGRAWAL_COLUMNS = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
-
-
-def agrawal_rule_1(block: np.ndarray) -> np.ndarray:
-    """river's ``Agrawal._classification_function_1`` on every row of a block."""
-    salary = np.asarray(block[:, 0], dtype=np.float64)
-    age = np.asarray(block[:, 2], dtype=np.float64)
-    young = (50000 <= salary) & (salary <= 100000)
-    middle = (75000 <= salary) & (salary <= 125000)
-    old = (25000 <= salary) & (salary <= 75000)
-    return np.where(age < 40, young, np.where(age < 60, middle, old)).astype(np.int64)
 
 
 @functools.cache

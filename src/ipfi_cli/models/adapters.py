@@ -34,6 +34,17 @@ def _proba_of(probabilities: np.ndarray, classes: Sequence[Any], targets: np.nda
     return np.where(columns >= 0, picked, 0.0)
 
 
+def predict_records_as_block(predictor: Any, records: list[dict[str, Any]], output: Output,
+                             target: Any) -> np.ndarray:
+    """``predict_records`` for a predictor whose fast path is ``predict_block``: the records as
+    one object block (values as they came), every row with the same ``target``."""
+    columns = list(records[0])
+    block = np.empty((len(records), len(columns)), dtype=object)
+    block[:, :] = [[r[c] for c in columns] for r in records]
+    targets = np.full(len(records), target, dtype=object) if output is Output.PROBA else None
+    return np.asarray(predictor.predict_block(block, columns, output, targets))
+
+
 class SklearnPredictor:
     """A fitted scikit-learn estimator or pipeline; predicts whole blocks in one call.
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from ipfi_cli.core.losses import Output
 from ipfi_cli.errors import ServiceError
-from ipfi_cli.models.adapters import ModelError, _proba_of
+from ipfi_cli.models.adapters import ModelError, _proba_of, predict_records_as_block
 
 PROTOCOLS = ("mlflow", "v2")
 #: answers worth another try: overload, gateway trouble, "too many requests"
@@ -461,11 +461,7 @@ class HttpPredictor:
         return labels
 
     def predict_records(self, records: list[dict[str, Any]], output: Output, target: Any) -> np.ndarray:
-        columns = list(records[0])
-        block = np.empty((len(records), len(columns)), dtype=object)
-        block[:, :] = [[r[c] for c in columns] for r in records]
-        targets = np.full(len(records), target, dtype=object) if output is Output.PROBA else None
-        return self.predict_block(block, columns, output, targets)
+        return predict_records_as_block(self, records, output, target)
 
     def learn_one(self, x: dict[str, Any], y: Any) -> None:
         raise ModelError("a model over HTTP cannot learn here")

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core.losses import Output
-from ipfi_cli.models.adapters import ModelError, _proba_of
+from ipfi_cli.models.adapters import ModelError, _proba_of, predict_records_as_block
 
 ONNX_MISSING = "running .onnx models needs onnxruntime: pip install 'ipfi-cli[onnx]' (or: pip install onnxruntime)"
 
@@ -222,11 +222,7 @@ class OnnxPredictor:
         return result
 
     def predict_records(self, records: list[dict[str, Any]], output: Output, target: Any) -> np.ndarray:
-        columns = list(records[0])
-        block = np.empty((len(records), len(columns)), dtype=object)
-        block[:, :] = [[r[c] for c in columns] for r in records]
-        targets = np.full(len(records), target, dtype=object) if output is Output.PROBA else None
-        return self.predict_block(block, columns, output, targets)
+        return predict_records_as_block(self, records, output, target)
 
     def learn_one(self, x: dict[str, Any], y: Any) -> None:
         raise ModelError("an ONNX model cannot learn")
