@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
 from ipfi_cli.errors import InputError, UsageError
-from ipfi_cli.run.explain import ExplainSession, ExplainSettings, RunStatus
+from ipfi_cli.run.explain import ExplainSession
 from ipfi_cli.run.report import PlainReporter
+from ipfi_cli.run.settings import ExplainSettings, RunStatus
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 

@@ -61,7 +61,8 @@ from ipfi_cli.cli.options import (
     value,
 )
 from ipfi_cli.cli.ui import TerminalReporter, live_display_allowed, stream_is_terminal
-from ipfi_cli.run.explain import CHECKPOINT_EVERY, ExplainSession, ExplainSettings, RunStatus
+from ipfi_cli.run.explain import ExplainSession
+from ipfi_cli.run.settings import CHECKPOINT_EVERY, ExplainSettings, RunStatus
 
 HELP = f"""Explain a model on a stream: incremental permutation feature importance (iPFI) per row.
 

@@ -16,86 +16,14 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from ipfi_cli.errors import RunError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import all_zero_warning, check_inputs, check_output_names, labels_match_nothing
 from ipfi_cli.run.report import RateMeter, Reporter, Snapshot
-from ipfi_cli.run.watch import ChangeWatch, WatchSettings
-
-CHECKPOINT_EVERY = 10_000
-
-
-@dataclass
-class ExplainSettings:
-    """Everything ``ipfi explain`` was asked to do (also written to ``--meta``)."""
-
-    model: str
-    target: str
-    input: str | None = None
-    trust: list[str] | None = None
-    format: str | None = None
-    na_values: list[str] | None = None
-    no_default_na: bool = False
-    delimiter: str | None = None
-    task: str = "auto"
-    loss: str | None = None
-    learn: bool = False
-    save_model: str | None = None
-    alpha: float = 0.001
-    repeats: int = 10
-    sampling: str = "geometric"
-    reservoir_size: int = 100
-    seed: int | None = None
-    features: list[str] | None = None
-    drop: list[str] | None = None
-    groups: dict[str, list[str]] = field(default_factory=dict)
-    output: str | None = None
-    output_format: str | None = None
-    every: int = 1
-    bounds: bool = False
-    delta: float = 0.05
-    meta: str | None = None
-    batch_size: int = 1000
-    on_bad_row: str = "fail"
-    state: str | None = None
-    checkpoint_every: int = CHECKPOINT_EVERY
-    skip_seen: bool = True
-    verbose: bool = False
-    quiet: bool = False
-    live: bool = True
-    debug: bool = False
-    watch: WatchSettings | None = None  # change detection (--detect and its options)
-    http: Any = None  # HttpOptions of a served model (--model-url); --meta gets it without header values
-
-
-class StopOnChange(Exception):
-    """Raised between micro-batches to stop the run at its first change (``stop_on_change``)."""
-
-
-class RunStatus(str, Enum):
-    """How a run ended (``starting``/``running`` while it has not)."""
-
-    STARTING = "starting"
-    RUNNING = "running"
-    OK = "ok"
-    INTERRUPTED = "interrupted"
-    STOPPED_ON_CHANGE = "stopped-on-change"
-    BROKEN_PIPE = "broken-pipe"
-    ERROR = "error"
-
-
-@dataclass
-class Progress:
-    """The counters a run keeps (and a checkpoint saves)."""
-
-    rows: int = 0  # good rows processed
-    input_rows: int = 0  # input rows handled, good and bad: where a resumed run starts
-    last_written: int = 0  # row number of the last record written
-    last: tuple[int, list[float]] | None = None  # the last row's number and estimates
+from ipfi_cli.run.settings import ExplainSettings, Progress, RunStatus, StopOnChange
+from ipfi_cli.run.watch import ChangeWatch
 
 
 class ExplainSession:
