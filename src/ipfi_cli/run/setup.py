@@ -15,7 +15,7 @@ from typing import Any
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.errors import InputError, ModelError, UsageError
 from ipfi_cli.models.loading import LoadedModel
-from ipfi_cli.run.labels import LabelMatcher
+from ipfi_cli.run.labels import _FALSE, _TRUE, LabelMatcher
 
 TASKS = ("auto", "classification", "regression")
 
@@ -86,6 +86,8 @@ class BinaryLabels(LabelMatcher):
         label = super().__call__(value)
         if isinstance(label, bool) or (type(label) in (int, float) and label in (0, 1)):
             return label
+        if isinstance(label, str) and label.strip().lower() in _TRUE + _FALSE:  # the model told no classes yet
+            return label.strip().lower() in _TRUE
         from ipfi_cli.errors import RunError
 
         raise RunError(f"{self.path}: river's {self.name} is a binary classifier that learns True/False labels; "
