@@ -42,7 +42,7 @@ range term is then in the values' own units: approximate.
 **What is reported.** ADWIN says *that* the mean changed, checking bucket boundaries only;
 after a detection it keeps the longest recent part of its window without a significant cut,
 which may still hold many rows from before the change. The event's two windows are found
-exactly instead: the detector's window (its last ``history`` rows at most) is split at the
+exactly instead: the detector's window (its last ``history / 2`` rows at most) is split at the
 most likely change point of its mean, the row that maximises ``n0 n1 / n (mean0 - mean1)^2``
 (Hinkley's estimate of a single change in mean; ``start_row``), so ``before`` and ``after`` are
 the means before and from it, each with an empirical-Bernstein half-width at the level of the test,
@@ -136,10 +136,11 @@ class ChangeDetector:
         Rows before the reference check starts (the estimates are noisy at first).
     link_rows : int, default=500
         How far apart a loss event and importance events may be to be reported together.
-    history : int, default=10000
+    history : int, default=20000
         Rows whose values are kept for the events' windows (at most ``2**20`` values: fewer rows
-        for many features; 9 features: 0.8 MB); a longer detector window is reported over its
-        last ``history`` rows. The detection itself does not depend on it.
+        for many features; 9 features: 1.6 MB); a longer detector window is reported over its
+        last ``history / 2`` rows, the same however the rows are fed (one by one or in
+        micro-batches). The detection itself does not depend on it.
 
     Attributes
     ----------
@@ -155,7 +156,7 @@ class ChangeDetector:
                  value_range: float | None = None, loss_range: float | None = None, clock: int = 32,
                  reference: Sequence[float] | np.ndarray | None = None, k: int | None = None,
                  ndcg_threshold: float = 0.9, rearm: float = 0.02, warmup: int = 1000,
-                 link_rows: int = 500, history: int = 10000) -> None:
+                 link_rows: int = 500, history: int = 20000) -> None:
         from river.drift import ADWIN  # here, so importing this module stays cheap
 
         if not 0.0 < delta < 1.0:
@@ -315,7 +316,10 @@ class ChangeDetector:
     def _span(self, a: int, b: int) -> tuple[int, np.ndarray] | None:
         """The values of rows ``a .. b - 1`` (indices into the rows fed) from the ring, ``a`` moved
         up to the oldest row kept, and returned. ``None`` if no row is left."""
-        a = max(a, self._written - self.history)
+        # only the last ``history - history // 2`` rows before ``b``: rows a chunk of at most
+        # ``history // 2`` has written beyond ``b`` cannot have overwritten those, so the windows
+        # (and the events) are the same however the rows were fed
+        a = max(a, self._written - self.history, b - (self.history - self.history // 2))
         if b <= a:
             return None
         return a, self._ring[np.arange(a, b) % self.history]
@@ -334,7 +338,7 @@ class ChangeDetector:
         """Detector ``j`` flagged a change at row ``index`` (into the rows fed): make its event
         (or count it as suppressed), then restart its window after this row.
 
-        The event's windows split the detector's window (its last ``history`` rows at most) at
+        The event's windows split the detector's window (its last ``history / 2`` rows at most) at
         the most likely change point, over every row (ADWIN itself looks at bucket boundaries
         only, and keeps the longest recent part without a significant cut, which may hold many
         rows from before the change)."""
