@@ -178,3 +178,30 @@ def test_a_question_mark_read_as_missing_is_noted(run, tmp_path):
         assert "--no-default-na" in result.stderr
     kept = run("batch", tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "y", *BASE, "--no-default-na")
     assert kept.exit_code == 0 and "read as missing" not in kept.stderr and "skipped" not in kept.stderr
+
+
+def test_text_codes_that_look_like_numbers_are_read_as_text_with_the_text_option(run, tmp_path):
+    """Zip codes a model learned as strings ('02139') read as numbers (2139) in a CSV: the failure
+    names the way out, and --text keeps them as written."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"zip": rng.choice(["02139", "10001", "94105"], 300), "x1": rng.normal(size=300)})
+    frame["y"] = np.where(frame.zip == "02139", "yes", "no")
+    model = make_pipeline(ColumnTransformer([("oh", OneHotEncoder(handle_unknown="ignore"), ["zip"])],
+                                            remainder="passthrough"), LogisticRegression())
+    joblib.dump(model.fit(frame[["zip", "x1"]], frame.y), tmp_path / "m.joblib")
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    one_error(run("batch", tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "y", *BASE),
+              "row 1 (line 2)", "read it as text with --text")
+    kept = run("batch", tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "y", *BASE, "-q", "--text", "zip")
+    assert kept.exit_code == 0, kept.stderr
+    assert batch_importances(kept.stdout)["zip"] > 0.3  # the label is the zip code
+    streamed = run("explain", tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "y", *BASE, "-q",
+                   "--text", "zip")
+    assert streamed.exit_code == 0 and float(parse_csv(streamed.stdout)[-1]["zip"]) > 0.3
+    unknown = run("batch", tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "y", "--text", "zipp")
+    assert unknown.exit_code == 2 and "--text" in unknown.stderr

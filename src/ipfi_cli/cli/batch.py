@@ -41,6 +41,7 @@ from ipfi_cli.cli.options import (
     SeedOpt,
     TargetOpt,
     TaskOpt,
+    TextOpt,
     ThreadsOpt,
     TrustOpt,
     VerboseOpt,
@@ -82,6 +83,7 @@ def batch(
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
+    text: TextOpt = None,
     on_bad_row: OnBadRowOpt = "fail",
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
@@ -108,7 +110,7 @@ def batch(
         reporter = TerminalReporter(live=False, quiet=quiet)
         dataset = load_dataset(data, load_predictor(model, trust=split_names(trust), http=http), target, reporter,
                                format=value(input_format), na_values=na_values, no_default_na=no_default_na,
-                               delimiter=delimiter, task=value(task), loss=value(loss),
+                               delimiter=delimiter, text=split_names(text), task=value(task), loss=value(loss),
                                features=split_names(features), drop=split_names(drop), groups=parse_groups(group),
                                on_bad_row=value(on_bad_row), verbose=verbose)
         if verbose:

@@ -53,6 +53,7 @@ from ipfi_cli.cli.options import (
     SeedOpt,
     TargetOpt,
     TaskOpt,
+    TextOpt,
     ThreadsOpt,
     TrustOpt,
     VerboseOpt,
@@ -103,6 +104,7 @@ def explain(
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
+    text: TextOpt = None,
     task: TaskOpt = "auto",
     loss: LossOpt = None,
     learn: Annotated[bool, typer.Option(
@@ -230,7 +232,8 @@ def explain(
                                    classes=classes)
         settings = ExplainSettings(
             model=model, target=target, input=input, trust=split_names(trust), format=value(format),
-            na_values=na_values, no_default_na=no_default_na, delimiter=delimiter, task=value(task),
+            na_values=na_values, no_default_na=no_default_na, delimiter=delimiter, text=split_names(text),
+            task=value(task),
             loss=value(loss), learn=learn, save_model=save_model, alpha=alpha, repeats=repeats,
             sampling=value(sampling), reservoir_size=reservoir_size, seed=seed, features=split_names(features),
             drop=split_names(drop), groups=parse_groups(group), output=output, output_format=value(output_format),

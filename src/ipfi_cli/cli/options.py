@@ -65,6 +65,10 @@ NaValuesOpt = Annotated[Optional[list[str]], typer.Option(
 NoDefaultNaOpt = Annotated[bool, typer.Option(
     "--no-default-na", help="Only empty fields and --na-values are missing (NA, None, ? ... stay text).",
     rich_help_panel=PANEL_INPUT)]
+TextOpt = Annotated[Optional[list[str]], typer.Option(
+    "--text", help="Read these CSV columns as text even where a value looks like a number (zip codes such as "
+    "02139, category codes a model learned as strings); comma-separated, repeatable.", rich_help_panel=PANEL_INPUT,
+    show_default=False, metavar="COLS")]
 DelimiterOpt = Annotated[Optional[str], typer.Option(
     "--delimiter", "-d", help="CSV field separator: one character, or tab, semicolon, pipe. Default: a comma, "
     "unless the header has none and has ';', tab or '|'; tab for .tsv.", rich_help_panel=PANEL_INPUT,

@@ -36,10 +36,10 @@ import collections
 import csv
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
-from ipfi_cli.errors import InputError
+from ipfi_cli.errors import InputError, UsageError
 from ipfi_cli.io.sources import ByteSource, LineBuffer, stdin_is_tty
 from ipfi_cli.io.values import (
     DEFAULT_NA_VALUES,
@@ -361,6 +361,19 @@ class RowReader:
         else:
             kinds = dict(self._kinds)
         return {name: "number" if k == NUMBER else "text" for name, k in kinds.items() if k}
+
+    def keep_as_text(self, names: Iterable[str] | None) -> None:
+        """Read these CSV columns as text, even where a field looks like a number (``02139``
+        stays ``'02139'``); a name that is not a column is a :class:`~ipfi_cli.errors.UsageError`.
+        JSON values keep their own types, so for JSONL this does nothing. Call before reading rows."""
+        names = list(names or [])
+        if not names or self.format != "csv":
+            return
+        unknown = [n for n in names if n not in self.columns]
+        if unknown:
+            raise UsageError(f"no such input column: {', '.join(unknown)} (the columns: {', '.join(self.columns)})",
+                             "--text")
+        self.assume_kinds({name: "text" for name in names})
 
     def assume_kinds(self, kinds: dict[str, str]) -> None:
         """Start with these column kinds, as if earlier rows had fixed them (before reading rows)."""

@@ -39,14 +39,16 @@ class Dataset:
 
 def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: Reporter, *,
                  format: str | None = None, na_values: Sequence[str] | None = None, no_default_na: bool = False,
-                 delimiter: str | None = None, task: str = "auto", loss: str | None = None,
+                 delimiter: str | None = None, text: Sequence[str] | None = None, task: str = "auto",
+                 loss: str | None = None,
                  features: Sequence[str] | None = None, drop: Sequence[str] | None = None,
                  groups: dict[str, list[str]] | None = None, learn: bool = False, on_bad_row: str = "fail",
                  verbose: bool = False) -> Dataset:
     """Read the whole input for ``loaded``: check columns, options and rows, convert the labels.
 
     ``data`` is a path, or ``None``/``-`` for stdin; ``format``, ``na_values``, ``no_default_na``
-    and ``delimiter`` are the reader's options (:func:`~ipfi_cli.io.values.reader_options`). Bad rows stop with their
+    and ``delimiter`` are the reader's options (:func:`~ipfi_cli.io.values.reader_options`), ``text``
+    the CSV columns read as text. Bad rows stop with their
     :class:`~ipfi_cli.errors.InputError` (``on_bad_row="fail"``) or are counted and left out.
     """
     from ipfi_cli.io.readers import open_rows
@@ -62,6 +64,7 @@ def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: R
     matcher = setup.label_matcher(loaded, classification, learn)
     with open_rows(None if data == "-" else data, format=format, hint=False,
                    **reader_options(na_values, no_default_na, delimiter)) as reader:
+        reader.keep_as_text(text)
         source = reader.name
         notes: list[str] = []
         input_columns = reader.columns

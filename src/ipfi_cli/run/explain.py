@@ -89,6 +89,7 @@ class ExplainSession:
         self.reader = reader = open_rows(s.input, format=s.format,
                                          **reader_options(s.na_values, s.no_default_na, s.delimiter))
         try:
+            reader.keep_as_text(s.text)
             if self.state is not None:
                 self.state.continue_reader(reader)
             # an overflowing loss is reported as one line naming the row, not as numpy warnings

@@ -94,4 +94,10 @@ def failure_message(source: str, number: int, line: int, values: dict[str, Any],
     guess = _guess_column(values, columns, message)
     if guess is not None:
         return f"{where}, column {guess[0]!r}: {guess[1]} ({cause})"
-    return f"{where}: the model failed on this row: {cause}"
+    numbers = [c for c in columns if isinstance(values.get(c), int) and not isinstance(values.get(c), bool)]
+    hint = ""
+    if numbers and ("isnan" in message or "not supported between instances" in message):
+        # an encoder that learned text categories got numbers: codes such as zip 02139 read as 2139
+        hint = (f"; if {', '.join(repr(c) for c in numbers[:3])} holds text codes that look like numbers, read it "
+                "as text with --text")
+    return f"{where}: the model failed on this row: {cause}{hint}"

@@ -23,6 +23,7 @@ class ExplainSettings:
     na_values: list[str] | None = None
     no_default_na: bool = False
     delimiter: str | None = None
+    text: list[str] | None = None  # CSV columns read as text (--text)
     task: str = "auto"
     loss: str | None = None
     learn: bool = False
