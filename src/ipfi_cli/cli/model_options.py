@@ -120,7 +120,7 @@ def model_source(model: str | None, model_url: str | None, *, protocol: Protocol
             if given:
                 raise usage_error("is for a served model: it needs --model-url", option)
         return str(model), None
-    from ipfi_cli.models.http import HttpOptions, parse_header, resolve_protocol
+    from ipfi_cli.models.http_options import HttpOptions, parse_header, resolve_protocol
 
     headers: dict[str, tuple[str, str]] = {}
     lines = header_lines(header)

@@ -15,7 +15,7 @@ import hashlib
 import os
 from typing import Any
 
-from ipfi_cli.models.http import HttpOptions
+from ipfi_cli.models.http_options import HttpOptions
 
 ONNX_SUFFIX = ".onnx"
 
