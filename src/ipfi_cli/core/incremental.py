@@ -63,6 +63,12 @@ def _all_numbers(values: Sequence[Any]) -> bool:
     return all(type(v) in plain for v in values) or all(_is_number(v) for v in values)
 
 
+def _all_rows_numbers(rows: list[list[Any]]) -> bool:
+    """True when every value of every row is a real number (not a bool)."""
+    plain = _PLAIN_NUMBERS
+    return all(type(v) in plain for row in rows for v in row) or all(_all_numbers(row) for row in rows)
+
+
 class IncrementalPFI:
     """Anytime permutation feature importance of a model on a stream.
 
@@ -217,18 +223,30 @@ class IncrementalPFI:
         :attr:`last_contribution`) and the unperturbed loss (shape ``(T,)``); both are NaN
         on a row that was not explained (the stream's first).
         """
-        if isinstance(rows, np.ndarray):
-            value_rows = [list(r) for r in rows.tolist()] if rows.ndim == 2 else []
+        numeric: np.ndarray | None = None  # the rows as floats, when all are numbers (the array path)
+        if isinstance(rows, np.ndarray) and rows.ndim == 2 and rows.dtype.kind in "fiu" and self._floats_stored():
+            numeric = rows
+            value_rows: list[list[Any]] = []
+            n_rows = len(rows)
         else:
-            value_rows = [self._row_values(x) for x in rows]
+            if isinstance(rows, np.ndarray):
+                value_rows = [list(r) for r in rows.tolist()] if rows.ndim == 2 else []
+            else:
+                value_rows = [self._row_values(x) for x in rows]
+            n_rows = len(value_rows)
         targets = list(targets)
-        if len(targets) != len(value_rows):
-            raise ValueError(f"{len(value_rows)} rows but {len(targets)} targets")
+        if len(targets) != n_rows:
+            raise ValueError(f"{n_rows} rows but {len(targets)} targets")
         saved = self._save_stream_state()
-        contributions = np.full((len(value_rows), len(self.names)), np.nan) if return_contributions else None
-        losses = np.full(len(value_rows), np.nan) if return_contributions else None
+        contributions = np.full((n_rows, len(self.names)), np.nan) if return_contributions else None
+        losses = np.full(n_rows, np.nan) if return_contributions else None
         try:
-            if not self.use_batch:
+            if numeric is None and self.use_batch and self._floats_stored() and _all_rows_numbers(value_rows):
+                numeric = np.array(value_rows, dtype=np.float64).reshape(n_rows, len(self.columns))
+            if numeric is not None:
+                out = self._explain_many_numeric(np.asarray(numeric, dtype=np.float64), targets,
+                                                 contributions, losses)
+            elif not self.use_batch:
                 estimates = []
                 for t, (v, y) in enumerate(zip(value_rows, targets)):
                     explained = self.n_explained
@@ -259,6 +277,67 @@ class IncrementalPFI:
         else:
             self._reservoir.rows, self._reservoir.filled, self._reservoir.n_seen = sampler_state
         self.n_seen = n_seen
+
+    def _floats_stored(self) -> bool:
+        """The array path applies: a block predictor, and the reservoir (if any yet) holds floats."""
+        return self.use_batch and (self._sampler is None or self._sampler.rows.dtype == np.float64)
+
+    def _explain_many_numeric(self, rows: np.ndarray, targets: list[Any],
+                              contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
+                              ) -> np.ndarray:
+        """:meth:`explain_many` for rows of numbers, a micro-batch at a time with array operations.
+
+        Per model call (at most ``max_block_cells`` cells), the reservoir's draws and
+        insertions (:meth:`Reservoir.draw_insert_many`), the evaluation blocks, the loss
+        differences and their means over the realisations are computed for all its rows at
+        once, and the smoothing folds them in (:meth:`ExponentialMean.update_many`): the
+        same random numbers and the same arithmetic as :meth:`explain_one` row by row.
+        """
+        n_rows, n_groups = len(rows), len(self.names)
+        n_block, n_columns = self.block_rows, len(self.columns)
+        out = np.full((n_rows, n_groups), np.nan)
+        if not n_rows:
+            return out
+        begin = 0
+        if self._sampler is None:
+            self._ensure_sampler(rows[0].tolist())
+        if self._reservoir.filled == 0:  # the stream's first row: nothing to draw from yet
+            out[0] = self._tracker.mean
+            self._store(rows[0])
+            begin = 1
+        per_call = max(1, self.max_block_cells // (n_block * max(1, n_columns)))
+        draw_index = np.arange(len(self._pair_col)) if self._pair_draw is None else self._pair_draw
+        for start in range(begin, n_rows, per_call):
+            end = min(start + per_call, n_rows)
+            part = rows[start:end]
+            replaced = self._reservoir.draw_insert_many(self._rng, part, n_groups, draw_index, self._pair_col)
+            self.n_seen += len(part)
+            block = np.repeat(part, n_block, axis=0)
+            block.reshape(len(part), n_block * n_columns)[:, self._pair_cell] = replaced
+            part_targets = targets[start:end]
+            losses = self._losses(self._predict_block(block, part_targets), part_targets)
+            self._fold_many(losses, out[start:end],
+                            None if contributions is None else contributions[start:end],
+                            None if row_losses is None else row_losses[start:end])
+        return out
+
+    def _fold_many(self, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray | None,
+                   row_losses: np.ndarray | None) -> None:
+        """:meth:`_fold` for the losses of consecutive time steps (shape ``(T, block_rows)``);
+        the estimates after each go to ``out``."""
+        unperturbed = losses[:, 0]
+        per_repeat = (losses[:, 1:] - losses[:, :1]).reshape(len(losses), self.n_repeats, len(self.names))
+        per_row = np.add.reduce(per_repeat, axis=1) / self.n_repeats  # = last_contribution, row by row
+        out[...] = self._tracker.update_many(per_row)
+        self.last_contributions = per_repeat[-1].copy()
+        self.last_loss = float(unperturbed[-1])
+        total = self._loss_sum
+        for loss in unperturbed.tolist():  # summed in order, as row by row
+            total += loss
+        self._loss_sum = total
+        if contributions is not None and row_losses is not None:
+            contributions[...] = per_row
+            row_losses[...] = unperturbed
 
     def _explain_many_batched(self, value_rows: list[list[Any]], targets: list[Any],
                               contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
