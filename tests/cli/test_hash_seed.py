@@ -111,9 +111,10 @@ def test_only_models_that_may_depend_on_string_hashing_re_execute(union_pipeline
     assert not needed(sklearn_model) and not needed(sklearn_model, "batch")
     assert not hash_seed_needed(["ipfi", "explain", "-m" + str(sklearn_model), "-t", "y"])
     assert not needed(sklearn_model, "plot") and not hash_seed_needed(["ipfi", "explain", "--help"])
-    compressed = tmp_path / "lr.joblib.z"
-    joblib.dump(LogisticRegression().fit(np.eye(4), [0, 1, 0, 1]), compressed, compress=3)
-    assert needed(compressed)   # cannot tell without decompressing: re-execute
+    for compress, expected in ((3, False), (("gzip", 3), False), (("bz2", 3), True)):
+        compressed = tmp_path / f"lr-{compress}.joblib"
+        joblib.dump(LogisticRegression().fit(np.eye(4), [0, 1, 0, 1]), compressed, compress=compress)
+        assert needed(compressed) is expected   # zlib and gzip are read; others: cannot tell, re-execute
     with open(tmp_path / "plain.pkl", "wb") as f:
         pickle.dump(NAMES, f)   # no class at all: nothing to tell a model by, so re-execute
     assert needed(tmp_path / "plain.pkl")

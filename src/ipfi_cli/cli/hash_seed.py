@@ -11,8 +11,8 @@ A model whose numbers cannot depend on it starts once: an ONNX file, or a pickle
 file whose every pickled class or function comes from scikit-learn, NumPy, SciPy,
 pandas, joblib, XGBoost, LightGBM or the standard containers (read from the file's pickle
 opcodes without loading it; ipfi itself iterates no set of strings into a number). Any
-other model, or a file that cannot be read that way (compressed, larger than 32 MB),
-keeps the re-execution. Only the standard library is imported here.
+other model, or a file that cannot be read that way (compressed other than with zlib
+or gzip, larger than 32 MB), keeps the re-execution. Only the standard library is imported here.
 
 >>> hash_seed_needed(["ipfi", "plot", "traces.csv"])
 False
@@ -56,11 +56,25 @@ def pickled_modules(path: str) -> set[str] | None:
             data = f.read()
     except OSError:
         return None
+    if data[:1] == b"\x78" or data[:2] == b"\x1f\x8b":  # joblib's zlib or gzip compression
+        data = _decompressed(data)
     if not data.startswith(b"\x80"):  # pickles of protocol 2+ begin with PROTO
         return None
     modules = {m.group(2).decode() for m in _STACK_GLOBAL.finditer(data) if m.group(1)[0] == len(m.group(2))}
     modules.update(m.group(1).decode() for m in _GLOBAL.finditer(data))
     return modules or None
+
+
+def _decompressed(data: bytes) -> bytes:
+    """A zlib or gzip stream inflated, up to :data:`SCAN_LIMIT` bytes (b"" when damaged or larger)."""
+    import zlib
+
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # either header
+    try:
+        plain = inflater.decompress(data, SCAN_LIMIT)
+    except zlib.error:
+        return b""
+    return b"" if inflater.unconsumed_tail else plain
 
 
 def _model_argument(arguments: list[str]) -> str | None:
