@@ -145,3 +145,27 @@ def test_explain_many_is_explain_one_with_contributions(options):
     assert np.array_equal(many.last_contributions, one.last_contributions)
     assert (many.mean_loss, many.n_seen, many.n_explained) == (one.mean_loss, one.n_seen, one.n_explained)
     assert np.array_equal(many.bound_array(), one.bound_array(), equal_nan=True)
+
+
+@pytest.mark.parametrize("loss, make_target, wrap", [
+    ("zero-one", lambda b: int(b), np.int64),                  # int labels against int predictions
+    ("absolute", lambda b: float(b) * 1.5 - 0.25, np.float64),  # float targets against float predictions
+])
+def test_targets_compared_in_bulk_give_the_numbers_of_python_objects(loss, make_target, wrap):
+    """Python int/float targets are compared as int64/float64 arrays; numpy scalars (another
+    type) take the object path: both give the same numbers."""
+    rng = np.random.default_rng(2)
+    X = rng.random((150, 3))
+    y = [make_target(b) for b in rng.random(150) < 0.5]
+
+    def model(block):
+        labels = _rule(block)
+        return labels if loss == "zero-one" else labels * 1.5 - 0.25 + block[:, 2]
+
+    def explain(targets):
+        explainer = IncrementalPFI(FunctionPredictor(model), ["a", "b", "c"], loss=loss, alpha=0.05, seed=4)
+        return explainer.explain_many(X, targets)
+
+    plain, objects = explain(y), explain([wrap(v) for v in y])
+    assert np.array_equal(plain, objects, equal_nan=True)
+    assert not np.isnan(plain[1:]).any()

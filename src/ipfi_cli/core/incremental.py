@@ -34,12 +34,13 @@ from __future__ import annotations
 import copy
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from ipfi_cli.core.groups import resolve_groups
-from ipfi_cli.core.losses import Loss, Output, get_loss
+from ipfi_cli.core.losses import ABSOLUTE, SQUARED, ZERO_ONE, Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.samplers import Reservoir, make_sampler
 from ipfi_cli.core.smoothing import ExponentialMean
@@ -51,6 +52,9 @@ class RowError(InputError):
 
 
 _PLAIN_NUMBERS = (int, float)
+_PLAIN_TYPES = frozenset(_PLAIN_NUMBERS)
+#: built-in losses that give the same numbers for int64/float64 targets as for the Python objects
+_NUMERIC_TARGET_LOSSES = (ZERO_ONE, ABSOLUTE, SQUARED)
 
 
 def _is_number(value: Any) -> bool:
@@ -65,8 +69,7 @@ def _all_numbers(values: Sequence[Any]) -> bool:
 
 def _all_rows_numbers(rows: list[list[Any]]) -> bool:
     """True when every value of every row is a real number (not a bool)."""
-    plain = _PLAIN_NUMBERS
-    return all(type(v) in plain for row in rows for v in row) or all(_all_numbers(row) for row in rows)
+    return set(map(type, chain.from_iterable(rows))) <= _PLAIN_TYPES or all(_all_numbers(row) for row in rows)
 
 
 class IncrementalPFI:
@@ -504,18 +507,33 @@ class IncrementalPFI:
 
     def _repeat_targets(self, targets: list[Any]) -> np.ndarray:
         """Each step's target repeated for every row of its evaluation block (object array)."""
-        n = self.block_rows
-        repeated = np.empty(len(targets) * n, dtype=object)
+        once = np.empty(len(targets), dtype=object)
         for i, y in enumerate(targets):
-            repeated[i * n:(i + 1) * n].fill(y)
-        return repeated
+            once[i] = y
+        return np.repeat(once, self.block_rows)
+
+    def _loss_targets(self, targets: list[Any], predicted: np.ndarray) -> np.ndarray:
+        """The targets for :meth:`_losses`: as int64 (float64) when every target is an ``int``
+        (``float``) and the predictions are integers (floats), so a built-in loss compares
+        numbers in bulk with exactly the result of comparing the Python objects; else objects."""
+        kind = predicted.dtype.kind
+        if self.loss in _NUMERIC_TARGET_LOSSES and len(targets):
+            kinds = set(map(type, targets))
+            try:
+                if kinds == {int} and kind in "ib":
+                    return np.repeat(np.array(targets, dtype=np.int64), self.block_rows)
+                if kinds == {float} and kind == "f":
+                    return np.repeat(np.array(targets, dtype=np.float64), self.block_rows)
+            except OverflowError:  # an int beyond 64 bits: compared as a Python object
+                pass
+        return self._repeat_targets(targets)
 
     def _losses(self, predicted: Any, targets: list[Any]) -> np.ndarray:
         """Loss of every evaluation, shape ``(len(targets), block_rows)``."""
         predicted = np.asarray(predicted)
         if predicted.dtype.kind in "US":
             predicted = predicted.astype(object)
-        losses = self.loss.compute(self._repeat_targets(targets), predicted)
+        losses = self.loss.compute(self._loss_targets(targets, predicted), predicted)
         return losses.reshape(len(targets), self.block_rows)
 
     def _fold(self, losses: np.ndarray) -> None:
