@@ -62,12 +62,13 @@ class Case:
 
 def run_cpu(command: list[str], env: dict[str, str]) -> float:
     """CPU seconds (user + system) of one child process and everything it exec'd."""
-    pid = os.posix_spawn(command[0], command, env, file_actions=[
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
-    _, status, usage = os.wait4(pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"failed: {' '.join(command)}")
+    with tempfile.TemporaryFile() as errors:
+        pid = os.posix_spawn(command[0], command, env, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0), (os.POSIX_SPAWN_DUP2, errors.fileno(), 2)])
+        _, status, usage = os.wait4(pid, 0)
+        if os.waitstatus_to_exitcode(status):
+            errors.seek(0)
+            raise SystemExit(f"failed: {' '.join(command)}\n{errors.read().decode(errors='replace')[-3000:]}")
     return usage.ru_utime + usage.ru_stime
 
 
