@@ -98,11 +98,12 @@ class ExponentialMean:
             rates.append(alpha / weight)
         if len(self.mean) <= self.few_series:  # per series, in Python floats: fewer calls
             for g, column in enumerate(values[start:].T.tolist()):
-                mean, out = float(self.mean[g]), []
+                series_mean = float(self.mean[g])
+                out: list[float] = []
                 append = out.append
                 for value, rate in zip(column, rates):
-                    mean = mean + rate * (value - mean)
-                    append(mean)
+                    series_mean = series_mean + rate * (value - series_mean)
+                    append(series_mean)
                 means[start:, g] = out
         else:  # per row, as vectors
             mean, step = self.mean, np.empty_like(self.mean)
