@@ -32,8 +32,10 @@ import numpy as np
 _WORD = 1 << 32  # numpy draws bounded integers below 2**32 from 32-bit words
 
 
-def bounded_integers(rng: np.random.Generator, highs: np.ndarray) -> np.ndarray | None:
-    """``rng.integers(0, high)`` for every ``high`` in turn, with one request to ``rng``.
+def bounded_integers(rng: np.random.Generator, highs: np.ndarray, counts: np.ndarray | None = None
+                     ) -> np.ndarray | None:
+    """``rng.integers(0, high)`` for every ``high`` in turn (each ``counts`` times), with one
+    request to ``rng``.
 
     numpy (since 1.17) draws an integer in ``[0, high)``, ``1 < high <= 2**32``, as
     Lemire's multiply-shift of one 32-bit word of the generator's stream (``high == 1``
@@ -49,17 +51,24 @@ def bounded_integers(rng: np.random.Generator, highs: np.ndarray) -> np.ndarray 
     True
     """
     highs = np.asarray(highs, dtype=np.uint64)
-    drawn = np.zeros(len(highs), dtype=np.intp)
+    if counts is not None:
+        highs = np.repeat(highs, counts)
     takes_word = highs > 1
-    bounds = highs[takes_word]
+    every = bool(takes_word.all())
+    bounds = highs if every else highs[takes_word]
     if not len(bounds):
-        return drawn
-    words = rng.integers(0, _WORD, size=len(bounds), dtype=np.uint32).astype(np.uint64)
-    product = words * bounds
-    if np.any((product & np.uint64(_WORD - 1)) < np.uint64(_WORD) % bounds):
+        return np.zeros(len(highs), dtype=np.intp)
+    product = np.multiply(rng.integers(0, _WORD, size=len(bounds), dtype=np.uint32), bounds, dtype=np.uint64)
+    low = product & np.uint64(_WORD - 1)
+    near = low < bounds  # the threshold 2**32 mod high is below high: only these can be rejected
+    if near.any() and np.any(low[near] < np.uint64(_WORD) % bounds[near]):
         return None
-    drawn[takes_word] = product >> np.uint64(32)
-    return drawn
+    drawn = (product >> np.uint64(32)).view(np.int64)
+    if every:
+        return drawn
+    out = np.zeros(len(highs), dtype=np.intp)
+    out[takes_word] = drawn
+    return out
 
 
 class Reservoir(ABC):
@@ -132,10 +141,10 @@ class Reservoir(ABC):
         full = filled == size
         insert_bounds = np.where(full, self._replacement_bounds(self.n_seen + step), 1)
         per_draw = n_real * n_draws
-        bounds = np.repeat(np.stack([filled, insert_bounds], axis=1).reshape(-1),
-                           np.tile([per_draw, n_real], n_rows))
+        bounds = np.stack([filled, insert_bounds], axis=1).reshape(-1)
         state = rng.bit_generator.state
-        drawn = bounded_integers(rng, bounds) if int(bounds.max(initial=1)) <= _WORD else None
+        drawn = bounded_integers(rng, bounds, np.tile([per_draw, n_real], n_rows)) \
+            if int(bounds.max(initial=1)) <= _WORD else None
         if drawn is None:  # a word numpy would reject (rare) or a bound beyond 32 bits
             rng.bit_generator.state = state
             return self._draw_insert_stepwise(rng, rows, n_draws, draw_index, column)
