@@ -310,13 +310,17 @@ class IncrementalPFI:
             begin = 1
         per_call = max(1, self.max_block_cells // (n_block * max(1, n_columns)))
         draw_index = np.arange(len(self._pair_col)) if self._pair_draw is None else self._pair_draw
+        # one buffer for every call: a fresh block per call costs its page faults again (wide rows)
+        buffer = np.empty((min(per_call, n_rows - begin), n_block, n_columns))
         for start in range(begin, n_rows, per_call):
             end = min(start + per_call, n_rows)
             part = rows[start:end]
             replaced = self._reservoir.draw_insert_many(self._rng, part, n_groups, draw_index, self._pair_col)
             self.n_seen += len(part)
-            block = np.repeat(part, n_block, axis=0)
-            block.reshape(len(part), n_block * n_columns)[:, self._pair_cell] = replaced
+            blocks = buffer[:len(part)]
+            blocks[...] = part[:, None, :]
+            blocks.reshape(len(part), n_block * n_columns)[:, self._pair_cell] = replaced
+            block = blocks.reshape(len(part) * n_block, n_columns)
             part_targets = targets[start:end]
             losses = self._losses(self._predict_block(block, part_targets), part_targets)
             self._fold_many(losses, out[start:end],
