@@ -41,8 +41,8 @@ import numpy as np
 from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.losses import Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
-from ipfi_cli.core.samplers import Reservoir, make_sampler
 from ipfi_cli.core.removal import REMOVALS, ConditionalSampler, make_conditional_sampler
+from ipfi_cli.core.samplers import Reservoir, make_sampler
 from ipfi_cli.core.smoothing import make_smoother
 from ipfi_cli.errors import InputError
 
