@@ -173,7 +173,7 @@ class IncrementalSAGE(IncrementalPFI):
         self._player_of_column = player_of_column
         self._n_chain = len(self.names) - 1
         self.block_rows = 1 + self.n_repeats * self._n_chain * self.n_inner
-        self._pair_cell = None  # iPFI's lookup tables are not used
+        self._pair_cell = np.empty(0, dtype=np.intp)  # iPFI's lookup tables are not used
 
     # -- results --------------------------------------------------------------------------
     @property
