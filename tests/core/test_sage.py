@@ -178,3 +178,15 @@ def test_rejects_what_sage_cannot_do():
         IncrementalSAGE(model, ["a", "b"], loss="log")
     with pytest.raises(ValueError, match="gaussian"):
         IncrementalSAGE(model, ["a", "b"], loss="squared", removal="conditional", conditional_sampler="tree")
+
+
+def test_pickled_mid_stream_continues_with_the_same_numbers():
+    import pickle
+
+    X, y = _linear_stream(200, 16)
+    explainer = IncrementalSAGE(FunctionPredictor(_nonlinear), COLUMNS, loss="squared", n_repeats=2, seed=17,
+                                removal="conditional")
+    explainer.explain_many(X[:100], y[:100])
+    copy = pickle.loads(pickle.dumps(explainer))
+    assert explainer.explain_many(X[100:], y[100:]).tobytes() == copy.explain_many(X[100:], y[100:]).tobytes()
+    assert copy.explained_loss == explainer.explained_loss

@@ -76,11 +76,10 @@ def _players(columns: Sequence[str], groups: Mapping[str, Sequence[str]] | None)
 def _absent_masks(orders: np.ndarray, player_of_column: np.ndarray) -> np.ndarray:
     """For orderings ``(n, G)`` of the players, the columns absent at steps ``1 .. G-1``: ``(n, G-1, C)``."""
     n, n_players = orders.shape
-    rank = np.empty_like(orders)
+    rank = np.empty_like(orders)  # rank[i, g]: the step at which player g arrives in ordering i
     rank[np.arange(n)[:, None], orders] = np.arange(n_players)
-    column_rank = rank[:, player_of_column]  # (n, C): when each column's player arrives
-    steps = np.arange(1, n_players)[None, :, None]
-    return column_rank[:, None, :] >= steps
+    column_rank = rank[:, player_of_column]  # (n, C)
+    return column_rank[:, None, :] > np.arange(n_players - 1)[None, :, None]
 
 
 def _check_loss(loss: Loss) -> None:
@@ -157,8 +156,7 @@ class IncrementalSAGE(IncrementalPFI):
         if self._remover is not None and not self._remover.any_subset:
             raise ValueError(f"SAGE removes whole coalitions; the {self._remover.name} sampler removes one "
                              "feature at a time: use conditional_sampler='gaussian'")
-        self._model_loss = make_smoother(smoothing, self.alpha, 1)
-        self._marginal_loss = make_smoother(smoothing, self.alpha, 1)
+        self._losses_tracker = make_smoother(smoothing, self.alpha, 2)  # marginal loss, model loss
         self._marginal = _Marginal(self.loss.output, smoothing, self.alpha)
         self._orders: deque[np.ndarray] = deque()  # orderings drawn and not yet folded
 
@@ -174,17 +172,28 @@ class IncrementalSAGE(IncrementalPFI):
         self._n_chain = len(self.names) - 1
         self.block_rows = 1 + self.n_repeats * self._n_chain * self.n_inner
         self._pair_cell = np.empty(0, dtype=np.intp)  # iPFI's lookup tables are not used
+        self._order_base = np.tile(np.arange(len(self.names)), (self.n_repeats, 1))
+        self._repeat_ids = np.arange(self.n_repeats)[:, None]
+        self._one_column_players = player_of_column.tolist() == list(range(len(self.names)))
+        self._steps = np.arange(self._n_chain)[None, :, None]
+        self._ranks = np.arange(len(self.names))
+
+    def _absent_masks(self, orders: np.ndarray) -> np.ndarray:
+        """The columns absent at each step of this row's orderings, ``(M, G-1, C)``."""
+        rank = np.empty_like(orders)
+        rank[self._repeat_ids, orders] = self._ranks
+        return (rank if self._one_column_players else rank[:, self._player_of_column])[:, None, :] > self._steps
 
     # -- results --------------------------------------------------------------------------
     @property
     def marginal_loss(self) -> float:
         """Smoothed loss of the smoothed marginal prediction (no feature known)."""
-        return float(self._marginal_loss.mean[0])
+        return float(self._losses_tracker.mean[0])
 
     @property
     def model_loss(self) -> float:
         """Smoothed loss of the model's predictions (every feature known)."""
-        return float(self._model_loss.mean[0])
+        return float(self._losses_tracker.mean[1])
 
     @property
     def explained_loss(self) -> float:
@@ -200,19 +209,20 @@ class IncrementalSAGE(IncrementalPFI):
             raise
 
     def _fill_block(self, block: np.ndarray, row: np.ndarray) -> None:
-        rng, n_chain, n_inner = self._rng, self._n_chain, self.n_inner
-        orders = rng.permuted(np.tile(np.arange(len(self.names)), (self.n_repeats, 1)), axis=1)
+        rng, n_chain, n_inner, _masks = self._rng, self._n_chain, self.n_inner, self._absent_masks
+        orders = rng.permuted(self._order_base, axis=1)
         self._orders.append(orders)
         block[0] = row
         if n_chain == 0:
             return
-        absent = _absent_masks(orders, self._player_of_column)  # (M, G-1, C)
+        absent = _masks(orders)  # (M, G-1, C)
         n_columns = len(self.columns)
         if self._remover is None:
             slots = self._reservoir.draw(rng, n_chain * n_inner)  # (M, (G-1) * n_inner)
-            donors = self._reservoir.rows[np.arange(self.n_repeats)[:, None], slots]
-            donors = donors.reshape(self.n_repeats, n_chain, n_inner, n_columns)
-            block[1:] = np.where(absent[:, :, None, :], donors, row).reshape(-1, n_columns)
+            donors = self._reservoir.rows[self._repeat_ids, slots]
+            chain = block[1:].reshape(self.n_repeats, n_chain, n_inner, n_columns)
+            chain[...] = row
+            np.copyto(chain, donors.reshape(chain.shape), where=absent[:, :, None, :])
         else:
             drawn = self._remover.draw_absent(rng, row, absent.reshape(-1, n_columns), n_inner)
             block[1:] = drawn.reshape(-1, n_columns)
@@ -266,22 +276,21 @@ class IncrementalSAGE(IncrementalPFI):
         path[:, 1:n_players] = losses[2:].reshape(self.n_repeats, self._n_chain)
         path[:, n_players] = model_loss
         contributions = np.empty((self.n_repeats, n_players))
-        contributions[np.arange(self.n_repeats)[:, None], orders] = path[:, :-1] - path[:, 1:]
+        contributions[self._repeat_ids, orders] = path[:, :-1] - path[:, 1:]
         self.last_contributions = contributions
         self.last_loss = model_loss
         self._loss_sum += model_loss
         self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)
-        self._model_loss.update(np.array([model_loss]))
-        self._marginal_loss.update(np.array([marginal_loss]))
+        self._losses_tracker.update(losses[:2])
 
     def _save_stream_state(self) -> tuple[Any, ...]:
-        mine = copy.deepcopy((self._model_loss, self._marginal_loss, self._marginal))
+        mine = copy.deepcopy((self._losses_tracker, self._marginal))
         return super()._save_stream_state(), mine
 
     def _restore_stream_state(self, saved: tuple[Any, ...]) -> None:
         base, mine = saved
         super()._restore_stream_state(base)
-        self._model_loss, self._marginal_loss, self._marginal = mine
+        self._losses_tracker, self._marginal = mine
         self._orders.clear()
 
 
