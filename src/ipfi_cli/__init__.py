@@ -23,12 +23,13 @@ Importing this package is cheap: nothing heavy is imported until it is used.
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["ChangeDetector", "IncrementalPFI", "IntervalPFI", "batch_pfi", "__version__"]
+__all__ = ["ChangeDetector", "IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "batch_pfi",
+           "batch_sage", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     """The public API, imported on first use (``import ipfi_cli`` stays cheap for the CLI)."""
-    if name in ("IncrementalPFI", "IntervalPFI", "batch_pfi"):
+    if name in ("IncrementalPFI", "IntervalPFI", "batch_pfi", "IncrementalSAGE", "batch_sage", "IncrementalPDP"):
         from ipfi_cli import api
 
         return getattr(api, name)

@@ -144,8 +144,9 @@ class IncrementalPDP:
                         blocks.append(self._block(row))
                         steps.append(t)
                     grids.append(self._grids.copy())
-                predictions = self._predict(np.concatenate(blocks)) if blocks else np.empty(0)
-                predictions = predictions.reshape(len(blocks), -1)
+                width = len(self.features) * self.grid_size
+                predictions = self._predict(np.concatenate(blocks)).reshape(len(blocks), width) if blocks \
+                    else np.empty((0, width))
                 done = 0
                 for t in range(len(part)):
                     if done < len(steps) and steps[done] == t:
