@@ -62,10 +62,13 @@ from ipfi_cli.cli import plot as _plot  # noqa: E402
 add_command(_batch.batch)
 add_command(_compare.compare)
 add_command(_plot.plot)
+from ipfi_cli.cli import pdp as _pdp  # noqa: E402
+
+add_command(_pdp.pdp)
 
 
 #: commands that run models: they run with a fixed string-hash seed (see :func:`fixed_hash_seed`)
-MODEL_COMMANDS = ("explain", "batch", "compare")
+MODEL_COMMANDS = ("explain", "batch", "compare", "pdp")
 
 
 def fixed_hash_seed(argv: list[str]) -> None:

@@ -5,3 +5,8 @@ checks that they are exactly the registries' keys."""
 
 LOSS_NAMES = ("zero-one", "absolute", "squared", "log")
 SAMPLING_NAMES = ("geometric", "uniform")
+#: :data:`ipfi_cli.core.smoothing.SMOOTHINGS`, :data:`ipfi_cli.core.removal.REMOVALS` (the command line adds
+#: ``both``) and :data:`ipfi_cli.core.removal.CONDITIONAL_SAMPLERS`
+SMOOTHING_NAMES = ("exponential", "mean")
+REMOVAL_NAMES = ("marginal", "conditional")
+CONDITIONAL_SAMPLER_NAMES = ("gaussian", "tree")

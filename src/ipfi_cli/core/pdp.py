@@ -123,16 +123,19 @@ class IncrementalPDP:
         self.explain_many([x])
         return self.curves
 
-    def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, chunk: int = 512) -> np.ndarray:
+    def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, chunk: int = 512, *,
+                     return_grids: bool = False) -> Any:
         """Fold consecutive rows in (a static model: their evaluations share model calls).
 
-        Returns the curves after each row, shape ``(T, features, grid_size)``. A failing model
-        call leaves the explainer as it was before this call.
+        Returns the curves after each row, shape ``(T, features, grid_size)`` (and, with
+        ``return_grids``, the grids they stand on, same shape). A failing model call leaves the
+        explainer as it was before this call.
         """
         value_rows = np.asarray(rows, dtype=np.float64) if isinstance(rows, np.ndarray) else \
             np.array([[float(r[c]) for c in self.columns] for r in rows], dtype=np.float64)
         saved = copy.deepcopy((self._tracker, self._quantiles, self._grids, self.n_seen))
         out = np.empty((len(value_rows), len(self.features), self.grid_size))
+        out_grids = np.empty_like(out)
         try:
             for start in range(0, len(value_rows), chunk):
                 part = value_rows[start:start + chunk]
@@ -153,11 +156,12 @@ class IncrementalPDP:
                         self._tracker.update(predictions[done])
                         done += 1
                     out[start + t] = np.asarray(self._tracker.mean).reshape(len(self.features), self.grid_size)
+                    out_grids[start + t] = grids[t]
                 self._grids = grids[-1]
         except Exception:
             self._tracker, self._quantiles, self._grids, self.n_seen = saved
             raise
-        return out
+        return (out, out_grids) if return_grids else out
 
     def _update_grid(self, row: np.ndarray) -> None:
         for i, (name, column) in enumerate(zip(self.features, self._index)):
