@@ -302,7 +302,7 @@ class IncrementalSAGE(IncrementalPFI):
     n_repeats : int, default=1
         Orderings per row (iXAI: 1).
     n_inner : int, default=1
-        Imputations per coalition, their predictions averaged (labels: their losses).
+        Imputations per coalition, their predictions averaged (labels: the most frequent).
     groups : dict of str to list of str, default=None
         Columns that enter together. Every column takes part (no ``features``).
     removal : {"marginal", "conditional"}, default="marginal"

@@ -14,7 +14,7 @@ the *smoothed marginal prediction* (the running mean of the model's outputs; for
 the most frequent predicted label), the full coalition's is the model's own loss. Each
 step's loss decrease is folded into an exponentially weighted (or running) mean like
 iPFI's. With ``n_inner`` imputations per coalition their predictions are averaged before
-the loss (labels: their losses are averaged).
+the loss (labels: their most frequent one, as averaged class probabilities would pick).
 
 It also tracks the **explained loss**: the smoothed loss of the marginal prediction minus
 the model's smoothed loss, "how much does the model explain at all". Per row the
@@ -82,6 +82,16 @@ def _absent_masks(orders: np.ndarray, player_of_column: np.ndarray) -> np.ndarra
     return column_rank[:, None, :] > np.arange(n_players - 1)[None, :, None]
 
 
+def _modal(labels: np.ndarray) -> np.ndarray:
+    """The most frequent label along the last axis (ties: the first to appear), as an object array."""
+    from collections import Counter
+
+    flat = labels.reshape(-1, labels.shape[-1])
+    out = np.empty(len(flat), dtype=object)
+    out[:] = [Counter(row).most_common(1)[0][0] for row in flat.tolist()]
+    return out.reshape(labels.shape[:-1])
+
+
 def _check_loss(loss: Loss) -> None:
     if loss.output is Output.PROBA:
         raise ValueError("SAGE needs the model's marginal prediction, which the log loss (the probability of "
@@ -118,7 +128,7 @@ class IncrementalSAGE(IncrementalPFI):
     n_repeats
         Random orderings per row (iXAI: 1).
     n_inner
-        Imputations per coalition; their predictions are averaged (labels: their losses).
+        Imputations per coalition; their predictions are averaged (labels: the most frequent).
     groups
         Columns that enter the coalition together; every column takes part (SAGE shares out
         the whole explained loss), so there is no ``features``.
@@ -257,8 +267,8 @@ class IncrementalSAGE(IncrementalPFI):
         chain = predicted[:, 1:].reshape(n_steps, n_chain, self.n_inner)
         chain_targets = np.repeat(y, n_chain)
         if self.loss.output is Output.LABEL:
-            inner_targets = np.repeat(y, n_chain * self.n_inner)
-            chain_losses = self.loss.compute(inner_targets, chain.reshape(-1)).reshape(n_steps, n_chain, -1).mean(2)
+            modal = chain.reshape(n_steps, n_chain) if self.n_inner == 1 else _modal(chain)
+            chain_losses = self.loss.compute(chain_targets, modal.reshape(-1)).reshape(n_steps, n_chain)
         else:
             mean_prediction = np.asarray(chain, dtype=np.float64).mean(axis=2).reshape(-1)
             chain_losses = self.loss.compute(chain_targets, mean_prediction).reshape(n_steps, n_chain)
@@ -397,8 +407,8 @@ def batch_sage(
             evaluated = evaluated.reshape(n, n_players - 1, k)
             step_targets = np.repeat(y[picked], n_players - 1)
             if loss.output is Output.LABEL:
-                inner = loss.compute(np.repeat(step_targets, k), evaluated.reshape(-1))
-                path[:, 1:n_players] = inner.reshape(n, n_players - 1, k).mean(2)
+                modal = _modal(evaluated).reshape(-1)
+                path[:, 1:n_players] = loss.compute(step_targets, modal).reshape(n, n_players - 1)
             else:
                 mean = np.asarray(evaluated, dtype=np.float64).mean(axis=2).reshape(-1)
                 path[:, 1:n_players] = loss.compute(step_targets, mean).reshape(n, n_players - 1)
