@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import typer
 
 from ipfi_cli.cli.errors import reporting, usage_error
-from ipfi_cli.cli.explainer_options import MethodOpt
 from ipfi_cli.cli.model_options import (
     ClassesOpt,
     HeaderOpt,
@@ -32,6 +31,7 @@ from ipfi_cli.cli.options import (
     FormatOpt,
     GroupOpt,
     LossOpt,
+    MethodName,
     NaValuesOpt,
     NJobsOpt,
     NoDefaultNaOpt,
@@ -74,7 +74,9 @@ def batch(
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     repeats: BatchRepeatsOpt = 10,
-    method: MethodOpt = "pfi",
+    method: Annotated[MethodName, typer.Option(
+        "--method", help="pfi: batch permutation feature importance; sage: batch SAGE (Shapley values of the loss, "
+        "the baseline of explain --method sage).", rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
     permutations: Annotated[int, typer.Option(
         "--permutations", min=2, help="With --method sage: sampled (row, feature ordering) pairs.",
         rich_help_panel=PANEL_ESTIMATOR)] = 2000,

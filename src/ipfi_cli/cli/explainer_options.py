@@ -30,14 +30,3 @@ RemovalOpt = Annotated[Removal, typer.Option(
 ConditionalSamplerOpt = Annotated[ConditionalSampler, typer.Option(
     "--conditional-sampler", help="With --removal conditional/both: gaussian (running mean and covariance) or "
     "tree (a river tree per feature: non-linear dependence; PFI only).", rich_help_panel=PANEL_ESTIMATOR)]
-
-METHOD_NAMES = ("pfi", "sage")
-if TYPE_CHECKING:
-    Method: TypeAlias = str
-else:
-    Method = _choices("Method", METHOD_NAMES)
-
-MethodOpt = Annotated[Method, typer.Option(
-    "--method", help="pfi: permutation feature importance (how much the loss grows without a feature); sage: "
-    "Shapley values of the loss (the explained loss shared out among the features; they add up to it).",
-    rich_help_panel=PANEL_ESTIMATOR)]

@@ -4,7 +4,7 @@ losses (:data:`ipfi_cli.core.losses.LOSSES`) and sampling strategies
 the command line builds its choices from them while ``ipfi --help`` stays fast. A test
 checks that they are exactly the registries' keys."""
 
-METHOD_NAMES = ("pfi",)
+METHOD_NAMES = ("pfi", "sage")
 LOSS_NAMES = ("zero-one", "absolute", "squared", "log")
 SAMPLING_NAMES = ("geometric", "uniform")
 #: :data:`ipfi_cli.core.smoothing.SMOOTHINGS`, :data:`ipfi_cli.core.removal.REMOVALS` (the command line adds

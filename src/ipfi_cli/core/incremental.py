@@ -379,7 +379,17 @@ class IncrementalPFI:
         return {"method": "pfi", "columns": list(self.columns), "names": list(self.names),
                 "groups": {name: list(cols) for name, cols in self.groups.items()}, "loss": self.loss.name,
                 "alpha": self.alpha, "n_repeats": self.n_repeats, "sampling": self.sampling,
-                "reservoir_size": self.reservoir_size, "seed": self.seed}
+                "reservoir_size": self.reservoir_size, "seed": self.seed, **self._removal_params()}
+
+    def _removal_params(self) -> dict[str, Any]:
+        """Smoothing and removal, where they are not the paper's (so that older state files still match)."""
+        params: dict[str, Any] = {}
+        if self.smoothing != "exponential":
+            params["smoothing"] = self.smoothing
+        if self._remover is not None:
+            params["removal"] = self.removal
+            params["conditional_sampler"] = self._remover.name
+        return params
 
     @property
     def mean_loss(self) -> float:

@@ -42,10 +42,26 @@ class BothRemovals:
         base = marginal.names
         self.names = [*base, *(f"{n}_conditional" for n in base), *(f"{n}_gap" for n in base)]
 
-    def __getattr__(self, name: str) -> Any:  # settings, model, counters: the marginal explainer's
+    def __getattr__(self, name: str) -> Any:  # settings and counters: the marginal explainer's
         if name in ("marginal", "conditional"):
             raise AttributeError(name)
         return getattr(self.marginal, name)
+
+    @property
+    def model(self) -> Any:
+        return self.marginal.model
+
+    @model.setter
+    def model(self, predictor: Any) -> None:  # a saved state detaches the model from both
+        self.marginal.model = self.conditional.model = predictor
+
+    def params(self) -> dict[str, Any]:
+        return {**self.conditional.params(), "names": list(self.names), "removal": "both"}
+
+    @property
+    def explained_loss(self) -> float:  # SAGE: the model's, the same under either removal
+        marginal: Any = self.marginal  # an AttributeError for PFI, which has none
+        return float(marginal.explained_loss)
 
     @staticmethod
     def _join(first: np.ndarray, second: np.ndarray) -> np.ndarray:

@@ -164,8 +164,10 @@ class IncrementalSAGE(IncrementalPFI):
                          reservoir_size=reservoir_size, groups=groups, seed=seed, smoothing=smoothing,
                          removal=removal, conditional_sampler=conditional_sampler)
         if self._remover is not None and not self._remover.any_subset:
-            raise ValueError(f"SAGE removes whole coalitions; the {self._remover.name} sampler removes one "
-                             "feature at a time: use conditional_sampler='gaussian'")
+            from ipfi_cli.errors import UsageError
+
+            raise UsageError(f"SAGE removes whole coalitions; the {self._remover.name} sampler removes one "
+                             "feature at a time: use the gaussian sampler", "--conditional-sampler")
         self._losses_tracker = make_smoother(smoothing, self.alpha, 2)  # marginal loss, model loss
         self._marginal = _Marginal(self.loss.output, smoothing, self.alpha)
         self._orders: deque[np.ndarray] = deque()  # orderings drawn and not yet folded
@@ -195,6 +197,10 @@ class IncrementalSAGE(IncrementalPFI):
         return (rank if self._one_column_players else rank[:, self._player_of_column])[:, None, :] > self._steps
 
     # -- results --------------------------------------------------------------------------
+    def params(self) -> dict[str, Any]:
+        """The settings a resumed run must share (see :class:`~ipfi_cli.core.explainer.Explainer`)."""
+        return {**super().params(), "method": "sage", "n_inner": self.n_inner}
+
     @property
     def marginal_loss(self) -> float:
         """Smoothed loss of the smoothed marginal prediction (no feature known)."""

@@ -29,6 +29,18 @@ def _iso(seconds: float) -> str:
     return _dt.datetime.fromtimestamp(seconds, _dt.UTC).isoformat(timespec="seconds")
 
 
+def _method_figures(explainer: Any) -> dict[str, Any]:
+    """SAGE's losses (explained, marginal, model) and a conditional sampler's R^2 per column, where they exist."""
+    figures: dict[str, Any] = {}
+    if getattr(explainer, "explained_loss", None) is not None:
+        figures.update(explained_loss=explainer.explained_loss, marginal_loss=explainer.marginal_loss,
+                       model_loss=explainer.model_loss)
+    fit = getattr(explainer, "removal_fit", None)
+    if fit:
+        figures["removal_fit"] = fit
+    return figures
+
+
 def write_meta(session: ExplainSession) -> None:
     """Write the session's ``--meta`` file (JSON, atomically)."""
     from ipfi_cli.io.writers import write_json
@@ -59,7 +71,7 @@ def write_meta(session: ExplainSession) -> None:
                  "records_written": session.writer.records if session.writer is not None else 0},
         "final": {"importances": dict(zip(explainer.names, explainer.importance_array().tolist())),
                   "bounds": dict(zip(explainer.names, explainer.bound_array(s.delta).tolist())),
-                  "mean_loss": explainer.mean_loss} if explainer is not None else None,
+                  "mean_loss": explainer.mean_loss, **_method_figures(explainer)} if explainer is not None else None,
         "versions": library_versions(),
         "started": _iso(session.started),
         "finished": _iso(finished),
