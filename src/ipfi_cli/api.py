@@ -95,9 +95,10 @@ class IncrementalPFI:
     smoothing : {"exponential", "mean"}, default="exponential"
         ``"mean"`` weighs every row alike (for a fixed model: converges to :func:`batch_pfi`;
         ``alpha`` is then unused).
-    removal : {"marginal", "conditional"}, default="marginal"
+    removal : {"marginal", "conditional", "both"}, default="marginal"
         ``"conditional"`` draws a removed feature given the row's other features (is the
-        feature replaceable by the others?); numeric features only.
+        feature replaceable by the others?); numeric features only. ``"both"``: per feature
+        ``f`` the estimates ``f``, ``f_conditional`` and their gap ``f_gap``.
     conditional_sampler : {"gaussian", "tree"}, default="gaussian"
         The conditional sampler: running Gaussian fit, or a river tree per feature.
 
@@ -132,8 +133,7 @@ class IncrementalPFI:
 
     def _start(self, columns: Sequence[str]) -> core_incremental.IncrementalPFI:
         self.columns = [str(c) for c in columns]
-        self._core = core_incremental.IncrementalPFI(as_predictor(self.model), self.columns, loss=self.loss,
-                                                     **self.options)
+        self._core = _build("pfi", self.model, self.columns, self.loss, self.options)
         return self._core
 
     def explain_one(self, x: Mapping[str, Any], y: Any) -> dict[str, float]:
@@ -177,6 +177,13 @@ class IncrementalPFI:
     @property
     def removal_fit(self) -> dict[str, float]:
         return self._core.removal_fit if self._core is not None else {}
+
+
+def _build(method: str, model: Any, columns: list[str], loss: Loss, options: dict[str, Any]) -> Any:
+    """The core explainer of ``method`` from the registry (``removal="both"``: two side by side)."""
+    from ipfi_cli.core.explainer import make_explainer
+
+    return make_explainer(method, as_predictor(model), columns, loss=loss, **options)
 
 
 def _table(X: Any, columns: Sequence[str] | None, model: Any) -> tuple[Any, list[str]]:
@@ -311,8 +318,9 @@ class IncrementalSAGE(IncrementalPFI):
         Imputations per coalition, their predictions averaged (labels: the most frequent).
     groups : dict of str to list of str, default=None
         Columns that enter together. Every column takes part (no ``features``).
-    removal : {"marginal", "conditional"}, default="marginal"
-        ``"conditional"`` uses the Gaussian sampler (SAGE removes whole coalitions).
+    removal : {"marginal", "conditional", "both"}, default="marginal"
+        ``"conditional"`` uses the Gaussian sampler (SAGE removes whole coalitions); ``"both"``
+        as for :class:`IncrementalPFI`.
 
     Attributes
     ----------
@@ -351,10 +359,8 @@ class IncrementalSAGE(IncrementalPFI):
             self._start(self.columns)
 
     def _start(self, columns: Sequence[str]) -> core_incremental.IncrementalPFI:
-        from ipfi_cli.core.sage import IncrementalSAGE as CoreSAGE
-
         self.columns = [str(c) for c in columns]
-        self._core = CoreSAGE(as_predictor(self.model), self.columns, loss=self.loss, **self.options)
+        self._core = _build("sage", self.model, self.columns, self.loss, self.options)
         return self._core
 
     def _sage(self, name: str) -> float:
