@@ -83,7 +83,7 @@ def batch(
     background: Annotated[int, typer.Option(
         "--background", min=1, help="With --method sage: rows drawn (with --seed) whose values stand in for "
         "absent features; every coalition's prediction is averaged over all of them.",
-        rich_help_panel=PANEL_ESTIMATOR)] = 128,
+        rich_help_panel=PANEL_ESTIMATOR)] = 64,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,
     features: FeaturesOpt = None,
