@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from tests.cli.conftest import parse_csv
 
@@ -45,3 +46,16 @@ def test_pdp_says_what_is_wrong(run, agrawal_small, hgb):
     result = run("pdp", "-", "-m", hgb, "--feature", "age", "--class", "1", input=bad)
     assert result.exit_code == 1
     assert "row 1 (line 2), column 'age': partial dependence needs numbers, got 'abc'" in result.stderr
+
+
+def test_plot_draws_the_curves(run, agrawal_small, hgb, tmp_path):
+    pytest.importorskip("matplotlib")
+    curves, image = tmp_path / "curves.jsonl", tmp_path / "curves.png"
+    assert run("pdp", agrawal_small, "-m", hgb, "--feature", "age,salary", "--class", "1", "--every", "100",
+               "-o", curves).exit_code == 0
+    result = run("plot", curves, "-o", image)
+    assert result.exit_code == 0, result.output
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "2 partial-dependence panel(s)" in result.stderr
+    result = run("plot", curves, "-o", image, "--features", "loan")
+    assert result.exit_code == 2
