@@ -25,12 +25,13 @@ from typing import Any
 
 from ipfi_cli.version import __version__
 
-__all__ = ["ChangeDetector", "IncrementalPFI", "IntervalPFI", "batch_pfi", "__version__"]
+__all__ = ["ChangeDetector", "IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "batch_pfi",
+           "batch_sage", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     """The public API, imported on first use (``import ipfi_cli`` stays cheap for the CLI)."""
-    if name in ("IncrementalPFI", "IntervalPFI", "batch_pfi"):
+    if name in ("IncrementalPFI", "IntervalPFI", "batch_pfi", "IncrementalSAGE", "batch_sage", "IncrementalPDP"):
         from ipfi_cli import api
 
         return getattr(api, name)

@@ -35,7 +35,7 @@ from ipfi_cli.core import incremental as core_incremental
 from ipfi_cli.core.losses import Loss, default_loss, get_loss
 from ipfi_cli.models.adapters import as_predictor
 
-__all__ = ["IncrementalPFI", "IntervalPFI", "batch_pfi"]
+__all__ = ["IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "batch_pfi", "batch_sage"]
 
 
 def _default_loss(model: Any, loss: str | Loss | None) -> Loss:
@@ -92,11 +92,23 @@ class IncrementalPFI:
         Columns permuted jointly and reported under one name.
     seed : int, default=None
         Seeds every random draw: the same seed and rows give the same numbers.
+    smoothing : {"exponential", "mean"}, default="exponential"
+        ``"mean"`` weighs every row alike (for a fixed model: converges to :func:`batch_pfi`;
+        ``alpha`` is then unused).
+    removal : {"marginal", "conditional", "both"}, default="marginal"
+        ``"conditional"`` draws a removed feature given the row's other features (is the
+        feature replaceable by the others?); numeric features only. ``"both"``: per feature
+        ``f`` the estimates ``f``, ``f_conditional`` and their gap ``f_gap``.
+    conditional_sampler : {"gaussian", "tree"}, default="gaussian"
+        The conditional sampler: running Gaussian fit, or a river tree per feature.
 
     Attributes
     ----------
     importances : dict of str to float
         The current estimate per feature or group (NaN before the second row).
+    removal_fit : dict of str to float
+        With conditional removal: the sampler's rolling R^2 per column (near 0: the
+        conditional draw is no better than a marginal one).
     n_explained : int
         Rows explained so far (the first row only fills the reservoir).
     """
@@ -104,13 +116,16 @@ class IncrementalPFI:
     def __init__(self, model: Any, columns: Sequence[str] | None = None, *, loss: str | Loss | None = None,
                  alpha: float = 0.001, n_repeats: int = 10, sampling: str = "geometric",
                  reservoir_size: int = 100, features: Sequence[str] | None = None,
-                 groups: Mapping[str, Sequence[str]] | None = None, seed: int | None = None) -> None:
+                 groups: Mapping[str, Sequence[str]] | None = None, seed: int | None = None,
+                 smoothing: str = "exponential", removal: str = "marginal",
+                 conditional_sampler: str = "gaussian") -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
         self.model = model
         self.loss = _default_loss(model, loss)
         self.options: dict[str, Any] = {"alpha": alpha, "n_repeats": n_repeats, "sampling": sampling,
-                        "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed}
+                        "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed,
+                        "smoothing": smoothing, "removal": removal, "conditional_sampler": conditional_sampler}
         self.columns = list(columns) if columns is not None else _columns_of(model)
         self._core: core_incremental.IncrementalPFI | None = None
         if self.columns is not None:
@@ -118,8 +133,7 @@ class IncrementalPFI:
 
     def _start(self, columns: Sequence[str]) -> core_incremental.IncrementalPFI:
         self.columns = [str(c) for c in columns]
-        self._core = core_incremental.IncrementalPFI(as_predictor(self.model), self.columns, loss=self.loss,
-                                                     **self.options)
+        self._core = _build("pfi", self.model, self.columns, self.loss, self.options)
         return self._core
 
     def explain_one(self, x: Mapping[str, Any], y: Any) -> dict[str, float]:
@@ -159,6 +173,17 @@ class IncrementalPFI:
         """Chebyshev confidence half-widths at level ``1 - delta`` (approximate: rows share
         reservoir values, so their contributions are not quite independent)."""
         return self._core.bounds(delta) if self._core is not None else {}
+
+    @property
+    def removal_fit(self) -> dict[str, float]:
+        return self._core.removal_fit if self._core is not None else {}
+
+
+def _build(method: str, model: Any, columns: list[str], loss: Loss, options: dict[str, Any]) -> Any:
+    """The core explainer of ``method`` from the registry (``removal="both"``: two side by side)."""
+    from ipfi_cli.core.explainer import make_explainer
+
+    return make_explainer(method, as_predictor(model), columns, loss=loss, **options)
 
 
 def _table(X: Any, columns: Sequence[str] | None, model: Any) -> tuple[Any, list[str]]:
@@ -268,3 +293,199 @@ class IntervalPFI:
         """Add a row; returns the window's result (as :func:`batch_pfi`) when it is full, else ``None``."""
         result = self._core.update(x, y)
         return None if result is None else _bunch(result)
+
+
+class IncrementalSAGE(IncrementalPFI):
+    """Incremental SAGE (iSAGE): the Shapley values of the loss game, on a stream.
+
+    Per row, ``n_repeats`` random orderings of the features; along each, features are added
+    one by one (the absent ones imputed from earlier rows, or drawn given the present ones)
+    and each is credited with the loss decrease its arrival brings, folded into a smoothed
+    mean like iPFI's. The values add up to :attr:`explained_loss`, the loss of the smoothed
+    marginal prediction minus the model's: how much the model explains at all. See
+    :mod:`ipfi_cli.core.sage` for the game and where it differs from Covert's batch SAGE.
+
+    Parameters
+    ----------
+    model, columns, alpha, sampling, reservoir_size, seed, smoothing
+        As in :class:`IncrementalPFI`.
+    loss : {"zero-one", "absolute", "squared"}, default=None
+        ``None``: zero-one for a classifier, absolute error otherwise (the log loss gives no
+        marginal prediction).
+    n_repeats : int, default=1
+        Orderings per row (iXAI: 1).
+    n_inner : int, default=1
+        Imputations per coalition, their predictions averaged (labels: the most frequent).
+    groups : dict of str to list of str, default=None
+        Columns that enter together. Every column takes part (no ``features``).
+    removal : {"marginal", "conditional", "both"}, default="marginal"
+        ``"conditional"`` uses the Gaussian sampler (SAGE removes whole coalitions); ``"both"``
+        as for :class:`IncrementalPFI`.
+
+    Attributes
+    ----------
+    importances : dict of str to float
+        The current SAGE value per feature or group.
+    explained_loss, marginal_loss, model_loss : float
+        The smoothed losses without features, with all, and their difference.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ipfi_cli import IncrementalSAGE
+    >>> X = np.random.default_rng(0).normal(size=(3000, 2))
+    >>> explainer = IncrementalSAGE(lambda B: 2 * B[:, 0], ["a", "b"], loss="squared", n_inner=20,
+    ...                             smoothing="mean", seed=0)
+    >>> for x, target in zip(X.tolist(), (2 * X[:, 0]).tolist()):
+    ...     values = explainer.explain_one({"a": x[0], "b": x[1]}, target)
+    >>> round(explainer.explained_loss, 1), round(values["a"], 1)   # 4 * Var(a) = 4, all to "a"
+    (4.0, 4.0)
+    """
+
+    def __init__(self, model: Any, columns: Sequence[str] | None = None, *, loss: str | Loss | None = None,
+                 alpha: float = 0.001, n_repeats: int = 1, n_inner: int = 1, sampling: str = "geometric",
+                 reservoir_size: int = 100, groups: Mapping[str, Sequence[str]] | None = None,
+                 seed: int | None = None, smoothing: str = "exponential", removal: str = "marginal") -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        self.model = model
+        self.loss = _default_loss(model, loss)
+        self.options = {"alpha": alpha, "n_repeats": n_repeats, "n_inner": n_inner, "sampling": sampling,
+                        "reservoir_size": reservoir_size, "groups": groups, "seed": seed, "smoothing": smoothing,
+                        "removal": removal}
+        self.columns = list(columns) if columns is not None else _columns_of(model)
+        self._core = None
+        if self.columns is not None:
+            self._start(self.columns)
+
+    def _start(self, columns: Sequence[str]) -> core_incremental.IncrementalPFI:
+        self.columns = [str(c) for c in columns]
+        self._core = _build("sage", self.model, self.columns, self.loss, self.options)
+        return self._core
+
+    def _sage(self, name: str) -> float:
+        return float(getattr(self._core, name)) if self._core is not None else float("nan")
+
+    @property
+    def explained_loss(self) -> float:
+        return self._sage("explained_loss")
+
+    @property
+    def marginal_loss(self) -> float:
+        return self._sage("marginal_loss")
+
+    @property
+    def model_loss(self) -> float:
+        return self._sage("model_loss")
+
+
+def batch_sage(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] | None = None,
+               loss: str | Loss | None = None, n_permutations: int = 2000, background: Any = None,
+               n_inner: int | None = None, groups: Mapping[str, Sequence[str]] | None = None,
+               seed: int | None = None) -> Any:
+    """SAGE values of a fixed model on a table, by the permutation estimator (Covert et al.).
+
+    Parameters
+    ----------
+    model, X, y, columns, groups, seed
+        As in :func:`batch_pfi`.
+    loss : {"zero-one", "absolute", "squared"}, default=None
+    n_permutations : int, default=2000
+        Sampled (row, ordering) pairs.
+    background : array-like, default=None
+        Rows absent features are drawn from (default: ``X``; keep it small, a few hundred).
+    n_inner : int, default=None
+        ``None``: every background row, predictions averaged (sage-importance's
+        ``MarginalImputer``); ``k``: ``k`` random background rows per coalition (the game
+        :class:`IncrementalSAGE` estimates with ``n_inner=k``).
+
+    Returns
+    -------
+    result : sklearn.utils.Bunch
+        ``importances_mean`` and ``std_errors`` (per feature), ``feature_names``, ``explained_loss``,
+        ``marginal_loss``, ``model_loss``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ipfi_cli import batch_sage
+    >>> X = np.random.default_rng(0).normal(size=(1000, 2))
+    >>> result = batch_sage(lambda B: 2 * B[:, 0], X, 2 * X[:, 0], loss="squared", n_permutations=500,
+    ...                     background=X[:100], seed=0)
+    >>> result.importances_mean.round(1), result.feature_names   # about 4 Var(x0) = 4, and 0
+    (array([3.9, 0. ]), ['x0', 'x1'])
+    """
+    from sklearn.utils import Bunch
+
+    from ipfi_cli.core.sage import batch_sage as core_batch_sage
+
+    rows, names = _table(X, columns, model)
+    result = core_batch_sage(as_predictor(model), rows, list(y), names, loss=_default_loss(model, loss),
+                             n_permutations=n_permutations, background=background, n_inner=n_inner,
+                             groups=groups, seed=seed)
+    return Bunch(importances_mean=result.values, std_errors=result.std_errors, feature_names=list(result.names),
+                 explained_loss=result.explained_loss, marginal_loss=result.marginal_loss,
+                 model_loss=result.model_loss, n_permutations=result.n_permutations)
+
+
+class IncrementalPDP:
+    """Incremental partial dependence (iPDP): a PD curve per chosen feature, on a stream.
+
+    Per row, the model is evaluated with the feature set to each grid value, and each grid
+    point's value is folded into a smoothed mean. The grid spans streaming quantiles of the
+    feature. No target needed: a curve's spread (:attr:`spreads`) is a label-free signal of
+    change. See :mod:`ipfi_cli.core.pdp`.
+
+    Parameters
+    ----------
+    model : scikit-learn estimator or pipeline, river model, or callable
+    columns : list of str
+        The model's inputs in order (``None``: its ``feature_names_in_``).
+    features : list of str
+        The numeric columns whose curves are tracked.
+    grid_size : int, default=10
+    quantiles : (float, float), default=(0.05, 0.95)
+    grid : dict of str to list of float, default=None
+        Fixed grids (all of one length).
+    alpha : float, default=0.001
+    smoothing : {"exponential", "mean"}, default="exponential"
+    warm_up : int, default=20
+        Rows that only feed the quantiles.
+    target_class : default=None
+        For a classifier: the curve is the probability of this class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ipfi_cli import IncrementalPDP
+    >>> pdp = IncrementalPDP(lambda B: B[:, 0] ** 2, ["a", "b"], ["a"], grid={"a": [0.0, 1.0, 2.0]})
+    >>> for x in np.random.default_rng(0).normal(size=(100, 2)).tolist():
+    ...     curves = pdp.explain_one({"a": x[0], "b": x[1]})
+    >>> curves["a"][1].round(2).tolist()
+    [0.0, 1.0, 4.0]
+    """
+
+    def __init__(self, model: Any, columns: Sequence[str] | None, features: Sequence[str], *,
+                 grid_size: int = 10, quantiles: tuple[float, float] = (0.05, 0.95),
+                 grid: Mapping[str, Sequence[float]] | None = None, alpha: float = 0.001,
+                 smoothing: str = "exponential", warm_up: int = 20, target_class: Any = None) -> None:
+        from ipfi_cli.core.pdp import IncrementalPDP as CorePDP
+
+        names = list(columns) if columns is not None else _columns_of(model)
+        if names is None:
+            raise ValueError("give columns=: the model does not name its inputs")
+        self._core = CorePDP(as_predictor(model), names, features, grid_size=grid_size, quantiles=quantiles,
+                             grid=grid, alpha=alpha, smoothing=smoothing, warm_up=warm_up,
+                             target_class=target_class)
+
+    def explain_one(self, x: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Fold one row in; returns per feature ``(grid values, PD values)``."""
+        return self._core.explain_one(x)
+
+    @property
+    def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return self._core.curves
+
+    @property
+    def spreads(self) -> dict[str, float]:
+        return self._core.spreads

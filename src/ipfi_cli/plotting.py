@@ -164,3 +164,31 @@ def rolling_mean(values: Sequence[float], window: int) -> np.ndarray:
     counts[window:] = counts[window:] - counts[:-window]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def plot_partial_dependence(path: str | Path, curves: dict[str, list[tuple[int, np.ndarray, np.ndarray]]], *,
+                            title: str | None = None, dpi: int = 120) -> Path:
+    """One panel per feature: its PD curve after each recorded row, older rows lighter, the last dark.
+
+    ``curves[feature]`` lists ``(row, grid values, PD values)`` in row order (the records of
+    ``ipfi pdp``). Returns the path written.
+    """
+    plt = pyplot()
+    path = Path(path)
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.0 * len(curves), 3.2), squeeze=False)
+    for ax, (name, points) in zip(axes[0], curves.items()):
+        for i, (row, grid, values) in enumerate(points):
+            last = i == len(points) - 1
+            shade = 0.25 + 0.6 * (i + 1) / len(points)
+            ax.plot(grid, values, color="black" if last else (0.2, 0.4, 0.8, shade), lw=2.0 if last else 1.0,
+                    label=f"row {row:,}" if last or i == 0 else None)
+        ax.set_title(name)
+        ax.set_xlabel(name)
+        ax.set_ylabel("partial dependence")
+        ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

@@ -76,3 +76,25 @@ def test_help_imports_no_heavy_library():
             "print(sorted(m for m in ('sklearn', 'river', 'pandas', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_batch_sage_records_and_table(agrawal_small, hgb):
+    """--method sage: batch SAGE of the file; features the model never splits on get exactly 0 (their
+    arrival changes no prediction); the explained loss is the loss of the modal prediction minus
+    the model's, and the values add up to it within their standard errors."""
+    result = invoke("batch", agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--permutations", "150",
+                    "--background", "16", "--seed", "2")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "feature,importance,std_error,n_permutations,n_rows,loss,explained_loss"
+    rows = [line.split(",") for line in lines[1:]]
+    values = {r[0]: float(r[1]) for r in rows}
+    errors = {r[0]: float(r[2]) for r in rows}
+    explained = float(rows[0][6])
+    assert {r[3] for r in rows} == {"150"} and {r[4] for r in rows} == {"300"}
+    assert values["salary"] > 0.05 and values["age"] > 0.05
+    total_se = sum(e * e for e in errors.values()) ** 0.5
+    assert abs(sum(values.values()) - explained) < 4 * total_se + 1e-9
+    assert "batch SAGE: 300 rows, 150 permutations" in result.stderr
+    result = invoke("batch", agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--features", "age")
+    assert result.exit_code == 2 and "SAGE shares the loss among all" in result.stderr

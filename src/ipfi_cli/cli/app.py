@@ -60,7 +60,10 @@ from ipfi_cli.cli import plot as _plot  # noqa: E402
 
 add_command(_batch.batch)
 add_command(_compare.compare)
+from ipfi_cli.cli import pdp as _pdp  # noqa: E402
+
 add_command(_plot.plot)
+add_command(_pdp.pdp)
 
 
 def fixed_hash_seed(argv: list[str]) -> None:

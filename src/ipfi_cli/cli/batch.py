@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ipfi_cli.cli.errors import reporting
+from ipfi_cli.cli.errors import reporting, usage_error
 from ipfi_cli.cli.model_options import (
     DEFAULT_MAX_REQUEST_ROWS,
     DEFAULT_RETRIES,
@@ -35,6 +35,7 @@ from ipfi_cli.cli.options import (
     FormatOpt,
     GroupOpt,
     LossOpt,
+    MethodName,
     NaValuesOpt,
     NJobsOpt,
     NoDefaultNaOpt,
@@ -62,6 +63,7 @@ BatchRepeatsOpt = Annotated[int, typer.Option(
     rich_help_panel=PANEL_ESTIMATOR)]
 
 BATCH_FIELDS = ["feature", "importance", "std", "n_repeats", "n_rows", "loss", "baseline_loss"]
+SAGE_FIELDS = ["feature", "importance", "std_error", "n_permutations", "n_rows", "loss", "explained_loss"]
 
 
 def batch(
@@ -79,6 +81,16 @@ def batch(
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     repeats: BatchRepeatsOpt = DEFAULT_REPEATS,
+    method: Annotated[MethodName, typer.Option(
+        "--method", help="pfi: batch permutation feature importance; sage: batch SAGE (Shapley values of the loss, "
+        "the baseline of explain --method sage).", rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
+    permutations: Annotated[int, typer.Option(
+        "--permutations", min=2, help="With --method sage: sampled (row, feature ordering) pairs.",
+        rich_help_panel=PANEL_ESTIMATOR)] = 2000,
+    background: Annotated[int, typer.Option(
+        "--background", min=1, help="With --method sage: rows drawn (with --seed) whose values stand in for "
+        "absent features; every coalition's prediction is averaged over all of them.",
+        rich_help_panel=PANEL_ESTIMATOR)] = 64,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,
     features: FeaturesOpt = None,
@@ -101,6 +113,8 @@ def batch(
     """Batch PFI of a static model on a whole file (the baseline iPFI approximates).
 
     Per feature or group: the mean increase in loss over --repeats random permutations of all rows (with the unbiased N/(N-1) scaling), its standard deviation over the repeats (ddof=1) and the number of repeats. Records go to stdout (CSV or JSONL), a table to stderr. The file is read whole.
+
+    With --method sage: batch SAGE (Covert et al.'s permutation estimator, the baseline of explain --method sage): per feature its Shapley value of the loss, its standard error, and the explained loss the values add up to.
     """
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter, show_batch_table
@@ -121,6 +135,9 @@ def batch(
         if verbose:
             reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; columns "
                              f"{', '.join(dataset.columns)}; loss {dataset.loss.name}; repeats {repeats}; seed {seed}")
+        if value(method) == "sage":
+            _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet)
+            return
         start = time.perf_counter()
         result = batch_pfi(dataset.loaded.predictor, dataset.frame, dataset.targets, dataset.columns,
                            loss=dataset.loss, n_repeats=repeats, features=dataset.features,
@@ -132,3 +149,32 @@ def batch(
         write_records(output, value(output_format), BATCH_FIELDS, records)
         if not quiet:
             show_batch_table(result, dataset.loss.name, seconds)
+
+
+def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | None, output: str | None,
+                output_format: str | None, quiet: bool) -> None:
+    import numpy as np
+
+    from ipfi_cli.cli.ui import show_sage_table
+    from ipfi_cli.core.batch import as_block
+    from ipfi_cli.core.sage import batch_sage
+    from ipfi_cli.io.writers import write_records
+
+    if dataset.features is not None and set(dataset.features) != set(dataset.columns) - {
+            c for members in (dataset.groups or {}).values() for c in members}:
+        raise usage_error("SAGE shares the loss among all the model's inputs: drop --features (--group is fine)",
+                          "--features")
+    rows = as_block(dataset.frame, dataset.columns)
+    picked = np.random.default_rng(np.random.SeedSequence(seed)).choice(len(rows), min(background, len(rows)),
+                                                                        replace=False)
+    start = time.perf_counter()
+    result = batch_sage(dataset.loaded.predictor, rows, dataset.targets, dataset.columns, loss=dataset.loss,
+                        n_permutations=permutations, background=rows[np.sort(picked)], groups=dataset.groups,
+                        seed=seed)
+    seconds = time.perf_counter() - start
+    records = [{"feature": name, "importance": float(v), "std_error": float(se), "n_permutations": permutations,
+                "n_rows": len(rows), "loss": dataset.loss.name, "explained_loss": result.explained_loss}
+               for name, v, se in zip(result.names, result.values, result.std_errors)]
+    write_records(output, output_format, SAGE_FIELDS, records)
+    if not quiet:
+        show_sage_table(result, dataset.loss.name, len(rows), seconds)

@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
+from ipfi_cli.cli.explainer_options import ConditionalSamplerOpt, RemovalOpt, SmoothingOpt
 from ipfi_cli.cli.model_options import (
     DEFAULT_MAX_REQUEST_ROWS,
     DEFAULT_RETRIES,
@@ -123,8 +124,16 @@ def explain(
         "--save-model", help="With --learn: write the learned model here at the end (joblib, atomic).",
         rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")] = None,
     method: Annotated[MethodName, typer.Option(
-        "--method", help="The explaining method: pfi, incremental permutation feature importance.",
+        "--method", help="The explaining method: pfi, incremental permutation feature importance (how much the "
+        "loss grows without a feature); sage, incremental SAGE (the loss the model explains shared out among the "
+        "features: the values add up to the explained loss, said at the end and in --meta).",
         rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
+    removal: RemovalOpt = "marginal",
+    conditional_sampler: ConditionalSamplerOpt = "gaussian",
+    smoothing: SmoothingOpt = "exponential",
+    inner: Annotated[int, typer.Option(
+        "--inner", min=1, help="With --method sage: imputations per coalition, their predictions averaged (1, "
+        "iXAI's default, inflates the values; more approach batch SAGE).", rich_help_panel=PANEL_ESTIMATOR)] = 1,
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
         "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_ALPHA,
@@ -245,7 +254,9 @@ def explain(
             model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,
             na_values=na_values, no_default_na=inputs.no_default_na, delimiter=inputs.delimiter,
             text=split_names(text), task=chosen.task, loss=chosen.loss, learn=learn, save_model=save_model,
-            method=value(method), alpha=params.alpha, repeats=params.n_repeats, sampling=params.sampling,
+            method=value(method), alpha=params.alpha, repeats=params.n_repeats,
+            smoothing=value(smoothing), removal=value(removal), conditional_sampler=value(conditional_sampler),
+            inner=inner, sampling=params.sampling,
             reservoir_size=params.reservoir_size, seed=seed, features=split_names(features), drop=split_names(drop),
             groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),

@@ -27,7 +27,7 @@ import re
 import sys
 
 #: commands that run models
-MODEL_COMMANDS = ("explain", "batch", "compare")
+MODEL_COMMANDS = ("explain", "batch", "compare", "pdp")
 
 #: top-level packages whose pickled objects predict the same numbers under every hash seed
 HASH_FREE_PACKAGES = frozenset({

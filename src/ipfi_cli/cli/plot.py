@@ -1,6 +1,7 @@
 """``ipfi plot``: importance over rows, from a trace file, as a PNG (the paper's figure style).
 
-Reads the traces ``ipfi explain`` writes (``row`` then one column per feature, bound
+Reads the curves ``ipfi pdp`` writes (``row,feature,grid,pd``: one panel per feature), or
+the traces ``ipfi explain`` writes (``row`` then one column per feature, bound
 columns ignored) or ``ipfi compare --traces`` writes (``method,row,<features>``: every
 ``ipfi-*`` method becomes a panel, ``interval``/``batch`` rows are drawn dashed), CSV
 or JSONL. ``--interval-traces`` adds interval PFI from another file of the same shape
@@ -96,6 +97,9 @@ def plot(
             say(str(error), "error")
             raise typer.Exit(EXIT_ERROR) from None
         frame = read_traces(traces)
+        if {"feature", "grid", "pd"} <= set(frame.columns):
+            _plot_curves(frame, output, split_names(features), title, quiet)
+            return
         names = feature_columns(frame, traces)
         wanted = split_names(features)
         if wanted:
@@ -132,3 +136,25 @@ def plot(
             raise OutputError(f"{output}: cannot write the figure ({error})") from None
         if not quiet:
             say(f"wrote {path} ({len(panels)} panel(s), {len(names)} features)")
+
+
+def _plot_curves(frame: Any, output: str, wanted: list[str] | None, title: str | None, quiet: bool) -> None:
+    """``ipfi pdp``'s records: per feature, the curve after each recorded row."""
+    from ipfi_cli.plotting import plot_partial_dependence
+
+    names = list(dict.fromkeys(frame["feature"].tolist()))
+    if wanted:
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            raise usage_error(f"not in the curves: {', '.join(unknown)} (they have: {', '.join(names)})",
+                              "--features")
+        names = wanted
+    curves = {name: [(int(row), part["grid"].to_numpy(dtype=float), part["pd"].to_numpy(dtype=float))
+                     for row, part in frame[frame["feature"] == name].groupby("row", sort=True)]
+              for name in names}
+    try:
+        path = plot_partial_dependence(output, curves, title=title)
+    except (ValueError, OSError) as error:
+        raise OutputError(f"{output}: cannot write the figure ({error})") from None
+    if not quiet:
+        say(f"wrote {path} ({len(names)} partial-dependence panel(s))")

@@ -273,6 +273,23 @@ def show_batch_table(result: Any, loss_name: str, seconds: float) -> None:
     console.print(table)
 
 
+def show_sage_table(result: Any, loss_name: str, n_rows: int, seconds: float) -> None:
+    """Batch SAGE per feature, largest first, with the explained loss they add up to."""
+    from rich.table import Table
+
+    console = stderr_console()
+    console.print(f"batch SAGE: {n_rows:,} rows, {result.n_permutations:,} permutations, {loss_name} loss; "
+                  f"explained loss {number(result.explained_loss)} (marginal {number(result.marginal_loss)}, "
+                  f"model {number(result.model_loss)}), {seconds:.1f} s")
+    table = Table()
+    table.add_column("feature")
+    table.add_column("SAGE", justify="right")
+    table.add_column("std error", justify="right")
+    for j in sorted(range(len(result.names)), key=lambda j: -result.values[j]):
+        table.add_row(result.names[j], number(result.values[j]), number(result.std_errors[j]))
+    console.print(table)
+
+
 # -- ipfi compare -------------------------------------------------------------------------------
 def show_static_comparison(results: list[Any], batch_seconds: float, seconds: float) -> None:
     """iPFI's error against batch PFI per sampling and alpha, then the features side by side."""

@@ -16,10 +16,14 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     from ipfi_cli.core.groups import resolve_groups
     from ipfi_cli.core.incremental import IncrementalPFI, RowError
     from ipfi_cli.core.losses import LOSSES, Loss, LossMismatchError, Output, default_loss, get_loss
+    from ipfi_cli.core.paired import BothRemovals
+    from ipfi_cli.core.pdp import IncrementalPDP
     from ipfi_cli.core.predictor import Predictor
     from ipfi_cli.core.prequential import explain_then_learn
+    from ipfi_cli.core.removal import GaussianSampler, TreeSampler
+    from ipfi_cli.core.sage import IncrementalSAGE, SAGEResult, batch_sage
     from ipfi_cli.core.samplers import GeometricReservoir, UniformReservoir, make_sampler
-    from ipfi_cli.core.smoothing import ExponentialMean
+    from ipfi_cli.core.smoothing import ExponentialMean, RunningMean
 
 _WHERE = {
     "IntervalPFI": "batch", "PFIResult": "batch", "batch_pfi": "batch",
@@ -29,17 +33,21 @@ _WHERE = {
     "IncrementalPFI": "incremental", "RowError": "incremental",
     "LOSSES": "losses", "Loss": "losses", "LossMismatchError": "losses", "Output": "losses",
     "default_loss": "losses", "get_loss": "losses",
+    "BothRemovals": "paired", "IncrementalPDP": "pdp",
     "Predictor": "predictor",
+    "GaussianSampler": "removal", "TreeSampler": "removal",
+    "IncrementalSAGE": "sage", "SAGEResult": "sage", "batch_sage": "sage",
     "explain_then_learn": "prequential",
     "GeometricReservoir": "samplers", "UniformReservoir": "samplers", "make_sampler": "samplers",
-    "ExponentialMean": "smoothing",
+    "ExponentialMean": "smoothing", "RunningMean": "smoothing",
 }
 
 __all__ = [
-    "LOSSES", "METHODS", "ChangeDetector", "ChangeEvent", "Explainer", "ExponentialMean", "GeometricReservoir",
-    "IncrementalPFI", "IntervalPFI", "Loss", "LossMismatchError", "Output", "PFIResult", "Predictor", "RankingEvent",
-    "RowError", "UniformReservoir", "batch_pfi", "default_loss", "explain_then_learn", "get_loss", "make_explainer",
-    "make_sampler", "ndcg_at_k", "resolve_groups",
+    "LOSSES", "METHODS", "BothRemovals", "ChangeDetector", "ChangeEvent", "Explainer", "ExponentialMean",
+    "GaussianSampler", "GeometricReservoir", "IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI",
+    "Loss", "LossMismatchError", "Output", "PFIResult", "Predictor", "RankingEvent", "RowError", "RunningMean",
+    "SAGEResult", "TreeSampler", "UniformReservoir", "batch_pfi", "batch_sage", "default_loss", "explain_then_learn",
+    "get_loss", "make_explainer", "make_sampler", "ndcg_at_k", "resolve_groups",
 ]
 
 

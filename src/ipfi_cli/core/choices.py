@@ -4,6 +4,11 @@ losses (:data:`ipfi_cli.core.losses.LOSSES`) and sampling strategies
 the command line builds its choices from them while ``ipfi --help`` stays fast. A test
 checks that they are exactly the registries' keys."""
 
-METHOD_NAMES = ("pfi",)
+METHOD_NAMES = ("pfi", "sage")
 LOSS_NAMES = ("zero-one", "absolute", "squared", "log")
 SAMPLING_NAMES = ("geometric", "uniform")
+#: :data:`ipfi_cli.core.smoothing.SMOOTHINGS`, :data:`ipfi_cli.core.removal.REMOVALS` (the command line adds
+#: ``both``) and :data:`ipfi_cli.core.removal.CONDITIONAL_SAMPLERS`
+SMOOTHING_NAMES = ("exponential", "mean")
+REMOVAL_NAMES = ("marginal", "conditional")
+CONDITIONAL_SAMPLER_NAMES = ("gaussian", "tree")

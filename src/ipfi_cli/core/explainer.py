@@ -17,7 +17,7 @@ Saving and restoring: a run's ``--state`` pickles the explainer with its ``model
 >>> isinstance(IncrementalPFI(FunctionPredictor(lambda X: X[:, 0]), ["a"], loss="squared"), Explainer)
 True
 >>> sorted(METHODS)
-['pfi']
+['pfi', 'sage']
 """
 
 from __future__ import annotations
@@ -89,14 +89,38 @@ class Explainer(Protocol):
 ExplainerFactory = Callable[..., Explainer]
 
 
+def _both_or_one(cls: Any, predictor: Predictor, columns: Sequence[str], settings: dict[str, Any]) -> Explainer:
+    """``removal="both"``: the marginal and the conditional explainer side by side (:mod:`ipfi_cli.core.paired`)."""
+    if settings.get("removal") != "both":
+        return cls(predictor, columns, **settings)
+    from ipfi_cli.core.paired import BothRemovals
+
+    marginal = cls(predictor, columns, **{**settings, "removal": "marginal"})
+    return BothRemovals(marginal, cls(predictor, columns, **{**settings, "removal": "conditional"}))
+
+
 def _pfi(predictor: Predictor, columns: Sequence[str], **settings: Any) -> Explainer:
     from ipfi_cli.core.incremental import IncrementalPFI
 
-    return IncrementalPFI(predictor, columns, **settings)
+    settings.pop("n_inner", None)  # SAGE's
+    return _both_or_one(IncrementalPFI, predictor, columns, settings)
+
+
+def _sage(predictor: Predictor, columns: Sequence[str], *, features: Sequence[str] | None = None,
+          groups: Mapping[str, Sequence[str]] | None = None, **settings: Any) -> Explainer:
+    from ipfi_cli.core.sage import IncrementalSAGE
+    from ipfi_cli.errors import UsageError
+
+    grouped = {c for members in (groups or {}).values() for c in members}
+    if features is not None and set(features) | grouped != set(columns):
+        left = [c for c in columns if c not in set(features) | grouped]
+        raise UsageError(f"SAGE shares the loss among all the model's inputs; {', '.join(left)} would be left "
+                         "out (explain every input; --group is fine)", "--features")
+    return _both_or_one(IncrementalSAGE, predictor, columns, {**settings, "groups": groups})
 
 
 #: method name -> factory; the keys are :data:`ipfi_cli.core.choices.METHOD_NAMES` (a test checks it)
-METHODS: dict[str, ExplainerFactory] = {"pfi": _pfi}
+METHODS: dict[str, ExplainerFactory] = {"pfi": _pfi, "sage": _sage}
 
 
 def make_explainer(method: str, predictor: Predictor, columns: Sequence[str], *, loss: str | Loss,
@@ -105,7 +129,8 @@ def make_explainer(method: str, predictor: Predictor, columns: Sequence[str], *,
     """A new explainer of ``method`` for ``predictor``, whose inputs are ``columns``.
 
     ``settings`` are the method's own (for ``pfi``: ``alpha``, ``n_repeats``, ``sampling``,
-    ``reservoir_size``).
+    ``reservoir_size``, ``smoothing``, ``removal`` -- ``marginal``, ``conditional`` or ``both`` --
+    and ``conditional_sampler``; ``sage`` takes ``n_inner`` besides).
 
     >>> from ipfi_cli.models import as_predictor
     >>> from sklearn.linear_model import LinearRegression

@@ -35,15 +35,16 @@ import copy
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.losses import ABSOLUTE, SQUARED, ZERO_ONE, Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
+from ipfi_cli.core.removal import REMOVALS, ConditionalSampler, make_conditional_sampler
 from ipfi_cli.core.samplers import Reservoir, make_sampler
-from ipfi_cli.core.smoothing import ExponentialMean
+from ipfi_cli.core.smoothing import ExponentialMean, make_smoother
 from ipfi_cli.errors import InputError
 
 
@@ -96,6 +97,14 @@ class IncrementalPFI:
         permuted jointly (see :func:`~ipfi_cli.core.groups.resolve_groups`).
     seed
         Seeds the one random generator every draw comes from.
+    smoothing
+        ``exponential`` (rate ``alpha``: follows a changing model) or ``mean`` (every row
+        weighs alike: converges to batch PFI for a static model; ``alpha`` is then unused).
+    removal
+        ``marginal`` (an earlier row's value, the paper's) or ``conditional`` (drawn given
+        the row's other features by ``conditional_sampler``: see :mod:`ipfi_cli.core.removal`).
+    conditional_sampler
+        ``gaussian`` or ``tree``, for ``removal="conditional"``.
     """
 
     #: the most cells (rows x columns) one model call of :meth:`explain_many` evaluates;
@@ -117,6 +126,9 @@ class IncrementalPFI:
         features: Sequence[str] | None = None,
         groups: Mapping[str, Sequence[str]] | None = None,
         seed: int | None = None,
+        smoothing: str = "exponential",
+        removal: str = "marginal",
+        conditional_sampler: str = "gaussian",
     ) -> None:
         if n_repeats < 1:
             raise ValueError(f"n_repeats must be at least 1, got {n_repeats}")
@@ -130,7 +142,16 @@ class IncrementalPFI:
         self.seed = seed
         self.groups = resolve_groups(self.columns, features, groups)
         self.names = list(self.groups)
-        self._tracker = ExponentialMean(self.alpha, len(self.names))
+        self.smoothing = smoothing
+        self._tracker = make_smoother(smoothing, self.alpha, len(self.names))
+        if removal not in REMOVALS:
+            raise ValueError(f"unknown removal {removal!r}; choose one of {', '.join(REMOVALS)}")
+        self.removal = removal
+        self._remover: ConditionalSampler | None = None
+        if removal == "conditional":
+            self._remover = make_conditional_sampler(conditional_sampler, len(self.columns), alpha=self.alpha,
+                                                     smoothing=smoothing, seed=seed)
+            self._group_columns = [np.array(cols, dtype=np.intp) for cols in self.groups.values()]
         self._rng = np.random.default_rng(np.random.SeedSequence(seed))
         self._sampler: Reservoir | None = None  # built at the first row, when the value types are known
         self.n_seen = 0
@@ -177,6 +198,8 @@ class IncrementalPFI:
         self._pair_cell = self._pair_row * len(names) + self._pair_col  # in the (block_rows, C) block
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # pickled before smoothing and removal were options: the paper's exponential, marginal
+        self.smoothing, self.removal, self._remover = "exponential", "marginal", None
         self.__dict__.update(state)
         if "_pair_cell" not in state:  # pickled before these lookup tables existed
             self._build_layout()
@@ -268,12 +291,13 @@ class IncrementalPFI:
     def _save_stream_state(self) -> tuple[Any, ...]:
         sampler = self._sampler
         sampler_state = None if sampler is None else (sampler.rows.copy(), sampler.filled, sampler.n_seen)
-        results = (copy.deepcopy(self._tracker), self.last_contributions, self.last_loss, self._loss_sum)
+        results = (copy.deepcopy(self._tracker), self.last_contributions, self.last_loss, self._loss_sum,
+                   copy.deepcopy(self._remover))
         return self._rng.bit_generator.state, sampler_state, self.n_seen, results
 
     def _restore_stream_state(self, saved: tuple[Any, ...]) -> None:
         rng_state, sampler_state, n_seen, results = saved
-        self._tracker, self.last_contributions, self.last_loss, self._loss_sum = results
+        self._tracker, self.last_contributions, self.last_loss, self._loss_sum, self._remover = results
         self._rng.bit_generator.state = rng_state
         if sampler_state is None:
             self._sampler = None
@@ -281,9 +305,15 @@ class IncrementalPFI:
             self._reservoir.rows, self._reservoir.filled, self._reservoir.n_seen = sampler_state
         self.n_seen = n_seen
 
+    #: whether :meth:`_explain_many_numeric` computes this class's numbers: a subclass that changes
+    #: a row's evaluation or its folding (SAGE's coalitions, for one) sets it to False
+    _array_path: ClassVar[bool] = True
+
     def _floats_stored(self) -> bool:
-        """The array path applies: a block predictor, and the reservoir (if any yet) holds floats."""
-        return self.use_batch and (self._sampler is None or self._sampler.rows.dtype == np.float64)
+        """The array path applies: the plain estimator (marginal removal, exponential smoothing), a
+        block predictor, and the reservoir (if any yet) holds floats."""
+        return (self._array_path and self._remover is None and type(self._tracker) is ExponentialMean
+                and self.use_batch and (self._sampler is None or self._sampler.rows.dtype == np.float64))
 
     def _explain_many_numeric(self, rows: np.ndarray, targets: list[Any],
                               contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
@@ -335,7 +365,9 @@ class IncrementalPFI:
         unperturbed = losses[:, 0]
         per_repeat = (losses[:, 1:] - losses[:, :1]).reshape(len(losses), self.n_repeats, len(self.names))
         per_row = np.add.reduce(per_repeat, axis=1) / self.n_repeats  # = last_contribution, row by row
-        out[...] = self._tracker.update_many(per_row)
+        tracker = self._tracker
+        assert isinstance(tracker, ExponentialMean)  # _floats_stored chose this path for it alone
+        out[...] = tracker.update_many(per_row)
         self.last_contributions = per_repeat[-1].copy()
         self.last_loss = float(unperturbed[-1])
         total = self._loss_sum
@@ -441,7 +473,17 @@ class IncrementalPFI:
         return {"method": "pfi", "columns": list(self.columns), "names": list(self.names),
                 "groups": {name: list(cols) for name, cols in self.groups.items()}, "loss": self.loss.name,
                 "alpha": self.alpha, "n_repeats": self.n_repeats, "sampling": self.sampling,
-                "reservoir_size": self.reservoir_size, "seed": self.seed}
+                "reservoir_size": self.reservoir_size, "seed": self.seed, **self._removal_params()}
+
+    def _removal_params(self) -> dict[str, Any]:
+        """Smoothing and removal, where they are not the paper's (so that older state files still match)."""
+        params: dict[str, Any] = {}
+        if self.smoothing != "exponential":
+            params["smoothing"] = self.smoothing
+        if self._remover is not None:
+            params["removal"] = self.removal
+            params["conditional_sampler"] = self._remover.name
+        return params
 
     @property
     def mean_loss(self) -> float:
@@ -475,6 +517,8 @@ class IncrementalPFI:
 
     def _store(self, values: Sequence[Any] | np.ndarray) -> None:
         self._reservoir.insert(self._rng, np.asarray(values, dtype=self._reservoir.rows.dtype))
+        if self._remover is not None:
+            self._remover.learn(np.asarray(values))
         self.n_seen += 1
 
     def _draw_replacements(self) -> np.ndarray:
@@ -485,11 +529,23 @@ class IncrementalPFI:
             slots = slots[self._pair_draw]
         return rows.reshape(-1)[self._pair_offset + slots * rows.shape[2]]
 
+    def _draw_conditional(self, row: np.ndarray) -> np.ndarray:
+        """Conditional removal: every replaced cell drawn given the row's other columns."""
+        assert self._remover is not None
+        return self._remover.draw_groups(self._rng, row, self._group_columns, self.n_repeats).reshape(-1)
+
+    @property
+    def removal_fit(self) -> dict[str, float]:
+        """With conditional removal, the sampler's rolling R^2 per column (see
+        :attr:`ipfi_cli.core.removal.ConditionalSampler.fit`); empty with marginal removal."""
+        return {} if self._remover is None else dict(zip(self.columns, self._remover.fit))
+
     def _fill_block(self, block: np.ndarray, row: np.ndarray) -> None:
         """Write one row's evaluation block into ``block`` (``block_rows`` rows): the row
         itself, then every perturbed copy."""
         block[...] = row
-        block.put(self._pair_cell, self._draw_replacements())
+        replaced = self._draw_replacements() if self._remover is None else self._draw_conditional(row)
+        block.put(self._pair_cell, replaced)
 
     def _predict_block(self, block: np.ndarray, targets: list[Any]) -> np.ndarray:
         row_targets = self._repeat_targets(targets) if self.loss.output is Output.PROBA else None
@@ -500,7 +556,8 @@ class IncrementalPFI:
             base = x
         else:  # keep only the model's columns
             base = dict(zip(self.columns, values))
-        replaced = self._draw_replacements().tolist()
+        replaced = (self._draw_replacements() if self._remover is None
+                    else self._draw_conditional(np.asarray(values))).tolist()
         records = [base]
         append, copy = records.append, base.copy
         if self._record_names is not None:

@@ -157,3 +157,84 @@ class ExponentialMean:
         if not 0.0 < delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {delta}")
         return self.standard_error() / math.sqrt(delta)
+
+
+class RunningMean:
+    """Mean and variance of ``n`` parallel series where every value weighs alike (Welford).
+
+    The static-model counterpart of :class:`ExponentialMean` (iXAI's Welford tracker): it
+    forgets nothing, so for a model that does not change it converges to batch PFI instead
+    of averaging the last ``~2/alpha`` rows. Same interface: ``update``, ``mean``,
+    ``variance``, ``count``, ``weight``, ``sum_sq_weights``, ``effective_count`` (the count
+    itself), ``standard_error`` and ``confidence_bound``.
+
+    >>> import numpy as np
+    >>> m = RunningMean(n=1)
+    >>> for value in (1.0, 3.0, 5.0):
+    ...     _ = m.update(np.array([value]))
+    >>> m.mean.tolist(), m.variance.tolist(), round(float(m.standard_error()[0]), 4)
+    ([3.0], [2.6666666666666665], 0.9428)
+    """
+
+    alpha = 0.0  # nothing is forgotten
+
+    def __init__(self, n: int) -> None:
+        self.mean = np.full(n, np.nan)
+        self._sum_sq_dev = np.zeros(n)
+        self.count = 0
+
+    @property
+    def weight(self) -> float:
+        return float(self.count)
+
+    @property
+    def sum_sq_weights(self) -> float:
+        return float(self.count)
+
+    def update(self, values: np.ndarray) -> np.ndarray:
+        """Fold one value per series in; returns the new means (a view, do not modify)."""
+        self.count += 1
+        if self.count == 1:
+            self.mean = np.array(values, dtype=np.float64)
+        else:
+            delta = values - self.mean
+            self.mean = self.mean + delta / self.count
+            self._sum_sq_dev = self._sum_sq_dev + delta * (values - self.mean)
+        return self.mean
+
+    @property
+    def variance(self) -> np.ndarray:
+        """Variance of the values (population form); NaN before two values."""
+        if self.count < 2:
+            return np.full_like(self.mean, np.nan)
+        return np.maximum(self._sum_sq_dev / self.count, 0.0)
+
+    @property
+    def effective_count(self) -> float:
+        return float(self.count)
+
+    def standard_error(self) -> np.ndarray:
+        """Standard deviation of the mean if the values were independent."""
+        if self.count < 2:
+            return np.full_like(self.mean, np.nan)
+        return np.sqrt(self.variance / self.count)
+
+    def confidence_bound(self, delta: float = 0.05) -> np.ndarray:
+        """Chebyshev half-width: ``P(|mean - E[mean]| > bound) <= delta`` for independent values."""
+        if not 0.0 < delta < 1.0:
+            raise ValueError(f"delta must be in (0, 1), got {delta}")
+        return self.standard_error() / math.sqrt(delta)
+
+
+#: the smoothing strategies by name: ``exponential`` forgets (follows a changing model), ``mean``
+#: weighs every row alike (converges to batch PFI for a static model)
+SMOOTHINGS = ("exponential", "mean")
+
+
+def make_smoother(name: str, alpha: float, n: int) -> ExponentialMean | RunningMean:
+    """Build a smoother by name: ``exponential`` (rate ``alpha``) or ``mean`` (``alpha`` unused)."""
+    if name == "exponential":
+        return ExponentialMean(alpha, n)
+    if name == "mean":
+        return RunningMean(n)
+    raise ValueError(f"unknown smoothing {name!r}; choose one of {', '.join(SMOOTHINGS)}")

@@ -162,7 +162,7 @@ class ExplainSession:
         explainer = make_explainer(
             s.method, plan.predictor, plan.columns, loss=plan.loss, alpha=s.alpha, n_repeats=s.repeats,
             sampling=s.sampling, reservoir_size=s.reservoir_size, features=plan.features,
-            groups=plan.groups or None, seed=self.seed)
+            groups=plan.groups or None, seed=self.seed, **self._method_settings())
         check_output_names(explainer.names, s.bounds, plan.source)
         watch = ChangeWatch(s.watch, explainer, plan.loss) if s.watch is not None else None
         parts = RunParts(explainer=explainer, progress=Progress(), checker=checker, watch=watch)
@@ -184,6 +184,19 @@ class ExplainSession:
         for observer in self.observers:
             observer.on_start(start)
 
+    def _method_settings(self) -> dict[str, Any]:
+        """The method's own settings, passed only where they differ from the paper's iPFI."""
+        s = self.settings
+        own: dict[str, Any] = {}
+        if s.smoothing != "exponential":
+            own["smoothing"] = s.smoothing
+        if s.removal != "marginal":
+            own["removal"] = s.removal
+            own["conditional_sampler"] = s.conditional_sampler
+        if s.method == "sage":
+            own["n_inner"] = s.inner
+        return own
+
     def _open_writer(self) -> Any:
         from ipfi_cli.io.writers import open_trace_writer
 
@@ -202,8 +215,12 @@ class ExplainSession:
 
     def title(self) -> str:
         assert self.plan is not None
-        mode = "learning" if self.settings.learn else "static"
-        return f"ipfi explain · {type(self.plan.loaded.model).__name__} · {mode} · {self.plan.loss.name} loss"
+        s = self.settings
+        mode = "learning" if s.learn else "static"
+        method = "" if s.method == "pfi" else f" · {s.method}"  # the paper's iPFI: the title it always had
+        removal = "" if s.removal == "marginal" else f" · {s.removal} removal"
+        return (f"ipfi explain · {type(self.plan.loaded.model).__name__} · {mode} · {self.plan.loss.name} loss"
+                f"{method}{removal}")
 
     def _describe(self, plan: RunPlan) -> None:
         s, say = self.settings, self.reporter.message
@@ -219,6 +236,9 @@ class ExplainSession:
             say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(columns)))
         say(f"explaining ({len(names)}): "
             + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in names))
+        say(f"method {s.method}, removal {s.removal}"
+            + (f" ({s.conditional_sampler} sampler)" if s.removal != "marginal" else "")
+            + f", smoothing {s.smoothing}" + (f", {s.inner} imputation(s) per coalition" if s.method == "sage" else ""))
         say(f"alpha {s.alpha}, repeats {s.repeats}, sampling {s.sampling}, reservoir {s.reservoir_size}, "
             f"seed {self.seed} (--seed {self.seed} repeats this run)")
 
@@ -333,11 +353,29 @@ class ExplainSession:
         unknown = plan.labels.unknown_summary()
         if unknown:
             notes.append((unknown, "warning"))
+        notes.extend(self._method_notes())
         if status is RunStatus.INTERRUPTED:
             notes.append((f"interrupted after {parts.progress.rows:,} rows; every record written is complete"
                           + ("; the model was not saved" if s.save_model else "")
                           + (f"; the state is saved in {s.state}: run the same command again to continue"
                              if s.state else ""), "status"))
+        return notes
+
+    def _method_notes(self) -> list[tuple[str, str | None]]:
+        """SAGE's explained loss; a conditional sampler too weak to trust."""
+        explainer: Any = self.explainer
+        notes: list[tuple[str, str | None]] = []
+        explained = getattr(explainer, "explained_loss", None)
+        if explained is not None and explainer is not None and explainer.n_explained:
+            notes.append((f"explained loss {explained:.4f}: the loss of the marginal prediction "
+                          f"{explainer.marginal_loss:.4f} minus the model's {explainer.model_loss:.4f} "
+                          "(smoothed); the SAGE values add up to it", "note"))
+        fit = getattr(explainer, "removal_fit", None) or {}
+        explained = {explainer.columns[i] for cols in explainer.groups.values() for i in cols} if fit else set()
+        weak = [name for name, r2 in fit.items() if name in explained and r2 == r2 and r2 < 0.1]
+        if weak:
+            notes.append((f"the conditional sampler's R^2 is below 0.1 for {', '.join(weak)}: the others barely "
+                          "predict them, so their conditional values are close to marginal ones", "note"))
         return notes
 
     def _end(self, notes: list[tuple[str, str | None]]) -> None:

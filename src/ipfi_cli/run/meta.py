@@ -31,6 +31,18 @@ def _iso(seconds: float) -> str:
     return _dt.datetime.fromtimestamp(seconds, _dt.UTC).isoformat(timespec="seconds")
 
 
+def _method_figures(explainer: Any) -> dict[str, Any]:
+    """SAGE's losses (explained, marginal, model) and a conditional sampler's R^2 per column, where they exist."""
+    figures: dict[str, Any] = {}
+    if getattr(explainer, "explained_loss", None) is not None:
+        figures.update(explained_loss=explainer.explained_loss, marginal_loss=explainer.marginal_loss,
+                       model_loss=explainer.model_loss)
+    fit = getattr(explainer, "removal_fit", None)
+    if fit:
+        figures["removal_fit"] = fit
+    return figures
+
+
 def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: RunParts, status: RunStatus,
                error: str | None, seed: int, started: float, state: StateKeeper | None) -> None:
     """Write a run's ``--meta`` file (JSON, atomically) to ``path``."""
@@ -59,7 +71,7 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
                  "records_written": parts.writer.records if parts.writer is not None else 0},
         "final": {"importances": dict(zip(names, explainer.importance_array().tolist())),
                   "bounds": dict(zip(names, explainer.bound_array(s.delta).tolist())),
-                  "mean_loss": explainer.mean_loss},
+                  "mean_loss": explainer.mean_loss, **_method_figures(explainer)},
         "versions": library_versions(),
         "started": _iso(started),
         "finished": _iso(finished),

@@ -35,6 +35,10 @@ class ExplainSettings:
     learn: bool = False
     save_model: str | None = None
     method: str = "pfi"  # a key of ipfi_cli.core.explainer.METHODS
+    smoothing: str = "exponential"  # or "mean"
+    removal: str = "marginal"  # "conditional", or "both" (both values and their gap per feature)
+    conditional_sampler: str = "gaussian"  # or "tree" (pfi only)
+    inner: int = 1  # sage: imputations per coalition
     alpha: float = 0.001
     repeats: int = 10
     sampling: str = "geometric"

@@ -1,0 +1,141 @@
+"""Time per row of the explainer family: iSAGE against iPFI at the same M, and the cost of
+conditional removal against marginal removal.
+
+Run::
+
+    python benchmarks/bench_explainers.py            # about 2 minutes
+    python benchmarks/bench_explainers.py --quick    # about 30 seconds
+
+1. A static scikit-learn ``HistGradientBoostingClassifier`` on river's Agrawal stream (9
+   features, M = 10, zero-one loss), ``explain_many`` in micro-batches of 500 rows: iPFI
+   (1 + 9 * 10 = 91 model rows per stream row) against iSAGE with one imputation per
+   coalition (1 + 8 * 10 = 81). Target: iSAGE / iPFI <= 1.3.
+2. A river ``HoeffdingTreeClassifier`` (one ``predict_one`` per model row, the records path),
+   ``explain_one`` per row, same M: iSAGE / iPFI.
+3. Conditional removal on the model of part 1: iPFI with the Gaussian sampler and with the
+   tree sampler against marginal iPFI, per row (the sampler's learning included).
+
+CPU time (``time.process_time``: the machine is shared), one warm-up, then the rounds of
+the compared explainers interleaved (A, B, A, B, ...); ratios of the best round of each,
+the ratio of medians beside it. Model thread pools are limited to one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+AGRAWAL = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
+M = 10
+
+
+def agrawal(n_rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    from river.datasets import synth
+
+    X = np.empty((n_rows, len(AGRAWAL)))
+    y = np.empty(n_rows, dtype=np.int64)
+    for t, (x, label) in enumerate(itertools.islice(synth.Agrawal(classification_function=2, seed=seed), n_rows)):
+        X[t] = [x[c] for c in AGRAWAL]
+        y[t] = label
+    return X, y
+
+
+def interleaved(runs: dict[str, Callable[[], None]], rounds: int) -> dict[str, list[float]]:
+    for run in runs.values():  # warm-up
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start = time.process_time()
+            run()
+            times[name].append(time.process_time() - start)
+    return times
+
+
+def report(title: str, times: dict[str, list[float]], n_rows: int, reference: str) -> dict[str, float]:
+    print(f"\n{title}")
+    best_ref, median_ref = min(times[reference]), statistics.median(times[reference])
+    ratios = {}
+    for name, values in times.items():
+        best, median = min(values), statistics.median(values)
+        ratios[name] = best / best_ref
+        print(f"  {name:<28} {1e6 * best / n_rows:9.1f} us/row (median {1e6 * median / n_rows:9.1f})  "
+              f"x{best / best_ref:5.2f} of {reference} (medians x{median / median_ref:5.2f})")
+    return ratios
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rows and rounds")
+    args = parser.parse_args()
+    rows, river_rows, rounds = (600, 200, 3) if args.quick else (2000, 600, 5)
+
+    from river import tree
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from ipfi_cli.core.incremental import IncrementalPFI
+    from ipfi_cli.core.sage import IncrementalSAGE
+    from ipfi_cli.models import as_predictor
+
+    X, y = agrawal(rows + 3000)
+    model = as_predictor(HistGradientBoostingClassifier(max_iter=30, random_state=0).fit(X[:3000], y[:3000]))
+    X, y = X[3000:], y[3000:]
+
+    def static(make: Callable[[], IncrementalPFI]) -> Callable[[], None]:
+        def run() -> None:
+            explainer = make()
+            for start in range(0, rows, 500):
+                explainer.explain_many(X[start:start + 500], y[start:start + 500])
+        return run
+
+    print(f"python {sys.version.split()[0]}, {rows} rows (static), {river_rows} rows (river), M = {M}, "
+          f"{rounds} interleaved rounds, CPU time")
+    ratios = report("1. static HistGradientBoosting, explain_many", interleaved({
+        "iPFI": static(lambda: IncrementalPFI(model, AGRAWAL, n_repeats=M, seed=0)),
+        "iSAGE (n_inner 1)": static(lambda: IncrementalSAGE(model, AGRAWAL, n_repeats=M, seed=0)),
+    }, rounds), rows, "iPFI")
+    print(f"  -> iSAGE / iPFI = {ratios['iSAGE (n_inner 1)']:.2f} (target <= 1.3)")
+
+    river_model = tree.HoeffdingTreeClassifier()
+    for x, label in zip(X[:500].tolist(), y[:500].tolist()):
+        river_model.learn_one(dict(zip(AGRAWAL, x)), label)
+    river_predictor = as_predictor(river_model)
+    dicts = [dict(zip(AGRAWAL, x)) for x in X[:river_rows].tolist()]
+
+    def records(make: Callable[[], IncrementalPFI]) -> Callable[[], None]:
+        def run() -> None:
+            explainer = make()
+            for x, label in zip(dicts, y[:river_rows].tolist()):
+                explainer.explain_one(x, label)
+        return run
+
+    ratios = report("2. river HoeffdingTree, explain_one (records)", interleaved({
+        "iPFI": records(lambda: IncrementalPFI(river_predictor, AGRAWAL, n_repeats=M, seed=0)),
+        "iSAGE (n_inner 1)": records(lambda: IncrementalSAGE(river_predictor, AGRAWAL, n_repeats=M, seed=0)),
+    }, rounds), river_rows, "iPFI")
+    print(f"  -> iSAGE / iPFI = {ratios['iSAGE (n_inner 1)']:.2f}")
+
+    ratios = report("3. conditional removal, static HistGradientBoosting, explain_many", interleaved({
+        "iPFI marginal": static(lambda: IncrementalPFI(model, AGRAWAL, n_repeats=M, seed=0)),
+        "iPFI conditional gaussian": static(lambda: IncrementalPFI(model, AGRAWAL, n_repeats=M, seed=0,
+                                                                   removal="conditional")),
+        "iPFI conditional tree": static(lambda: IncrementalPFI(model, AGRAWAL, n_repeats=M, seed=0,
+                                                               removal="conditional", conditional_sampler="tree")),
+    }, rounds), rows, "iPFI marginal")
+    print(f"  -> overhead: gaussian x{ratios['iPFI conditional gaussian']:.2f}, "
+          f"tree x{ratios['iPFI conditional tree']:.2f} of marginal")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""``ipfi pdp``: incremental partial-dependence curves of a static model on a stream."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ipfi_cli.cli.errors import reporting, usage_error
+from ipfi_cli.cli.explainer_options import SmoothingOpt
+from ipfi_cli.cli.model_options import ModelOpt
+from ipfi_cli.cli.options import (
+    PANEL_ESTIMATOR,
+    PANEL_MODEL,
+    PANEL_OUTPUT,
+    DebugOpt,
+    DelimiterOpt,
+    FormatOpt,
+    InputArg,
+    NaValuesOpt,
+    NoDefaultNaOpt,
+    OutputFormatOpt,
+    OutputOpt,
+    TrustOpt,
+    split_names,
+    value,
+)
+
+
+def pdp(
+    input: InputArg = None,
+    model: ModelOpt = None,
+    feature: Annotated[Optional[list[str]], typer.Option(
+        "--feature", help="A numeric model input whose curve to track (comma-separated, repeatable).",
+        rich_help_panel=PANEL_ESTIMATOR, show_default=False, metavar="COL")] = None,
+    target: Annotated[Optional[str], typer.Option(
+        "--target", "-t", help="A label column to leave out of the model's inputs (the curves need no label).",
+        rich_help_panel=PANEL_MODEL, show_default=False, metavar="COL")] = None,
+    target_class: Annotated[Optional[str], typer.Option(
+        "--class", help="For a classifier (required): the curve is the probability of this class, as the model "
+        "names it. A regressor's curve is its predicted value.", rich_help_panel=PANEL_MODEL,
+        show_default=False, metavar="LABEL")] = None,
+    trust: TrustOpt = None,
+    grid_size: Annotated[int, typer.Option(
+        "--grid-size", min=2, help="Points per curve, evenly spaced between the feature's streaming 5 % and 95 % "
+        "quantiles.", rich_help_panel=PANEL_ESTIMATOR)] = 10,
+    alpha: Annotated[float, typer.Option(
+        "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1].",
+        rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
+    smoothing: SmoothingOpt = "exponential",
+    warm_up: Annotated[int, typer.Option(
+        "--warm-up", min=0, help="Rows that only feed the quantiles before the first curve point.",
+        rich_help_panel=PANEL_ESTIMATOR)] = 20,
+    every: Annotated[int, typer.Option(
+        "--every", "-e", min=1, help="Write the curves every N rows (and after the last row).",
+        rich_help_panel=PANEL_OUTPUT)] = 1000,
+    format: FormatOpt = None,
+    na_values: NaValuesOpt = None,
+    no_default_na: NoDefaultNaOpt = False,
+    delimiter: DelimiterOpt = None,
+    output: OutputOpt = None,
+    output_format: OutputFormatOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Incremental partial dependence (iPDP) of a static model.
+
+    Per chosen feature: the model's mean prediction as the feature moves over a grid, folded in
+    row by row. Records (long format: row, feature, grid, pd) go to stdout as CSV or JSONL, every
+    --every rows and after the last row. No label is needed.
+    """
+    features = split_names(feature)
+    if not features:
+        raise usage_error("name at least one feature", "--feature")
+    if not 0.0 < alpha <= 1.0:
+        raise usage_error(f"must be in (0, 1], got {alpha}", "--alpha")
+    if model is None:
+        raise usage_error("give the model", "--model")
+    with reporting(debug):
+        from ipfi_cli.io.values import reader_options
+        from ipfi_cli.io.writers import write_records
+        from ipfi_cli.run.pdp import PDP_FIELDS, PDPSettings, pdp_records
+
+        reader_options(na_values, no_default_na, delimiter)
+        settings = PDPSettings(model=model, features=features, input=input, trust=split_names(trust),
+                               format=value(format), na_values=na_values, no_default_na=no_default_na,
+                               delimiter=delimiter, target=target, target_class=target_class, grid_size=grid_size,
+                               alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every)
+        write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings))

@@ -1,0 +1,138 @@
+"""The streaming loop behind ``ipfi pdp``: incremental partial-dependence curves as long-format records.
+
+Each record is one point of one feature's curve after one row: ``row``, ``feature``, ``grid``
+(the grid value), ``pd`` (the smoothed partial dependence there). Records are written every
+``every`` rows and after the last row. No target is needed: the curves are the model's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ipfi_cli.errors import InputError, RunError
+
+PDP_FIELDS = ["row", "feature", "grid", "pd"]
+
+
+@dataclass
+class PDPSettings:
+    """What ``ipfi pdp`` was asked to do."""
+
+    model: str
+    features: list[str]
+    input: str | None = None
+    trust: list[str] | None = None
+    format: str | None = None
+    na_values: list[str] | None = None
+    no_default_na: bool = False
+    delimiter: str | None = None
+    target: str | None = None  # a column to leave out of the model's inputs (the curves need no label)
+    target_class: Any = None
+    grid_size: int = 10
+    alpha: float = 0.001
+    smoothing: str = "exponential"
+    warm_up: int = 20
+    every: int = 1000
+    batch_size: int = 1000
+
+
+def _row_values(row: Any, columns: list[str], source: str) -> list[float]:
+    out = []
+    where = {"source": source, "row": row.number, "line": row.line}
+    for column in columns:
+        if column not in row.values:
+            raise InputError("missing from the row", column=column, **where)
+        value = row.values[column]
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"partial dependence needs numbers, got {str(value)[:40]!r}", column=column,
+                             **where) from None
+        if number != number:
+            raise InputError("missing value (partial dependence needs every input)", column=column, **where)
+        out.append(number)
+    return out
+
+
+def _class(predictor: Any, settings: PDPSettings) -> Any:
+    """The class whose probability the curve shows, as the model names it; ``None`` for a regressor."""
+    wanted = settings.target_class
+    if wanted is None:
+        if predictor.is_classifier:
+            raise RunError("the model is a classifier: give --class LABEL (the curves show that class's probability)"
+                           + (f"; its classes: {', '.join(map(str, predictor.classes))}" if predictor.classes else ""))
+        return None
+    if not predictor.has_proba:
+        raise RunError("--class needs a model that gives class probabilities")
+    classes = predictor.classes
+    if classes:
+        matches = [c for c in classes if str(c) == str(wanted)]
+        if not matches:
+            raise RunError(f"--class {str(wanted)[:40]!r} is not one of the model's classes: "
+                           f"{', '.join(map(str, classes))}")
+        return matches[0]
+    return wanted
+
+
+def pdp_records(settings: PDPSettings) -> Iterator[dict[str, Any]]:
+    """Load the model and open the input now (their errors come before any output), then return the
+    records: each row read is folded into the curves (see the module docstring)."""
+    from ipfi_cli.core.pdp import IncrementalPDP
+    from ipfi_cli.io.readers import open_rows
+    from ipfi_cli.io.values import reader_options
+    from ipfi_cli.models.loading import load_predictor
+
+    s = settings
+    loaded = load_predictor(s.model, trust=s.trust)
+    reader = open_rows(s.input, format=s.format, **reader_options(s.na_values, s.no_default_na, s.delimiter))
+    try:
+        source = reader.name
+        known = loaded.predictor.columns
+        columns = list(known) if known else [c for c in reader.columns if c != s.target]
+        missing = [f for f in s.features if f not in columns]
+        if missing:
+            raise RunError(f"{source}: --feature {', '.join(missing)} is not among the model's inputs "
+                           f"({', '.join(columns)})")
+        pdp = IncrementalPDP(loaded.predictor, columns, s.features, grid_size=s.grid_size, alpha=s.alpha,
+                             smoothing=s.smoothing, warm_up=s.warm_up, target_class=_class(loaded.predictor, s))
+    except BaseException:
+        reader.close()
+        raise
+    return _loop(settings, reader, pdp, columns)
+
+
+def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str]) -> Iterator[dict[str, Any]]:
+    import numpy as np
+
+    source = reader.name
+    try:
+        last: tuple[int, Any, Any] | None = None
+        for batch in reader.batches(s.batch_size):
+            good = []
+            for row in batch:
+                if row.error is not None:
+                    raise row.error
+                good.append(row)
+            if not good:
+                continue
+            values = np.array([_row_values(row, columns, source) for row in good], dtype=np.float64)
+            curves, grids = pdp.explain_many(values, return_grids=True)
+            for i, row in enumerate(good):
+                if row.number % s.every == 0 and pdp.n_seen - len(good) + i + 1 > s.warm_up:
+                    yield from _records(row.number, s.features, grids[i], curves[i])
+            last = (good[-1].number, grids[-1], curves[-1])
+        if last is not None and last[0] % s.every != 0 and pdp.n_explained:
+            yield from _records(last[0], s.features, last[1], last[2])
+        if not pdp.n_explained:
+            raise RunError(f"{source}: no curve point: the input has {pdp.n_seen} row(s), the warm-up takes "
+                           f"{s.warm_up}")
+    finally:
+        reader.close()
+
+
+def _records(number: int, features: list[str], grids: Any, curves: Any) -> Iterator[dict[str, Any]]:
+    for f, name in enumerate(features):
+        for grid, value in zip(grids[f].tolist(), curves[f].tolist()):
+            yield {"row": number, "feature": name, "grid": grid, "pd": value}

@@ -1,0 +1,61 @@
+"""``ipfi pdp``: long-format curve records on stdout, the class a classifier needs, errors by row and column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.cli.conftest import parse_csv
+
+
+def test_pdp_records_are_the_core_curves(run, agrawal_small, hgb):
+    import joblib
+
+    from ipfi_cli.core.pdp import IncrementalPDP
+    from ipfi_cli.models import as_predictor
+
+    result = run("pdp", agrawal_small, "-m", hgb, "--feature", "age,salary", "--class", "1", "--every", "100",
+                 "--grid-size", "4", "--smoothing", "mean")
+    assert result.exit_code == 0, result.output
+    records = parse_csv(result.stdout)
+    # rows 100, 200, 300: 2 features x 4 grid points each
+    assert [r["row"] for r in records] == ["100"] * 8 + ["200"] * 8 + ["300"] * 8
+    assert [r["feature"] for r in records[:8]] == ["age"] * 4 + ["salary"] * 4
+    model = joblib.load(hgb)
+    frame = pd.read_csv(agrawal_small)
+    columns = list(model.feature_names_in_)
+    core = IncrementalPDP(as_predictor(model), columns, ["age", "salary"], grid_size=4, smoothing="mean",
+                          target_class=1)
+    core.explain_many(frame[columns].to_numpy(dtype=np.float64))
+    last = records[-8:]
+    for f, name in enumerate(["age", "salary"]):
+        grid, curve = core.curves[name]
+        assert [float(r["grid"]) for r in last[4 * f:4 * f + 4]] == grid.tolist()
+        assert [float(r["pd"]) for r in last[4 * f:4 * f + 4]] == curve.tolist()
+        assert all(0.0 <= v <= 1.0 for v in curve)   # probabilities of class 1
+
+
+def test_pdp_says_what_is_wrong(run, agrawal_small, hgb):
+    result = run("pdp", agrawal_small, "-m", hgb, "--feature", "age")
+    assert result.exit_code == 1 and "give --class LABEL" in result.stderr and "0, 1" in result.stderr
+    assert result.stdout == ""
+    result = run("pdp", agrawal_small, "-m", hgb, "--feature", "nope", "--class", "1")
+    assert result.exit_code == 1 and "--feature nope is not among the model's inputs" in result.stderr
+    bad = "salary,commission,age,elevel,car,zipcode,hvalue,hyears,loan,class\n1,2,abc,4,5,6,7,8,9,0\n"
+    result = run("pdp", "-", "-m", hgb, "--feature", "age", "--class", "1", input=bad)
+    assert result.exit_code == 1
+    assert "row 1 (line 2), column 'age': partial dependence needs numbers, got 'abc'" in result.stderr
+
+
+def test_plot_draws_the_curves(run, agrawal_small, hgb, tmp_path):
+    pytest.importorskip("matplotlib")
+    curves, image = tmp_path / "curves.jsonl", tmp_path / "curves.png"
+    assert run("pdp", agrawal_small, "-m", hgb, "--feature", "age,salary", "--class", "1", "--every", "100",
+               "-o", curves).exit_code == 0
+    result = run("plot", curves, "-o", image)
+    assert result.exit_code == 0, result.output
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "2 partial-dependence panel(s)" in result.stderr
+    result = run("plot", curves, "-o", image, "--features", "loan")
+    assert result.exit_code == 2

@@ -1,0 +1,192 @@
+"""SAGE: batch SAGE against sage-importance, iSAGE against batch SAGE and against a closed form.
+
+The closed form (linear model, independent Gaussian features, squared loss): with
+``a_j = beta_j^2 Var(x_j)``, ``A = sum(a)``, ``G`` features and ``k`` imputations per
+coalition, a coalition ``S`` (not empty) loses ``(1 + 1/k) * sum_{j not in S} a_j + noise``
+on average, the empty coalition (the mean prediction) ``A + noise`` and the model ``noise``.
+Averaging over orderings, feature ``j`` first gets ``A - (1 + 1/k)(A - a_j)`` and
+later ``(1 + 1/k) a_j``, so its value is ``(1 + 1/k) a_j - A / (k G)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ipfi_cli.core.sage import IncrementalSAGE, batch_sage
+from ipfi_cli.models import FunctionPredictor
+
+BETA = np.array([2.0, 1.0, 0.5, 0.0])
+SD = np.array([1.0, 1.0, 1.0, 2.0])
+COLUMNS = ["x0", "x1", "x2", "x3"]
+
+
+def _linear_stream(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4)) * SD
+    return X, X @ BETA + 0.5 * rng.normal(size=n)
+
+
+def _nonlinear(X: np.ndarray) -> np.ndarray:
+    return X[:, 0] + 2 * X[:, 1] + X[:, 0] * X[:, 2]
+
+
+def _closed_form(k: int) -> np.ndarray:
+    a = BETA ** 2 * SD ** 2
+    return (1 + 1 / k) * a - a.sum() / (k * len(a))
+
+
+@pytest.mark.parametrize("n_inner", [1, 4])
+def test_isage_on_a_static_linear_model_matches_the_closed_form(n_inner):
+    X, y = _linear_stream(20000, 0)
+    explainer = IncrementalSAGE(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="squared",
+                                n_inner=n_inner, smoothing="mean", sampling="uniform", seed=1)
+    explainer.explain_many(X, y)
+    values = explainer.importance_array()
+    se = explainer._tracker.standard_error()
+    # Tolerance: 5 standard errors of the running mean (rows share reservoir donors, which makes
+    # the true error a little larger than the iid standard error), and the standard errors
+    # themselves small (< 0.1, against values up to 7.7) for the check to mean something.
+    assert se.max() < 0.1
+    assert np.all(np.abs(values - _closed_form(n_inner)) < 5 * se), (values, _closed_form(n_inner), se)
+    # efficiency: every row's contributions add up to its marginal - model loss, so the values
+    # add up to the explained loss, here A = 5.25 (noise 0.25 is not explainable)
+    assert values.sum() == pytest.approx(explainer.explained_loss, abs=1e-9)
+    assert explainer.explained_loss == pytest.approx(5.25, abs=0.15)
+
+
+def test_batch_sage_matches_the_closed_form_with_every_background_row():
+    X, y = _linear_stream(4000, 2)
+    result = batch_sage(FunctionPredictor(lambda B: B @ BETA), X, y, COLUMNS, loss="squared",
+                        n_permutations=3000, background=X[:256], seed=3)
+    # Covert's SAGE of a linear model with independent features: a_j = beta_j^2 E[(x_j - m_j)^2],
+    # m_j the background's mean (the imputed prediction puts m_j in place of x_j). Tolerance 5
+    # standard errors, plus 0.05 for the rows' sample covariances the formula neglects
+    # (~beta_i beta_j / sqrt(4000)).
+    truth = BETA ** 2 * ((X - X[:256].mean(axis=0)) ** 2).mean(axis=0)
+    assert np.all(np.abs(result.values - truth) < 5 * result.std_errors + 0.05), (result.values, truth)
+    assert result.values.sum() == pytest.approx(result.explained_loss, rel=0.05)
+
+
+def test_batch_sage_agrees_with_sage_importance():
+    sage = pytest.importorskip("sage")
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(2000, 4))
+    y = _nonlinear(X) + 0.3 * rng.normal(size=2000)
+    background = X[:32]
+    ours = batch_sage(FunctionPredictor(_nonlinear), X, y, COLUMNS, loss="squared", n_permutations=16384,
+                      background=background, seed=5)
+    imputer = sage.MarginalImputer(_nonlinear, background)
+    estimator = sage.PermutationEstimator(imputer, "mse", random_state=6)
+    theirs = estimator(X, y, batch_size=512, n_permutations=16384, detect_convergence=False, bar=False)
+    # Both estimate the same game (same model, data, background, loss) from independent
+    # permutations: their difference has sd sqrt(se_ours^2 + se_theirs^2). Tolerance 4 of them
+    # (a false alarm on one of 4 features has probability ~2.5e-4); the values are 0-5.
+    combined = np.sqrt(ours.std_errors ** 2 + theirs.std ** 2)
+    assert combined.max() < 0.1
+    assert np.all(np.abs(ours.values - theirs.values) < 4 * combined), (ours.values, theirs.values, combined)
+
+
+def test_isage_converges_to_batch_sage_on_a_static_nonlinear_model():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(20000, 4))
+    y = _nonlinear(X) + 0.3 * rng.normal(size=20000)
+    explainer = IncrementalSAGE(FunctionPredictor(_nonlinear), COLUMNS, loss="squared", smoothing="mean",
+                                n_repeats=4, sampling="uniform", seed=8)
+    explainer.explain_many(X, y)
+    batch = batch_sage(FunctionPredictor(_nonlinear), X, y, COLUMNS, loss="squared", n_permutations=80000,
+                       n_inner=1, seed=9)
+    combined = np.sqrt(explainer._tracker.standard_error() ** 2 + batch.std_errors ** 2)
+    # Tolerance: 5 combined standard errors (see the linear test for why not fewer); below 0.1
+    # against values of 0-5.
+    assert combined.max() < 0.1
+    values = explainer.importance_array()
+    assert np.all(np.abs(values - batch.values) < 5 * combined), (values, batch.values, combined)
+    assert explainer.explained_loss == pytest.approx(batch.explained_loss, abs=0.1)
+
+
+def test_batched_path_gives_the_bytes_of_row_by_row():
+    X, y = _linear_stream(300, 10)
+    one = IncrementalSAGE(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="absolute", n_repeats=3,
+                          n_inner=2, seed=11)
+    many = IncrementalSAGE(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="absolute", n_repeats=3,
+                           n_inner=2, seed=11)
+    rows = [dict(zip(COLUMNS, r)) for r in X.tolist()]
+    first = np.array([one.explain_one(r, t) for r, t in zip(rows, y.tolist())])
+    second = np.vstack([many.explain_many(X[:137], y[:137]), many.explain_many(X[137:], y[137:])])
+    assert first.tobytes() == second.tobytes()
+    assert one.explained_loss == many.explained_loss
+
+
+def test_a_failing_model_call_leaves_no_trace():
+    calls = {"n": 0}
+
+    def flaky(B):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise RuntimeError("model down")
+        return B @ BETA
+
+    X, y = _linear_stream(50, 12)
+    reference = IncrementalSAGE(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="squared", seed=13)
+    explainer = IncrementalSAGE(FunctionPredictor(flaky), COLUMNS, loss="squared", seed=13)
+    for t in range(len(X)):
+        row = dict(zip(COLUMNS, X[t].tolist()))
+        expected = reference.explain_one(row, y[t])
+        try:
+            got = explainer.explain_one(row, y[t])
+        except RuntimeError:
+            got = explainer.explain_one(row, y[t])  # retried: as if the failure never happened
+        assert got.tobytes() == expected.tobytes()
+    # the batched path rolls back a whole call
+    batched = IncrementalSAGE(FunctionPredictor(flaky), COLUMNS, loss="squared", seed=13)
+    calls["n"] = 3
+    batched.explain_many(X[:10], y[:10])
+    with pytest.raises(RuntimeError):
+        batched.explain_many(X[10:], y[10:])
+    batched.explain_many(X[10:], y[10:])
+    assert batched.importance_array().tobytes() == reference.importance_array().tobytes()
+
+
+def test_zero_one_loss_on_labels_and_records_model():
+    """A classifier on labels: the marginal prediction is the modal label; a records-only model
+    (one call per row) gives the same numbers as the block path."""
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(2000, 3))
+    y = (X[:, 0] > 0).astype(int)
+    block = IncrementalSAGE(FunctionPredictor(lambda B: (np.asarray(B[:, 0], float) > 0).astype(int)),
+                            ["a", "b", "c"], loss="zero-one", n_repeats=2, smoothing="mean", seed=15)
+    records = IncrementalSAGE(FunctionPredictor(lambda r: int(r["a"] > 0), vectorized=False),
+                              ["a", "b", "c"], loss="zero-one", n_repeats=2, smoothing="mean", seed=15)
+    block.explain_many(X, y)
+    for r, t in zip(X.tolist(), y.tolist()):
+        records.explain_one(dict(zip(["a", "b", "c"], r)), t)
+    assert np.allclose(block.importance_array(), records.importance_array())
+    values = block.importances
+    # the modal label is right half the time: the marginal loss is ~0.5, the model's 0, and only
+    # "a" explains it; with one imputed donor the coalitions without "a" err half the time
+    assert block.explained_loss == pytest.approx(0.5, abs=0.03)
+    assert values["a"] == pytest.approx(0.5, abs=0.03)
+    # b and c: 0 on average (their arrival changes nothing but the donor); per row not exactly 0
+    assert values["b"] == pytest.approx(0.0, abs=0.03)
+    assert values["c"] == pytest.approx(0.0, abs=0.03)
+
+
+def test_rejects_what_sage_cannot_do():
+    model = FunctionPredictor(lambda B: B[:, 0])
+    with pytest.raises(ValueError, match="log loss"):
+        IncrementalSAGE(model, ["a", "b"], loss="log")
+    with pytest.raises(ValueError, match="gaussian"):
+        IncrementalSAGE(model, ["a", "b"], loss="squared", removal="conditional", conditional_sampler="tree")
+
+
+def test_pickled_mid_stream_continues_with_the_same_numbers():
+    import pickle
+
+    X, y = _linear_stream(200, 16)
+    explainer = IncrementalSAGE(FunctionPredictor(_nonlinear), COLUMNS, loss="squared", n_repeats=2, seed=17,
+                                removal="conditional")
+    explainer.explain_many(X[:100], y[:100])
+    copy = pickle.loads(pickle.dumps(explainer))
+    assert explainer.explain_many(X[100:], y[100:]).tobytes() == copy.explain_many(X[100:], y[100:]).tobytes()
+    assert copy.explained_loss == explainer.explained_loss
