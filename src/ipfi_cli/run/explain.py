@@ -321,6 +321,11 @@ class ExplainSession:
             source = self.reader.name if self.reader else s.input
             if self.labels.none_matched:
                 raise RunError(f"{source}: {labels_match_nothing(self.labels)}")
+            from ipfi_cli.core.losses import unmeasurable
+
+            why = unmeasurable(self.loss, self.explainer.mean_loss, self.explainer.n_explained)
+            if why is not None:
+                raise RunError(f"{source}: {why}")
             zero = all_zero_warning(self.explainer.importance_array(), self.explainer.n_explained)
             if zero:
                 say(zero, "warning")

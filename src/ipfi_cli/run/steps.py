@@ -127,7 +127,7 @@ class RowSteps:
 
         explainer, writer, s, progress = self.explainer, self.session.writer, self.settings, self.session.progress
         fresh = explainer.n_explained == 0 or progress.rows == 0
-        broken = np.isnan(array).any(axis=1)
+        broken = ~np.isfinite(array).all(axis=1)
         if fresh:
             broken[0] = False  # the stream's first row has no estimate yet (NaN)
         stop = int(broken.argmax()) if broken.any() else len(part)
@@ -163,7 +163,7 @@ class RowSteps:
                 if self.failure is not None:
                     raise self.failure from error
                 continue
-            if explainer.n_explained and np.isnan(estimates).any():
+            if explainer.n_explained and not np.isfinite(estimates).all():
                 raise self._nonfinite_loss(row)  # before the model learns the row
             if self.session.watch is not None:
                 self.session.watch.row(row.number, explainer)
