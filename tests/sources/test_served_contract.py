@@ -199,9 +199,10 @@ def test_a_trickled_answer_is_bounded_by_the_timeout(run, serve, data_csv):
 
 
 def test_a_huge_answer_is_refused_at_the_cap(serve):
+    import numpy as np
+
     from ipfi_cli.core.losses import Output
     from ipfi_cli.models.http import HttpModelError, HttpOptions, HttpPredictor
-    import numpy as np
 
     big = b'{"predictions": [' + b"1," * 600_000 + b'1]}'
     server = serve(lambda path, payload: Reply(big))

@@ -225,7 +225,7 @@ def write_records(output: str | None, fmt: str | None, fields: Sequence[str],
 
     chosen = output_format_for(output, fmt)
 
-    def write(stream: BinaryIO | IO[bytes]) -> None:
+    def write(stream: Any) -> None:
         writer = RecordWriter(stream, fields, chosen)
         for record in records:
             writer.write(record)

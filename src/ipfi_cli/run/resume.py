@@ -197,8 +197,9 @@ class StateKeeper:
                     from ipfi_cli.io.writers import trace_header
 
                     sys.stdout.flush()
+                    names = session.explainer.names if session.explainer is not None else []
                     note = continue_stdout_traces(output["size"], output["crc"], trace_header(
-                        session.explainer.names, s.bounds, output_format_for(s.output, s.output_format)))
+                        names, s.bounds, output_format_for(s.output, s.output_format)))
                     if note:
                         session.reporter.message(note, "status")
                     tracked = TrackedOutput(sys.stdout.buffer, size=output["size"], crc=output["crc"])
