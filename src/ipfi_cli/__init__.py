@@ -2,7 +2,7 @@
 
 From Python (see :mod:`ipfi_cli.api`)::
 
-    from ipfi_cli import IncrementalPFI, IntervalPFI, batch_pfi, ChangeDetector
+    from ipfi_cli import IncrementalPFI, IntervalPFI, batch_pfi, load_model, ChangeDetector
 
 The package is layered so that each layer only imports the ones below it:
 
@@ -24,12 +24,12 @@ Importing this package is cheap: nothing heavy is imported until it is used.
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["ChangeDetector", "IncrementalPFI", "IntervalPFI", "batch_pfi", "__version__"]
+__all__ = ["ChangeDetector", "IncrementalPFI", "IntervalPFI", "batch_pfi", "load_model", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     """The public API, imported on first use (``import ipfi_cli`` stays cheap for the CLI)."""
-    if name in ("IncrementalPFI", "IntervalPFI", "batch_pfi"):
+    if name in ("IncrementalPFI", "IntervalPFI", "batch_pfi", "load_model"):
         from ipfi_cli import api
 
         return getattr(api, name)
