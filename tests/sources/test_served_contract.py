@@ -280,3 +280,11 @@ def test_one_url_credential_header_is_sent(serve, data_csv):
     assert [k.lower() for k in predictor._headers].count("authorization") == 1
     assert predictor.predict_block(np.zeros((1, 1)), ["x"], Output.LABEL, None).tolist() == [1]
     assert json.loads(json.dumps(got[0]))["dataframe_split"]["columns"] == ["x"]
+
+
+def test_max_answer_mb_caps_an_answer_through_the_command(run, serve, data_csv):
+    big = b'{"predictions": [' + b"1," * 1_000_000 + b'1]}'  # 2 MB
+    server = serve(lambda path, payload: Reply(big))
+    line = one_line_error(run("batch", data_csv, "--model-url", server.url, "--task", "classification", "-t",
+                              "class", *ARGS, "--max-answer-mb", "1"))
+    assert "larger than 1,048,576 bytes (--max-answer-mb)" in line and server.url in line

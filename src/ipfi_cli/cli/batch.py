@@ -11,6 +11,7 @@ from ipfi_cli.cli.errors import reporting
 from ipfi_cli.cli.model_options import (
     ClassesOpt,
     HeaderOpt,
+    MaxAnswerMbOpt,
     MaxRequestRowsOpt,
     ModelOpt,
     ModelUrlOpt,
@@ -67,6 +68,7 @@ def batch(
     header: HeaderOpt = None,
     timeout: TimeoutOpt = 30.0,
     max_request_rows: MaxRequestRowsOpt = 5000,
+    max_answer_mb: MaxAnswerMbOpt = 256.0,
     retries: RetriesOpt = 5,
     retry_wait: RetryWaitOpt = 30.0,
     classes: ClassesOpt = None,
@@ -105,7 +107,8 @@ def batch(
 
         reader_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
-                                   max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
+                                   max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
+                                   retry_wait=retry_wait,
                                    classes=classes)
         reporter = TerminalReporter(live=False, quiet=quiet)
         dataset = load_dataset(data, load_predictor(model, trust=split_names(trust), http=http), target, reporter,

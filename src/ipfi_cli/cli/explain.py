@@ -17,6 +17,7 @@ from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, repo
 from ipfi_cli.cli.model_options import (
     ClassesOpt,
     HeaderOpt,
+    MaxAnswerMbOpt,
     MaxRequestRowsOpt,
     ModelOpt,
     ModelUrlOpt,
@@ -97,6 +98,7 @@ def explain(
     header: HeaderOpt = None,
     timeout: TimeoutOpt = 30.0,
     max_request_rows: MaxRequestRowsOpt = 5000,
+    max_answer_mb: MaxAnswerMbOpt = 256.0,
     retries: RetriesOpt = 5,
     retry_wait: RetryWaitOpt = 30.0,
     classes: ClassesOpt = None,
@@ -232,7 +234,8 @@ def explain(
     with reporting(debug):
         reader_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
-                                   max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
+                                   max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
+                                   retry_wait=retry_wait,
                                    classes=classes)
         settings = ExplainSettings(
             model=model, target=target, input=input, trust=split_names(trust), format=value(format),
