@@ -131,3 +131,14 @@ def test_a_servers_error_message_is_escaped(tmp_path, hostile):
     assert code == 1
     assert_clean(terminal)
     assert b"HTTP 400" in terminal and b"\\x1b]52" in terminal
+
+
+def test_flags_show_no_bool_type_in_help():
+    from typer.testing import CliRunner
+
+    from ipfi_cli.cli.app import app
+
+    for command in ("explain", "batch", "compare"):
+        result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0 and "--learn" in result.stdout or command == "batch"
+        assert "<bool>" not in result.stdout and "<int>" in result.stdout  # other types stay
