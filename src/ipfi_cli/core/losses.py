@@ -39,7 +39,7 @@ class LossMismatchError(ModelError):
 
 class UnmeasurableError(ModelError):
     """The model's answers cannot give an importance: every row has the loss's maximum (the
-    answers never match the labels), or the loss is not a finite number (overflow)."""
+    answers never match what the), or the loss is not a finite number (overflow)."""
 
 
 @dataclass(frozen=True)
@@ -122,9 +122,9 @@ def unmeasurable(loss: Loss, mean_loss: float, n_rows: int) -> str | None:
                 "large that the loss overflows), so no importance can be computed")
     if mean_loss >= maximal_loss(loss):
         what = "a wrong prediction" if loss.output is Output.LABEL else "probability 0 for its label"
-        return (f"every one of the {n_rows:,} rows has the maximal {loss.name} loss ({what}): the model's answers "
-                "never match the labels, so no permutation can change a loss and no importance can be measured; "
-                "check --target and that the labels are the model's classes")
+        return (f"every one of the {n_rows:,} rows has the maximal {loss.name} loss ({what}): no permutation can "
+                "make a loss larger, so no importance can be measured; the labels probably never match what the "
+                "model answers: check --target and that the labels are the model's classes")
     return None
 
 
