@@ -7,10 +7,21 @@ function, on a stream or on a table, without the command line.
   scikit-learn's ``permutation_importance`` returns it (``importances_mean``,
   ``importances_std``, ``importances``).
 * :class:`IntervalPFI`: batch PFI over consecutive windows of a stream.
+* :func:`load_model`: any model the command line takes (a file, an MLflow URI, a served URL).
 
 Models are wrapped with :func:`ipfi_cli.models.as_predictor` (river: ``predict_one``;
-scikit-learn: ``predict``; otherwise a function of a 2-D array). The loss defaults from the
-model: zero-one for a classifier, absolute error otherwise.
+scikit-learn: ``predict``; an adapter from :func:`load_model` or any other
+:class:`~ipfi_cli.core.predictor.Predictor` as it is; otherwise a function of a 2-D array).
+The loss defaults from the model: zero-one for a classifier, absolute error otherwise.
+
+The contract is the command line's, with the same one-line messages as exceptions: a loss
+that cannot measure the model is refused when the explainer is made
+(:class:`~ipfi_cli.errors.ModelError`); labels are matched to the model's classes as the
+command line matches them (``'True'``, ``'yes'`` and ``1`` find the class ``True``; ``1``
+finds ``'1'``); labels none of which are the model's classes, every row at the loss's
+maximum, or a loss that is not finite raise :class:`~ipfi_cli.errors.ModelError`
+(:func:`batch_pfi` at once; :class:`IncrementalPFI` as soon as it is certain, see
+:meth:`IncrementalPFI.check`).
 
 >>> from river import datasets, linear_model, preprocessing
 >>> from ipfi_cli import IncrementalPFI
@@ -32,19 +43,129 @@ import numpy as np
 
 from ipfi_cli.core import batch as core_batch
 from ipfi_cli.core import incremental as core_incremental
-from ipfi_cli.core.losses import Loss, default_loss, get_loss
+from ipfi_cli.core.losses import Loss, Output, default_loss, get_loss
 from ipfi_cli.models.adapters import as_predictor
 
-__all__ = ["IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "batch_pfi", "batch_sage"]
+__all__ = ["IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "batch_pfi", "batch_sage",
+           "load_model"]
 
 
-def _default_loss(model: Any, loss: str | Loss | None) -> Loss:
-    if loss is not None:
-        return get_loss(loss)
+def load_model(source: str, *, trust: Sequence[str] | None = None, learn: bool = False,
+               protocol: str | None = None, headers: Mapping[str, str] | None = None, timeout: float = 30.0,
+               classes: Sequence[Any] | None = None, max_answer_bytes: int | None = None) -> Any:
+    """Load any model the command line takes, ready for :class:`IncrementalPFI` and :func:`batch_pfi`.
+
+    Parameters
+    ----------
+    source : str
+        A model file (joblib or pickle: they run code on load; ``.skops``; ``.onnx``), an
+        MLflow model directory or URI (``models:/name/1``, ``runs:/...``), or a served model's
+        URL (``http(s)://HOST/invocations`` for MLflow's protocol, ``.../v2/models/NAME`` for the
+        Open Inference Protocol).
+    trust : list of str, default=None
+        The types a ``.skops`` file may hold (as ``--trust``).
+    learn : bool, default=False
+        The model must learn one row at a time (river's ``learn_one``).
+    protocol, headers, timeout, classes, max_answer_bytes
+        For a served model, as ``--protocol``, ``--header``, ``--timeout``, ``--classes`` and
+        ``--max-answer-mb``. A served model does not say what it is: a classifier needs
+        ``classes`` for the log loss, and ``loss=`` tells the task when it is not zero-one.
+
+    Returns
+    -------
+    predictor : Predictor
+        The model behind the adapter the command line uses (its ``model`` attribute, where it
+        has one, is the loaded object).
+
+    Raises
+    ------
+    ModelError
+        One line naming the file, URI or URL (never a URL's password or a header's value).
+
+    Examples
+    --------
+    >>> from ipfi_cli import load_model
+    >>> load_model("no/such/model.joblib")
+    Traceback (most recent call last):
+    ...
+    ipfi_cli.models.files.ModelFileError: no/such/model.joblib: no such model file
+    """
+    from ipfi_cli.models.loading import load_predictor
+
+    if source.startswith(("http://", "https://")):
+        from ipfi_cli.models.http import HttpModelError
+        from ipfi_cli.models.http_options import MAX_ANSWER_BYTES, HttpOptions, resolve_protocol
+
+        try:
+            resolve_protocol(source, protocol)
+        except ValueError as error:
+            raise HttpModelError(str(error)) from None
+        options = HttpOptions(url=source, protocol=protocol, headers=tuple((headers or {}).items()),
+                              timeout=timeout, classes=tuple(classes) if classes else None,
+                              max_answer_bytes=max_answer_bytes or MAX_ANSWER_BYTES)
+        return load_predictor(options.display_url, http=options).predictor
+    return load_predictor(source, learn=learn, trust=trust).predictor
+
+
+def _task(model: Any, loss: Loss | None) -> bool:
+    """True for classification: what the model says, else what the loss implies."""
     from ipfi_cli.run.labels import declared_task
 
     task = declared_task(getattr(model, "model", model))
-    return default_loss(task != "regression" if task is not None else bool(as_predictor(model).is_classifier))
+    if task is not None:
+        return task != "regression"
+    if loss is not None:
+        return loss.output is not Output.VALUE
+    return bool(as_predictor(model).is_classifier)
+
+
+def _default_loss(model: Any, loss: str | Loss | None) -> Loss:
+    """The loss to use, checked against the model before the first row (the command line's check)."""
+    from ipfi_cli.errors import ModelError
+    from ipfi_cli.run.labels import LossFitError, check_loss, declared_task
+
+    chosen = get_loss(loss) if loss is not None else None
+    classification = _task(model, chosen)
+    chosen = chosen or default_loss(classification)
+    predictor = as_predictor(model)
+    try:
+        classes = predictor.classes if classification else None
+        has_proba = bool(predictor.has_proba) if chosen.output is Output.PROBA else False
+        check_loss(chosen, classification, declared_task(getattr(model, "model", model)), classes, has_proba)
+    except LossFitError as error:
+        raise ModelError(str(error).replace("--loss", "loss=").replace("loss= ", "loss=").replace(
+            "--task classification", "a classification loss")) from None
+    return chosen
+
+
+def _matcher(model: Any, loss: Loss, first_row: Mapping[str, Any] | None = None) -> Any:
+    """The command line's label matcher for this model's classes (``None`` for regression). A model
+    that does not list its classes (a served one) shows them in its answer on ``first_row``."""
+    from ipfi_cli.run.labels import LabelMatcher, model_classes_from_answer
+
+    if loss.output is Output.VALUE:
+        return None
+    predictor = as_predictor(model)
+    classes = getattr(predictor, "classes", None)
+    if classes:
+        return LabelMatcher(classification=True, classes=classes, fixed=not predictor.can_learn)
+    if first_row is None or predictor.can_learn:
+        return None
+    answered = model_classes_from_answer(predictor, dict(first_row))
+    return LabelMatcher(classification=True, classes=answered, fixed=False) if answered else None
+
+
+def _matched(matcher: Any, y: Sequence[Any]) -> list[Any]:
+    """``y`` as the model's own class values; labels none of which it has raise :class:`ModelError`."""
+    from ipfi_cli.errors import ModelError
+    from ipfi_cli.run.checks import labels_match_nothing
+
+    if matcher is None:
+        return list(y)
+    labels = [matcher(v) for v in y]
+    if matcher.none_matched:
+        raise ModelError(labels_match_nothing(matcher))
+    return labels
 
 
 def _columns_of(model: Any, X: Any = None) -> list[str] | None:
@@ -127,6 +248,8 @@ class IncrementalPFI:
                         "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed,
                         "smoothing": smoothing, "removal": removal, "conditional_sampler": conditional_sampler}
         self.columns = list(columns) if columns is not None else _columns_of(model)
+        self._labels = _matcher(model, self.loss)
+        self._checked = False
         self._core: core_incremental.IncrementalPFI | None = None
         if self.columns is not None:
             self._start(self.columns)
@@ -153,7 +276,35 @@ class IncrementalPFI:
             earlier to draw from).
         """
         core = self._core if self._core is not None else self._start(list(x))
-        return dict(zip(core.names, core.explain_one(x, y).tolist()))
+        if self._labels is None and core.n_seen == 0:  # a served model shows its classes' spelling
+            self._labels = _matcher(self.model, self.loss, {c: x[c] for c in core.columns if c in x})
+        label = self._labels(y) if self._labels is not None else y
+        estimates = core.explain_one(x, label)
+        if core.n_explained and not np.isfinite(estimates).all():
+            from ipfi_cli.core.losses import unmeasurable
+            from ipfi_cli.errors import ModelError
+
+            raise ModelError(unmeasurable(self.loss, float("inf"), core.n_explained) or "not finite")
+        if not self._checked and core.n_explained >= _CHECK_ROWS * (8 if as_predictor(self.model).can_learn else 1):
+            self._checked = True
+            self.check()
+        return dict(zip(core.names, estimates.tolist()))
+
+    def check(self) -> None:
+        """Raise :class:`~ipfi_cli.errors.ModelError` (the command line's line) when the rows so far
+        cannot give an importance: no label was one of the model's classes, or every explained row
+        had the loss's maximum. :meth:`explain_one` checks once by itself, after 25 explained rows
+        (200 for a model that learns, which starts out wrong); call it at the end of a short stream."""
+        from ipfi_cli.core.losses import unmeasurable
+        from ipfi_cli.errors import ModelError
+        from ipfi_cli.run.checks import labels_match_nothing
+
+        if self._labels is not None and self._labels.none_matched:
+            raise ModelError(labels_match_nothing(self._labels))
+        if self._core is not None:
+            why = unmeasurable(self.loss, self._core.mean_loss, self._core.n_explained)
+            if why is not None:
+                raise ModelError(why.replace("check --target and ", "check "))
 
     @property
     def explainer(self) -> core_incremental.IncrementalPFI | None:
@@ -186,6 +337,20 @@ def _build(method: str, model: Any, columns: list[str], loss: Loss, options: dic
     return make_explainer(method, as_predictor(model), columns, loss=loss, **options)
 
 
+def _first_record(rows: Any, names: Sequence[str]) -> dict[str, Any] | None:
+    """The table's first row as ``{column: value}`` (``None`` for an empty table)."""
+    if len(rows) == 0:
+        return None
+    if hasattr(rows, "iloc"):
+        return {c: rows.iloc[0][c] for c in names}
+    first = rows[0]
+    return {c: first[c] for c in names} if isinstance(first, Mapping) else dict(zip(names, list(first)))
+
+
+#: explained rows after which :meth:`IncrementalPFI.explain_one` checks that the answers can be right
+_CHECK_ROWS = 25
+
+
 def _table(X: Any, columns: Sequence[str] | None, model: Any) -> tuple[Any, list[str]]:
     names = list(columns) if columns is not None else _columns_of(model, X)
     if isinstance(X, list) and X and isinstance(X[0], Mapping):
@@ -203,7 +368,7 @@ def _table(X: Any, columns: Sequence[str] | None, model: Any) -> tuple[Any, list
 def _bunch(result: core_batch.PFIResult) -> Any:
     from sklearn.utils import Bunch
 
-    return Bunch(importances_mean=result.values.mean(axis=1), importances_std=result.values.std(axis=1),
+    return Bunch(importances_mean=result.values.mean(axis=1), importances_std=np.asarray(result.std),
                  importances=result.values, feature_names=list(result.names), baseline_loss=result.baseline_loss,
                  n_rows=result.n_rows)
 
@@ -243,7 +408,10 @@ def batch_pfi(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] | 
     Returns
     -------
     result : sklearn.utils.Bunch
-        ``importances_mean`` and ``importances_std`` (shape ``(n_features,)``),
+        ``importances_mean`` and ``importances_std`` (shape ``(n_features,)``; the standard
+        deviation of the repeats with ``ddof=1``, the sample standard deviation, as ``ipfi batch``
+        prints it: it estimates the spread of one repeat without the bias of ``ddof=0``, which
+        matters at the usual 5-10 repeats; NaN for one repeat),
         ``importances`` (``(n_features, n_repeats)``), ``feature_names``, ``baseline_loss``
         and ``n_rows``. Like scikit-learn's ``permutation_importance``, but of the loss's
         increase (a score's decrease there) and with the ``N / (N - 1)`` scaling.
@@ -257,11 +425,13 @@ def batch_pfi(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] | 
     >>> X = rng.normal(size=(2000, 2))
     >>> model = LinearRegression().fit(X, 3 * X[:, 0])
     >>> result = batch_pfi(model, X, 3 * X[:, 0], loss="squared", n_repeats=5, seed=0)
-    >>> result.importances_mean.round(0)   # 2 * 3**2 * Var(x0) = 18 for x0; nothing for x1
+    >>> result.importances_mean.round(0) + 0.0   # 2 * 3**2 * Var(x0) = 18 for x0; nothing for x1 (not -0)
     array([18.,  0.])
     """
     rows, names = _table(X, columns, model)
-    result = core_batch.batch_pfi(as_predictor(model), rows, list(y), names, loss=_default_loss(model, loss),
+    chosen = _default_loss(model, loss)
+    labels = _matched(_matcher(model, chosen, _first_record(rows, names)), y)
+    result = core_batch.batch_pfi(as_predictor(model), rows, labels, names, loss=chosen,
                                   n_repeats=n_repeats, features=features, groups=groups, seed=seed, n_jobs=n_jobs)
     return _bunch(result)
 

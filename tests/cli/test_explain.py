@@ -261,7 +261,9 @@ def test_learn_matches_the_core_prequential_loop(run, drift_csv, hoeffding):
 
 def test_river_model_without_learn_gets_a_note(run, drift_csv, hoeffding):
     result = run("explain", drift_csv, "-m", hoeffding, "-t", "class", "-M", "1", "--seed", "1", "--no-live")
-    assert result.exit_code == 0 and "add --learn" in result.stderr
+    # an untrained river model answers None: every row has the maximal loss, so the run cannot be right
+    assert result.exit_code == 1 and "add --learn" in result.stderr
+    assert "has the maximal zero-one loss" in result.stderr.strip().splitlines()[-1]
 
 
 def test_regression_defaults_to_absolute_loss(run, static_csv, regressor, tmp_path):

@@ -27,7 +27,7 @@ def one_error(result, *parts: str) -> str:
 
 def test_infinity_is_a_bad_row_naming_row_and_column(models):
     # before: "rows 1-3: the model failed: ValueError: Input X contains infinity..."
-    data = b"a,b,y\n1,2,1\n-1,inf,0\n0.5,1e400,1\n0.2,0.1,0\n"
+    data = b"a,b,y\n1,2,1\n-1,inf,0\n0.5,1e400,1\n0.2,0.1,1\n"  # (row 4 predicted right: a measurable run)
     one_error(run(models["static"], data), "row 2 (line 3), column 'b'", "not a finite number")
     skipped = run(models["static"], data, "--on-bad-row", "skip")
     assert skipped.exit_code == 0 and [line.split(",")[0] for line in skipped.stdout.splitlines()] == ["row", "1", "4"]
@@ -95,7 +95,7 @@ def test_jsonl_with_only_bad_lines_fails_when_asked(models, tmp_path):
 
 
 def test_csv_on_stdin_with_a_brace_in_the_first_name_is_csv(models):
-    result = run(models["learn"], b"{a},b,y\n1,2,1\n0,1,0\n", "--learn")
+    result = run(models["learn"], b"{a},b,y\n1,2,1\n0,1,1\n1,2,1\n", "--learn")  # (predicted right: measurable)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[0] == "row,{a},b"
 
@@ -115,3 +115,12 @@ def test_bom_crlf_quotes_and_invalid_utf8_through_the_command(models):
     result = run(models["static"], data, "--on-bad-row", "skip")
     assert result.exit_code == 0 and [line.split(",")[0] for line in result.stdout.splitlines()] == \
         ["row", "1", "2", "4"]
+
+
+def test_a_number_of_400_digits_is_a_bad_row_naming_row_and_column(models):
+    # before: "unexpected OverflowError: int too large to convert to float", not skippable
+    data = b"a,b,y\n1,2,1\n1" + b"9" * 400 + b",2,1\n0.5,2,1\n-1,-1,0\n"
+    one_error(run(models["static"], data), "row 2 (line 3), column 'a'", "401 digits, too large for a float")
+    skipped = run(models["static"], data, "--on-bad-row", "skip")
+    assert skipped.exit_code == 0, skipped.stderr
+    assert [line.split(",")[0] for line in skipped.stdout.splitlines()] == ["row", "1", "3", "4"]

@@ -190,6 +190,25 @@ def core_records(model_path: Path, learn: bool, inputs: list[str], good: list[An
     return records
 
 
+def all_wrong(model_path: Path, learn: bool, inputs: list[str], good: list[Any]) -> bool:
+    """Every explained row (all but the first) has zero-one loss 1: the documented rule says the
+    run cannot measure an importance (exit 1, one line), whatever the traces say."""
+    from ipfi_cli.models import as_predictor
+
+    model = pickle.loads(model_path.read_bytes()) if learn else joblib.load(model_path)
+    predictor = as_predictor(copy.deepcopy(model))
+    from ipfi_cli.core.losses import Output
+
+    wrong = []
+    for i, (_, values, label) in enumerate(good):
+        if i > 0:
+            predicted = predictor.predict_records([dict(values)], Output.LABEL, None)[0]
+            wrong.append(predicted != label)
+        if learn:
+            predictor.learn_one(values, label)
+    return bool(wrong) and all(wrong)
+
+
 def refused_by_tree(value: Any) -> bool:
     """What scikit-learn's tree refuses: text that does not convert to a float, and values beyond
     the 32-bit float range (it accepts NaN, and converts number-like text such as "1.5")."""
@@ -273,6 +292,11 @@ def check(result: Any, expected: Expected, model: Path, learn: bool, every: int,
         assert lines[-1].startswith("ipfi: error: ") and "no row was explained" in lines[-1], lines
         return
     full = core_records(model, learn, inputs, good, every)
+    if failure is None and all_wrong(model, learn, inputs, good):
+        assert result.exit_code == 1 and len(lines) == 1, lines
+        assert "has the maximal zero-one loss" in lines[0], lines[0]
+        assert same_records(parse_traces(result.stdout, fmt, inputs), full)  # every record written stays
+        return
     if failure is None:
         assert result.exit_code == 0, result.stderr
         assert result.stderr == ""  # -q: no notes or warnings

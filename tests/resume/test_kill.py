@@ -105,3 +105,60 @@ def test_sigterm_saves_the_state_and_exits_130(stream, river_model, tmp_path):
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 0, stderr.decode()
     assert out.read_bytes() == expected
+
+
+def start_appending(data: Path, model: Path, out: Path, state: Path) -> subprocess.Popen:
+    """The README's advice: traces on stdout appended to a file (``>> traces.csv``)."""
+    command = [sys.executable, "-m", "ipfi_cli", "explain", "-m", str(model), *OPTIONS, "--state", str(state),
+               str(data)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with open(out, "ab") as appended:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=appended, stderr=subprocess.PIPE,
+                                cwd=ROOT, env=env)
+
+
+def test_sigkill_with_traces_appended_from_stdout_neither_duplicates_nor_loses(stream, river_model, tmp_path):
+    """``ipfi ... >> traces.csv``, killed twice, then continued: the file is the uninterrupted run's
+    traces, after what it held before (the records written after a checkpoint are cut back)."""
+    data, expected = stream
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+    before = b"an earlier line the user keeps\n"
+    out.write_bytes(before)
+    for kill_at in (400, 1400):
+        process = start_appending(data, river_model, out, state)
+        deadline = time.monotonic() + 60
+        while out.read_bytes().count(b"\n") < kill_at and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read().decode()
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=30) == -signal.SIGKILL
+    process = start_appending(data, river_model, out, state)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr.decode()
+    assert out.read_bytes() == before + expected
+
+
+def test_resuming_into_a_pipe_says_which_records_repeat(stream, river_model, tmp_path):
+    data, _ = stream
+    state = tmp_path / "run.state"
+    command = [sys.executable, "-m", "ipfi_cli", "explain", "-m", str(river_model), *OPTIONS, "--state", str(state),
+               str(data)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=ROOT, env=env)
+    seen = b""
+    while seen.count(b"\n") < 600 or not state.exists():
+        chunk = process.stdout.read1(65536)
+        assert chunk, process.stderr.read().decode()
+        seen += chunk
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    again = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, cwd=ROOT, env=env, timeout=120)
+    assert again.returncode == 0, again.stderr.decode()
+    first = int(again.stdout.split(b"\n", 1)[0].split(b",", 1)[0])
+    assert b"keep the earlier output only up to the last row before the first row written now" in again.stderr
+    # what the note promises: the earlier output up to row first-1, then the continuation, is the whole run
+    kept = [line for line in seen.split(b"\n")[:-1] if line.startswith(b"row") or int(line.split(b",")[0]) < first]
+    combined = b"\n".join(kept) + b"\n" + again.stdout
+    reference = stream[1]
+    assert combined == reference

@@ -171,7 +171,63 @@ def mlflow_server(tmp_path_factory, mlflow_model_dir) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def mlserver_server(tmp_path_factory, forest) -> Iterator[str]:
+def bool_forest(tmp_path_factory, fit_frame) -> tuple[Any, Path]:
+    """A small forest fitted on a bool label (``salary > 60000``, so it is learnable): its classes
+    are ``[False, True]`` and a server answers JSON ``true``/``false``."""
+    import joblib
+    from sklearn.ensemble import RandomForestClassifier
+
+    model = RandomForestClassifier(n_estimators=10, max_depth=5, random_state=0, n_jobs=1)
+    model.fit(fit_frame[FEATURES], fit_frame["salary"] > 60000)
+    path = tmp_path_factory.mktemp("models") / "bool_forest.joblib"
+    joblib.dump(model, path)
+    return model, path
+
+
+@pytest.fixture(scope="session")
+def bool_csv(tmp_path_factory) -> Path:
+    """The 150 test rows with a label column ``rich`` spelled ``True``/``False`` (as pandas writes bools)."""
+    import pandas as pd
+
+    frame = pd.read_csv(SAMPLE / "agrawal_static.csv", skiprows=range(1, 1 + FIT_ROWS), nrows=TEST_ROWS)
+    frame["rich"] = frame["salary"] > 60000
+    path = tmp_path_factory.mktemp("data") / "agrawal_bool.csv"
+    frame[[*FEATURES, "rich"]].to_csv(path, index=False)
+    return path
+
+
+def _serve_mlflow(tmp_path_factory, model: Any, fit_frame: Any, name: str, **save: Any) -> Iterator[str]:
+    mlflow_sklearn = pytest.importorskip("mlflow.sklearn")
+    from mlflow.models import infer_signature
+
+    path = tmp_path_factory.mktemp("mlflow") / name
+    sample = fit_frame[FEATURES].astype("float64")
+    mlflow_sklearn.save_model(model, str(path), signature=infer_signature(sample, model.predict(sample)),
+                              serialization_format="cloudpickle", **save)
+    port = free_port()
+    log = tmp_path_factory.mktemp("logs") / f"mlflow-{name}.log"
+    process = start_server([sys.executable, "-m", "mlflow", "models", "serve", "-m", str(path),
+                            "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port), "-w", "1"],
+                           f"http://127.0.0.1:{port}/ping", log)
+    yield f"http://127.0.0.1:{port}/invocations"
+    stop_server(process)
+
+
+@pytest.fixture(scope="session")
+def bool_mlflow_server(tmp_path_factory, bool_forest, fit_frame) -> Iterator[str]:
+    """`mlflow models serve` of the bool forest (answers true/false)."""
+    yield from _serve_mlflow(tmp_path_factory, bool_forest[0], fit_frame, "bool_forest")
+
+
+@pytest.fixture(scope="session")
+def proba_mlflow_server(tmp_path_factory, forest, fit_frame) -> Iterator[str]:
+    """`mlflow models serve` of the 0/1 forest logged with ``pyfunc_predict_fn="predict_proba"``
+    (answers one [p0, p1] per row), the README's setup for --loss log."""
+    yield from _serve_mlflow(tmp_path_factory, forest[0], fit_frame, "proba_forest", pyfunc_predict_fn="predict_proba")
+
+
+@pytest.fixture(scope="session")
+def mlserver_server(tmp_path_factory, forest, bool_forest) -> Iterator[str]:
     """Seldon MLServer with its scikit-learn runtime serving the forest; yields .../v2/models/forest
     (and .../v2/models/forest-tensor serves it too, declaring one tensor input)."""
     pytest.importorskip("mlserver_sklearn")
@@ -182,10 +238,11 @@ def mlserver_server(tmp_path_factory, forest) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("mlserver")
     # two models: "forest" declares no inputs (one input per column, pandas content type); "forest-tensor"
     # declares one [-1, 9] tensor, as Triton and KServe models usually do (columns by position)
+    # and "forest-bool" is the forest fitted on a bool label (it answers true/false)
     for name, inputs in (("forest", []), ("forest-tensor", [{"name": "input-0", "datatype": "FP64",
-                                                             "shape": [-1, len(FEATURES)]}])):
+                                                             "shape": [-1, len(FEATURES)]}]), ("forest-bool", [])):
         (folder / name).mkdir()
-        shutil.copy(joblib_path, folder / name / "model.joblib")
+        shutil.copy(bool_forest[1] if name == "forest-bool" else joblib_path, folder / name / "model.joblib")
         (folder / name / "model-settings.json").write_text(json.dumps(
             {"name": name, "implementation": "mlserver_sklearn.SKLearnModel", "inputs": inputs,
              "parameters": {"uri": "./model.joblib"}}))

@@ -18,6 +18,24 @@ from ipfi_cli import __version__
 from ipfi_cli.cli.errors import EXIT_CODES_HELP
 from ipfi_cli.cli.options import PICKLE_WARNING
 
+
+def _no_type_for_flags() -> None:
+    """Help panels show no type for a flag (Typer shows ``<bool>`` beside ``--learn``, which takes no
+    value); every other option keeps its ``<int>``/``<float>``/... type."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_ipfi_flags", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+    display_type_rich._ipfi_flags = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_no_type_for_flags()
+
 app = typer.Typer(
     name="ipfi",
     help="Incremental permutation feature importance (iPFI) for models on data streams.\n\n"

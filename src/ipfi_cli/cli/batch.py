@@ -9,12 +9,14 @@ import typer
 
 from ipfi_cli.cli.errors import reporting, usage_error
 from ipfi_cli.cli.model_options import (
+    DEFAULT_MAX_ANSWER_MB,
     DEFAULT_MAX_REQUEST_ROWS,
     DEFAULT_RETRIES,
     DEFAULT_RETRY_WAIT,
     DEFAULT_TIMEOUT,
     ClassesOpt,
     HeaderOpt,
+    MaxAnswerMbOpt,
     MaxRequestRowsOpt,
     ModelOpt,
     ModelUrlOpt,
@@ -76,6 +78,7 @@ def batch(
     header: HeaderOpt = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     max_request_rows: MaxRequestRowsOpt = DEFAULT_MAX_REQUEST_ROWS,
+    max_answer_mb: MaxAnswerMbOpt = DEFAULT_MAX_ANSWER_MB,
     retries: RetriesOpt = DEFAULT_RETRIES,
     retry_wait: RetryWaitOpt = DEFAULT_RETRY_WAIT,
     classes: ClassesOpt = None,
@@ -127,7 +130,8 @@ def batch(
         chosen = selection(target, task, loss, features, drop, group)
         seed = draw_seed(seed)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
-                                   max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
+                                   max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
+                                   retry_wait=retry_wait,
                                    classes=classes)
         reporter = TerminalReporter(live=False, quiet=quiet)
         dataset = load_dataset(load_predictor(model, trust=split_names(trust), http=http), inputs, chosen, reporter,

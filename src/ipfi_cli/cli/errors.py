@@ -31,15 +31,20 @@ EXIT_CODES_HELP = (
 
 
 def usage_error(message: str, option: str | None = None) -> typer.BadParameter:
-    """An exception to raise for a bad option value (Typer prints it; exit 2)."""
-    return typer.BadParameter(message, param_hint=f"'{option}'" if option else None)
+    """An exception to raise for a bad option value (Typer prints it; exit 2). The message may
+    quote data (column names): its control characters and Rich markup are escaped."""
+    from ipfi_cli.cli.ui import rich_safe
+
+    return typer.BadParameter(rich_safe(message), param_hint=f"'{option}'" if option else None)
 
 
 def say(message: str, kind: str | None = None) -> None:
     """One line on stderr, prefixed ``ipfi:`` (and ``error:``/``warning:`` when given)."""
+    from ipfi_cli.text import terminal_safe
+
     prefix = f"ipfi: {kind}: " if kind else "ipfi: "
     try:
-        print(prefix + message, file=sys.stderr, flush=True)
+        print(prefix + terminal_safe(message), file=sys.stderr, flush=True)
     except (OSError, ValueError):  # stderr closed: nothing more we can do
         pass
 

@@ -16,12 +16,14 @@ import typer
 from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
 from ipfi_cli.cli.explainer_options import ConditionalSamplerOpt, RemovalOpt, SmoothingOpt
 from ipfi_cli.cli.model_options import (
+    DEFAULT_MAX_ANSWER_MB,
     DEFAULT_MAX_REQUEST_ROWS,
     DEFAULT_RETRIES,
     DEFAULT_RETRY_WAIT,
     DEFAULT_TIMEOUT,
     ClassesOpt,
     HeaderOpt,
+    MaxAnswerMbOpt,
     MaxRequestRowsOpt,
     ModelOpt,
     ModelUrlOpt,
@@ -106,6 +108,7 @@ def explain(
     header: HeaderOpt = None,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     max_request_rows: MaxRequestRowsOpt = DEFAULT_MAX_REQUEST_ROWS,
+    max_answer_mb: MaxAnswerMbOpt = DEFAULT_MAX_ANSWER_MB,
     retries: RetriesOpt = DEFAULT_RETRIES,
     retry_wait: RetryWaitOpt = DEFAULT_RETRY_WAIT,
     classes: ClassesOpt = None,
@@ -248,7 +251,8 @@ def explain(
         inputs = input_spec(input, input_format, na_values, no_default_na, delimiter, text)
         chosen = selection(target, task, loss, features, drop, group)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
-                                   max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
+                                   max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
+                                   retry_wait=retry_wait,
                                    classes=classes)
         settings = ExplainSettings(
             model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,

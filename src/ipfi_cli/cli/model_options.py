@@ -51,11 +51,15 @@ HeaderOpt = Annotated[Optional[list[str]], typer.Option(
     f"TOKEN'. Also read from ${HEADERS_ENV} (one header per line). Values are never printed or written to --meta.",
     rich_help_panel=PANEL_SERVED, show_default=False, metavar="HEADER")]
 TimeoutOpt = Annotated[float, typer.Option(
-    "--timeout", min=0.1, help="Seconds to wait for the server to connect or answer, per request.",
+    "--timeout", min=0.1, help="Seconds to wait for the server to connect and for each whole answer (an answer "
+    "that trickles in is cut at this time).",
     rich_help_panel=PANEL_SERVED)]
 MaxRequestRowsOpt = Annotated[int, typer.Option(
     "--max-request-rows", min=1, help="At most this many rows per request; a micro-batch's perturbed rows "
     "are split into as few requests as this allows.", rich_help_panel=PANEL_SERVED)]
+MaxAnswerMbOpt = Annotated[float, typer.Option(
+    "--max-answer-mb", min=0.001, help="Refuse an answer larger than this many megabytes (a server that sends "
+    "without end, or far more than the rows asked for).", rich_help_panel=PANEL_SERVED)]
 RetriesOpt = Annotated[int, typer.Option(
     "--retries", min=0, help="Tries again after a connection error, a timeout, 429 or 5xx, with exponential "
     "back-off from 0.25 s (Retry-After is honoured). A 4xx answer stops at once.", rich_help_panel=PANEL_SERVED)]
@@ -71,6 +75,7 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_REQUEST_ROWS = 5000
 DEFAULT_RETRIES = 5
 DEFAULT_RETRY_WAIT = 30.0
+DEFAULT_MAX_ANSWER_MB = 256.0
 
 
 def parse_classes(text: str) -> tuple[Any, ...]:
@@ -104,7 +109,8 @@ def header_lines(header: Sequence[str] | None, environ: Mapping[str, str] | None
 def model_source(model: str | None, model_url: str | None, *, protocol: Protocol = Protocol.auto,
                  header: Sequence[str] | None = None, timeout: float = DEFAULT_TIMEOUT,
                  max_request_rows: int = DEFAULT_MAX_REQUEST_ROWS, retries: int = DEFAULT_RETRIES,
-                 retry_wait: float = DEFAULT_RETRY_WAIT, classes: str | None = None) -> tuple[str, Any]:
+                 retry_wait: float = DEFAULT_RETRY_WAIT, classes: str | None = None,
+                 max_answer_mb: float = DEFAULT_MAX_ANSWER_MB) -> tuple[str, Any]:
     """Check the model options; returns ``(model, http)``.
 
     ``model`` is what the run shows and records (for a URL: without user, password or query);
@@ -141,5 +147,6 @@ def model_source(model: str | None, model_url: str | None, *, protocol: Protocol
     if classes is not None and not parsed:
         raise usage_error("name at least one class", "--classes")
     http = HttpOptions(url=model_url, protocol=chosen, headers=tuple(headers.values()), timeout=timeout,
-                       max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait, classes=parsed)
+                       max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait, classes=parsed,
+                       max_answer_bytes=int(max_answer_mb * 1024 * 1024))
     return http.display_url, http

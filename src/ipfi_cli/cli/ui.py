@@ -21,6 +21,7 @@ from typing import Any
 
 from ipfi_cli.run.observers import RunEnd, RunStart
 from ipfi_cli.run.report import PlainReporter, Snapshot
+from ipfi_cli.text import terminal_safe
 
 SPARK = "▁▂▃▄▅▆▇█"
 BAR = " ▏▎▍▌▋▊▉█"
@@ -57,6 +58,25 @@ def _trend(history: Sequence[float], floor: float) -> str:
         middle = (low + high) / 2
         low, high = middle - floor / 2, middle + floor / 2
     return sparkline(history, low, high)
+
+
+def rich_safe(text: object) -> str:
+    r"""Text from data for Rich: control characters escaped (:func:`ipfi_cli.text.terminal_safe`),
+    then Rich markup, so ``[link=...]`` in a column name is shown, never obeyed.
+
+    >>> print(rich_safe("[link=https://x.example]age[/link]\x1b[2J"))
+    \[link=https://x.example]age\[/link]\x1b[2J
+    """
+    from rich.markup import escape
+
+    return escape(terminal_safe(text))
+
+
+def safe_cell(text: object) -> Any:
+    """A table cell of text from data: a Rich ``Text`` (never parsed as markup), control characters escaped."""
+    from rich.text import Text
+
+    return Text(terminal_safe(text))
 
 
 def bar(value: float, top: float, width: int = 10) -> str:
@@ -173,15 +193,15 @@ class Dashboard:
         if trend:
             table.add_column("trend", no_wrap=True, style="magenta")
         for rank, i in enumerate(order[:MAX_ROWS], 1):
-            name: Any = str(s.names[i])
-            if name in s.marks:  # a detected change: the arrow and the row
-                name = Text(name).append(f" {s.marks[name]}", style="bold yellow")
+            name: Any = safe_cell(s.names[i])
+            if s.names[i] in s.marks:  # a detected change: the arrow and the row
+                name = name.append(f" {s.marks[s.names[i]]}", style="bold yellow")
             cells = [str(rank), name, number(s.importances[i]), number(s.bounds[i]), bar(s.importances[i], top)]
             table.add_row(*cells, *([_trend(histories[i], floor)] if trend else []))
         if len(order) > MAX_ROWS:
             table.add_row("", f"… {len(order) - MAX_ROWS} more", *[""] * (4 if trend else 3))
         # title and caption on lines of their own, so they do not wrap to the table's width
-        return Group(Text(self.title, style="italic"), table, Text(self._caption(s), style="dim"))
+        return Group(Text(terminal_safe(self.title), style="italic"), table, Text(self._caption(s), style="dim"))
 
     def _caption(self, s: Snapshot) -> str:
         parts = [f"{_count(s.rows)} rows"]
@@ -269,7 +289,7 @@ def show_batch_table(result: Any, loss_name: str, seconds: float) -> None:
     table.add_column("importance", justify="right")
     table.add_column("std", justify="right")
     for j in sorted(range(len(result.names)), key=lambda j: -result.mean[j]):
-        table.add_row(result.names[j], number(result.mean[j]), number(result.std[j]))
+        table.add_row(safe_cell(result.names[j]), number(result.mean[j]), number(result.std[j]))
     console.print(table)
 
 
@@ -321,7 +341,7 @@ def show_static_comparison(results: list[Any], batch_seconds: float, seconds: fl
     medians = {(id(result), s): np.median([run.estimates for run in result.runs if run.sampling == s], axis=0)
                for result, s in columns}
     for j in sorted(range(len(first.names)), key=lambda j: -first.batch.mean[j]):
-        features.add_row(first.names[j], f"{number(first.batch.mean[j])} ({number(first.batch.std[j])})",
+        features.add_row(safe_cell(first.names[j]), f"{number(first.batch.mean[j])} ({number(first.batch.std[j])})",
                          *(number(float(medians[(id(result), s)][j])) for result, s in columns))
     console.print(features)
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core.groups import resolve_groups
-from ipfi_cli.core.losses import Loss, Output, get_loss
+from ipfi_cli.core.losses import Loss, Output, UnmeasurableError, get_loss, unmeasurable
 from ipfi_cli.core.predictor import Predictor
 
 
@@ -159,6 +159,9 @@ def batch_pfi(
     if n_repeats < 1:
         raise ValueError(f"n_repeats must be at least 1, got {n_repeats}")
     baseline = _losses(model, block, columns, loss, target_array)
+    why = unmeasurable(loss, float(baseline.mean()), len(block))
+    if why is not None:
+        raise UnmeasurableError(why)
     seeds = np.random.SeedSequence(seed).spawn(len(resolved))
     tasks = [(cols, s) for cols, s in zip(resolved.values(), seeds)]
     if n_jobs is None or n_jobs == 1:
@@ -170,7 +173,10 @@ def batch_pfi(
         values = Parallel(n_jobs=n_jobs)(
             delayed(_group_repeats)(model, block, columns, loss, target_array, cols, n_repeats, s, baseline)
             for cols, s in tasks)
-    return PFIResult(list(resolved), np.array(values), len(block), float(baseline.mean()))
+    result = np.array(values, dtype=np.float64)
+    if not np.isfinite(result).all():
+        raise UnmeasurableError(unmeasurable(loss, float("inf"), len(block)) or "")
+    return PFIResult(list(resolved), result, len(block), float(baseline.mean()))
 
 
 @dataclass

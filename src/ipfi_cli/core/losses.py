@@ -37,6 +37,11 @@ class LossMismatchError(ModelError):
     """The chosen loss does not fit what the model predicts."""
 
 
+class UnmeasurableError(ModelError):
+    """The model's answers cannot give an importance: every row has the loss's maximum (the
+    answers never match what the), or the loss is not a finite number (overflow)."""
+
+
 @dataclass(frozen=True)
 class Loss:
     """A named per-row loss: ``compute(y_true, model_output) -> losses``."""
@@ -47,7 +52,9 @@ class Loss:
     description: str
 
     def compute(self, y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-        return self.function(y_true, predicted)
+        """One loss per row; an overflow gives ``inf`` quietly (the run reports it as a non-finite loss)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self.function(y_true, predicted)
 
 
 def _zero_one(y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
@@ -84,6 +91,41 @@ SQUARED = Loss("squared", Output.VALUE, _squared, "(prediction - target)^2")
 LOG = Loss("log", Output.PROBA, _log, "-log(probability of the true label), clipped at 1e-15")
 
 LOSSES: dict[str, Loss] = {loss.name: loss for loss in (ZERO_ONE, ABSOLUTE, SQUARED, LOG)}
+
+
+def maximal_loss(loss: Loss) -> float:
+    """The largest value one row's loss can take: 1 for zero-one, ``-log(1e-15)`` for log, else infinity."""
+    if loss.output is Output.LABEL:
+        return 1.0
+    if loss.output is Output.PROBA:
+        return float(-np.log(LOG_LOSS_EPS))
+    return float("inf")
+
+
+def unmeasurable(loss: Loss, mean_loss: float, n_rows: int) -> str | None:
+    """Why ``n_rows`` rows with this mean unperturbed loss give no importance, or ``None``.
+
+    Every row at the loss's maximum means no answer matched its label, so no permutation can make
+    a prediction worse; a loss that is not finite makes every difference NaN or infinite.
+
+    >>> unmeasurable(ZERO_ONE, 1.0, 40)[:45]
+    'every one of the 40 rows has the maximal zero'
+    >>> unmeasurable(SQUARED, float("inf"), 40)[:30]
+    'the squared loss is not a fini'
+    >>> unmeasurable(ZERO_ONE, 0.25, 40) is None
+    True
+    """
+    if n_rows <= 0:
+        return None
+    if not np.isfinite(mean_loss):
+        return (f"the {loss.name} loss is not a finite number (the model's answers are NaN or infinite, or so "
+                "large that the loss overflows), so no importance can be computed")
+    if mean_loss >= maximal_loss(loss):
+        what = "a wrong prediction" if loss.output is Output.LABEL else "probability 0 for its label"
+        return (f"every one of the {n_rows:,} rows has the maximal {loss.name} loss ({what}): no permutation can "
+                "make a loss larger, so no importance can be measured; the labels probably never match what the "
+                "model answers: check --target and that the labels are the model's classes")
+    return None
 
 
 def get_loss(name: str | Loss) -> Loss:

@@ -155,6 +155,64 @@ def file_crc(path: str | os.PathLike[str], length: int, chunk: int = 1 << 20) ->
     return crc, seen
 
 
+def continue_stdout_traces(size: int, crc: int, header: bytes, fd: int = 1) -> str | None:
+    """Traces on stdout continued after a checkpoint: make them neither duplicated nor lost.
+
+    When stdout is a regular file (``>> traces.csv``), the earlier traces in it are found (they
+    start at the file's start or at a header line ``header``, and their first ``size`` bytes have
+    the CRC ``crc``) and whatever the interrupted run wrote after the checkpoint is cut off, as
+    with ``--output``; returns ``None``. Otherwise (a pipe, a terminal, or a file without those
+    traces) returns the line that tells which records of the earlier output are repeated.
+    """
+    try:
+        regular = _is_regular(fd)
+    except OSError:
+        regular = False
+    start = -1
+    if regular and os.fstat(fd).st_size == 0:
+        return None  # a new file: the continuation alone
+    if regular:
+        try:
+            start = _earlier_traces(fd, size, crc, header)
+        except OSError:  # stdout is open for writing only, and the file cannot be read by its name
+            start = -1
+        if start >= 0:
+            os.ftruncate(fd, start + size)  # records written after the checkpoint come again, identically
+            try:
+                os.lseek(fd, start + size, os.SEEK_SET)
+            except OSError:
+                pass
+            return None
+    return ("the traces continue on stdout after the checkpoint; the earlier output may hold records written "
+            "after it, which come again now: keep the earlier output only up to the last row before the first "
+            "row written now (with `>> FILE`, or --output FILE, ipfi cuts them itself)")
+
+
+def _earlier_traces(fd: int, size: int, crc: int, header: bytes) -> int:
+    """Where in the file open as ``fd`` the traces with ``size`` first bytes of CRC ``crc`` start, or -1."""
+    import mmap
+
+    for name in (f"/proc/self/fd/{fd}", f"/dev/fd/{fd}"):  # stdout is often write-only (`>>`): read it by name
+        if os.path.exists(name):
+            break
+    else:
+        return -1
+    with open(name, "rb") as f:
+        if os.fstat(f.fileno()).st_ino != os.fstat(fd).st_ino:
+            return -1
+        length = os.fstat(f.fileno()).st_size
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            starts = [0]
+            at = view.find(b"\n" + header) if header else -1
+            while at >= 0:
+                starts.append(at + 1)
+                at = view.find(b"\n" + header, at + 1)
+            for start in reversed(starts):
+                if start + size <= length and zlib.crc32(view[start:start + size]) == crc:
+                    return start
+    return -1
+
+
 def reopen_traces(path: str, size: int, crc: int) -> TrackedOutput:
     """Open the traces file of a resumed run: check it starts with the ``size`` bytes (CRC ``crc``)
     the state vouches for, cut off what follows them, and return it ready to append."""

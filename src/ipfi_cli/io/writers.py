@@ -149,6 +149,17 @@ class JsonlTraceWriter(TraceWriter):
 WRITERS: dict[str, type[TraceWriter]] = {"csv": CsvTraceWriter, "jsonl": JsonlTraceWriter}
 
 
+def trace_header(names: Sequence[str], bounds: bool, fmt: str) -> bytes:
+    """The header line a trace writer starts with (CSV), or ``b""`` (JSONL has none).
+
+    >>> trace_header(["a", "b,c"], False, "csv")
+    b'row,a,"b,c"'
+    """
+    if fmt != "csv":
+        return b""
+    return ",".join(_csv_field(c) for c in trace_columns(names, bounds)).encode()
+
+
 def output_format_for(path: str | None, explicit: str | None = None) -> str:
     """The trace format: ``explicit``, else from ``path``'s extension (``.jsonl``/``.ndjson``), else csv."""
     if explicit:
@@ -165,10 +176,13 @@ def open_trace_writer(path: str | None, names: Sequence[str], *, format: str | N
     """A writer to ``path`` (``None`` or ``-``: stdout), truncating an existing file."""
     fmt = output_format_for(path, format)
     if not path or path == "-":
-        stream: BinaryIO = sys.stdout.buffer
+        stream: Any = NamedOutput(sys.stdout.buffer, None)
         close = False
     else:
-        stream = open(path, "wb")
+        try:
+            stream = NamedOutput(open(path, "wb"), path)
+        except OSError as error:
+            raise cannot_write(path, error) from None
         close = True
     return WRITERS[fmt](stream, names, bounds=bounds, close=close)
 
@@ -211,7 +225,7 @@ def write_records(output: str | None, fmt: str | None, fields: Sequence[str],
 
     chosen = output_format_for(output, fmt)
 
-    def write(stream: BinaryIO | IO[bytes]) -> None:
+    def write(stream: Any) -> None:
         writer = RecordWriter(stream, fields, chosen)
         for record in records:
             writer.write(record)
@@ -223,7 +237,7 @@ def write_records(output: str | None, fmt: str | None, fields: Sequence[str],
         except OSError as error:
             raise OutputError(f"{output}: cannot write ({error.strerror or error})") from None
     else:
-        write(sys.stdout.buffer)
+        write(NamedOutput(sys.stdout.buffer, None))
 
 
 def silence_stdout() -> None:
@@ -238,14 +252,97 @@ def silence_stdout() -> None:
 
 
 # -- atomic writes ------------------------------------------------------------------------------
+def is_special(path: str | os.PathLike[str]) -> bool:
+    """``path`` exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO, a terminal).
+
+    Such a target is written in place: renaming a file over it would replace the device
+    (``/dev/null`` turned into a regular file when run as root) or the pipe.
+
+    >>> is_special(os.devnull), is_special(__file__), is_special("/no/such/file")
+    (True, False, False)
+    """
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def output_name(path: str | os.PathLike[str] | None) -> str:
+    """How messages name an output: the path, or ``<stdout>``."""
+    return "<stdout>" if path is None or os.fspath(path) in ("", "-") else os.fspath(path)
+
+
+def cannot_write(path: str | os.PathLike[str] | None, error: OSError) -> Exception:
+    """The :class:`~ipfi_cli.errors.OutputError` for a failed write (a full disk: ``No space left on device``)."""
+    from ipfi_cli.errors import OutputError
+
+    return OutputError(f"{output_name(path)}: cannot write ({error.strerror or type(error).__name__})")
+
+
+class NamedOutput:
+    """A binary stream whose write errors (a full disk, a quota, an I/O error) name the output.
+
+    A closed pipe stays a :class:`BrokenPipeError` (the command ends quietly, as with ``| head``).
+    """
+
+    def __init__(self, stream: Any, path: str | None) -> None:
+        self._stream = stream
+        self.path = path
+
+    def _guard(self, call: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise cannot_write(self.path, error) from None
+
+    def write(self, data: bytes) -> int:
+        return int(self._guard(self._stream.write, data))
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    def close(self) -> None:
+        self._guard(self._stream.close)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]) -> None:
     """Write a file so that readers see either the old or the complete new content.
 
     ``write(f)`` writes to a temporary file in the same directory; it is flushed, synced
     and then renamed over ``path`` with ``os.replace`` (atomic on POSIX and Windows). On
-    any error the temporary file is removed and ``path`` is left untouched.
+    any error the temporary file is removed and ``path`` is left untouched. A target that
+    exists and is not a regular file (a device, a FIFO) is written in place instead
+    (:func:`is_special`). A write that fails (a full disk) raises
+    :class:`~ipfi_cli.errors.OutputError` naming ``path``.
     """
     path = os.fspath(path)
+    if is_special(path):
+        try:
+            with open(path, "wb") as f:
+                write(f)
+                f.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise cannot_write(path, error) from None
+        return
+    try:
+        _replace(path, write)
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise cannot_write(path, error) from None
+
+
+def _replace(path: str, write: Callable[[IO[bytes]], Any]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     handle, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:

@@ -251,13 +251,18 @@ class FunctionPredictor:
         raise ModelError("a plain function cannot learn")
 
 
-def as_predictor(model: Any, *, use_many: bool = False) -> SklearnPredictor | RiverPredictor | FunctionPredictor:
+def as_predictor(model: Any, *, use_many: bool = False) -> Any:
     """Wrap ``model`` in the adapter its methods call for.
 
-    Checks, in order: already an adapter; ``predict_one`` (river); ``predict`` with
+    Checks, in order: already an adapter (any :class:`~ipfi_cli.core.predictor.Predictor`:
+    ONNX, MLflow, a served model, a user's own); ``predict_one`` (river); ``predict`` with
     ``fit`` or ``get_params`` (scikit-learn and look-alikes); callable (a function of a block).
     """
     if isinstance(model, (SklearnPredictor, RiverPredictor, FunctionPredictor)):
+        return model
+    kind = type(model)  # the protocol's methods, looked up on the type (a property may need a server)
+    if all(hasattr(kind, name) for name in ("predict_block", "predict_records", "learn_one")) \
+            and not hasattr(kind, "predict_one") and not hasattr(kind, "get_params"):
         return model
     if hasattr(model, "predict_one"):
         return RiverPredictor(model, use_many=use_many)

@@ -33,11 +33,13 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import re
+import socket
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, urlsplit
 
 import numpy as np
 
@@ -55,6 +57,37 @@ from ipfi_cli.models.http_options import (
 )
 
 __all__ = ["PROTOCOLS", "HttpModelError", "HttpOptions", "HttpPredictor", "parse_header", "resolve_protocol"]
+
+
+_EXPECTED = {Output.LABEL: "one label", Output.VALUE: "one number", Output.PROBA: "class probabilities"}
+
+
+def _shown(value: Any) -> str:
+    """A short JSON excerpt of an answer for a message."""
+    try:
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text[:80] + "..." if len(text) > 80 else text
+
+
+def _class_key(value: Any) -> str:
+    """The spelling that finds a class: ``True``/``"true"`` -> ``true``, ``1``/``1.0``/``"1"`` -> ``1``."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value).strip().lower()
+
+
+class _Late(Exception):
+    """The whole answer did not arrive within the timeout."""
+
+
+class _AnswerTooLarge(Exception):
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.limit = limit
 
 
 def _column_datatype(values: list[Any]) -> str:
@@ -91,24 +124,39 @@ class HttpPredictor:
         except ValueError as error:
             raise HttpModelError(str(error)) from None
         self.options = options
-        parts = urlsplit(options.url)
+        parts = urlsplit(options.address)
         self._parts = parts
         self._query = f"?{parts.query}" if parts.query else ""
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if parts.username is not None:  # user:password@host becomes basic authentication
-            token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-            headers["Authorization"] = "Basic " + base64.b64encode(token).decode("ascii")
-        headers.update(dict(options.headers))
-        self._headers = headers
-        secret = [v for k, v in headers.items() if k.lower() not in ("content-type", "accept")]
+        user, password = options.credentials
+        # header names are case-insensitive: a given "authorization" replaces the URL's, never joins it
+        headers: dict[str, tuple[str, str]] = {}
+        for name, value in (("Content-Type", "application/json"), ("Accept", "application/json")):
+            headers[name.lower()] = (name, value)
+        if user is not None:  # user:password@host becomes basic authentication
+            token = f"{user}:{password or ''}".encode()
+            headers["authorization"] = ("Authorization", "Basic " + base64.b64encode(token).decode("ascii"))
+        for name, value in options.headers:
+            headers[name.lower()] = (name, value)
+        for name, value in headers.values():
+            try:
+                value.encode("latin-1")
+            except UnicodeEncodeError:
+                raise HttpModelError(f"{options.display_url}: the header {name!r} holds characters HTTP cannot "
+                                     "send (only latin-1); encode its value") from None
+        self._headers = dict(headers.values())
+        secret = [v for k, (_, v) in headers.items() if k not in ("content-type", "accept")]
         tokens = [v.split(None, 1)[1] for v in secret if len(v.split(None, 1)) == 2]  # "Bearer TOKEN": TOKEN too
-        self._secrets = sorted({v for v in secret + tokens if len(v) >= 4}, key=len, reverse=True)
-        if parts.password:
-            self._secrets += [parts.password, unquote(parts.password)]
+        found = {v for v in secret + tokens if len(v) >= 4}
+        if password:
+            found |= {password, quote(password, safe=""), quote(password)}
+        self._secrets = sorted(found, key=len, reverse=True)
+        self._secret_pattern = re.compile("|".join(re.escape(v) for v in self._secrets), re.IGNORECASE) \
+            if self._secrets else None
         self._local = threading.local()
         self.columns: list[str] | None = None
         self.n_features: int | None = None
         self.classes: list[Any] | None = list(options.classes) if options.classes else None
+        self._class_lookup: dict[str, Any] | None = None
         #: v2: "columns" (one input per column), "tensor" (one [N, k] input) and that input's name and type
         self._v2_mode = "columns"
         self._v2_content_type: str | None = "pd"
@@ -166,9 +214,8 @@ class HttpPredictor:
         self._drop_connection()
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        """``text`` with every secret (header value, token, password; in any letter case) as ``***``."""
+        return self._secret_pattern.sub("***", text) if self._secret_pattern is not None else text
 
     def _server_message(self, body: bytes) -> str:
         text = body.decode("utf-8", "replace").strip()
@@ -198,15 +245,18 @@ class HttpPredictor:
             retry_after: float | None = None
             try:
                 connection = self._connection()
-                connection.request(method, path + self._query, body=body, headers=self._headers)
-                response = connection.getresponse()
-                data = response.read()
-                status, reason = response.status, response.reason
-                if response.getheader("Connection", "").lower() == "close":
-                    self._drop_connection()
-            except (OSError, http.client.HTTPException) as error:
+                status, reason, response, data = self._exchange(connection, method, path + self._query, body)
+            except _AnswerTooLarge as error:
                 self._drop_connection()
-                problem = f"cannot reach the server ({type(error).__name__}: {self._scrub(str(error)) or 'no answer'})"
+                raise HttpModelError(f"{where}: the answer is larger than {error.limit:,} bytes (--max-answer-mb); "
+                                     "fewer rows per request (--max-request-rows) make smaller answers") from None
+            except (OSError, http.client.HTTPException, _Late) as error:
+                self._drop_connection()
+                if isinstance(error, _Late):
+                    problem = f"no complete answer within --timeout {options.timeout:g} s"
+                else:
+                    problem = (f"cannot reach the server ({type(error).__name__}: "
+                               f"{self._scrub(str(error)) or 'no answer'})")
             else:
                 if 200 <= status < 300:
                     self.requests += 1
@@ -216,6 +266,8 @@ class HttpPredictor:
                     except orjson.JSONDecodeError:
                         raise HttpModelError(f"{where}: the answer is not JSON: "
                                              f"{self._server_message(data)}") from None
+                if status < 200 and status != 0:
+                    raise HttpModelError(f"{where}: HTTP {status}: not an answer")
                 message = self._server_message(data)
                 if status not in RETRY_STATUSES:
                     raise HttpModelError(f"{where}: HTTP {status} {reason}: {message}")
@@ -231,6 +283,54 @@ class HttpPredictor:
             time.sleep(pause)
             waited += pause
             self.retried += 1
+
+    def _exchange(self, connection: http.client.HTTPConnection, method: str, path: str,
+                  body: bytes | None) -> tuple[int, str, Any, bytes]:
+        """Send one request and read its whole answer within ``--timeout`` seconds (a server that
+        trickles its answer is cut at the deadline) and ``max_answer_bytes`` bytes."""
+        timeout, limit = self.options.timeout, self.options.max_answer_bytes
+        late = threading.Event()
+
+        def cut() -> None:
+            late.set()
+            sock = connection.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        timer = threading.Timer(timeout, cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            connection.request(method, path, body=body, headers=self._headers)
+            response = connection.getresponse()
+            length = response.getheader("Content-Length")
+            if length and length.strip().isdigit() and int(length) > limit:
+                raise _AnswerTooLarge(limit)
+            parts: list[bytes] = []
+            size = 0
+            while True:
+                chunk = response.read1(1 << 16)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > limit:
+                    raise _AnswerTooLarge(limit)
+                parts.append(chunk)
+            if late.is_set():  # cut at the deadline: what came is not the whole answer
+                raise _Late()
+            if response.getheader("Connection", "").lower() == "close":
+                self._drop_connection()
+            return response.status, response.reason, response, b"".join(parts)
+        except (OSError, http.client.HTTPException):
+            if late.is_set():
+                raise _Late() from None
+            raise
+        finally:
+            timer.cancel()
+            if late.is_set():
+                self._drop_connection()
 
     def stats(self) -> dict[str, Any]:
         """Requests answered, rows sent, seconds spent in requests (waits included) and tries repeated."""
@@ -248,7 +348,17 @@ class HttpPredictor:
                 raise HttpModelError(f"{self.options.display_url}: the server has no such model "
                                      f"({str(error).split(': ', 1)[1]})") from None
             raise
+        try:
+            self._use_v2_metadata(metadata)
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+            raise HttpModelError(f"{self.options.display_url}: the model's metadata is malformed (each declared "
+                                 "input needs a name, and a shape that is a list of numbers)") from None
+
+    def _use_v2_metadata(self, metadata: Any) -> None:
         inputs = metadata.get("inputs") or [] if isinstance(metadata, dict) else []
+        if not isinstance(inputs, list) or not all(isinstance(i, dict) and isinstance(i.get("name"), str)
+                                                    for i in inputs):
+            raise ValueError("inputs")
         if len(inputs) == 1 and len(inputs[0].get("shape") or []) == 2 and inputs[0]["shape"][1] not in (1, -1):
             self._v2_mode = "tensor"
             self._v2_input = (inputs[0]["name"], inputs[0].get("datatype", "FP64"))
@@ -293,12 +403,14 @@ class HttpPredictor:
 
     def _v2_output(self, answer: Any, output: Output, n_rows: int) -> Any:
         outputs = answer.get("outputs") if isinstance(answer, dict) else None
-        if not outputs:
+        if not outputs or not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
             raise HttpModelError(f"{self.options.display_url}: the answer has no outputs")
         chosen = outputs[0]
         if output is Output.PROBA:
             chosen = next((o for o in outputs if o.get("name") == self.options.proba_output), chosen)
         data = chosen.get("data", [])
+        if not isinstance(data, list):
+            raise ValueError("data")
         shape = chosen.get("shape") or [len(data)]
         if output is Output.PROBA:
             return np.asarray(data, dtype=np.float64).reshape(n_rows, -1)
@@ -307,7 +419,7 @@ class HttpPredictor:
                                  "not one value per row (ask for the label or value output)")
         return data
 
-    def _call(self, block: np.ndarray, columns: Sequence[str], output: Output) -> list[Any] | np.ndarray:
+    def _call(self, block: np.ndarray, columns: Sequence[str], output: Output) -> list[Any]:
         """Every row's answer: labels or values as a list, probabilities as ``[N, C]`` (or dicts)."""
         if self._v2_names is not None and list(columns) != self._v2_names:
             index = {c: j for j, c in enumerate(columns)}
@@ -320,12 +432,22 @@ class HttpPredictor:
             if self.protocol == "mlflow":
                 answer = self.request("POST", self.path, self._mlflow_payload(rows, columns))
                 predictions = answer.get("predictions", answer) if isinstance(answer, dict) else answer
-                if isinstance(predictions, dict):  # a DataFrame answered column-wise
+                if isinstance(predictions, dict) and predictions \
+                        and all(isinstance(v, list) for v in predictions.values()):  # a DataFrame column-wise
                     predictions = [dict(zip(predictions, values)) for values in zip(*predictions.values())]
-                got = list(predictions)
+                if not isinstance(predictions, list):
+                    raise HttpModelError(f"{self.options.display_url}: the answer is malformed: expected "
+                                         f"{{\"predictions\": [...]}}, got {_shown(answer)}")
+                got = predictions
             else:
                 answer = self.request("POST", self.path, self._v2_payload(rows, columns, types, output))
-                got = list(self._v2_output(answer, output, len(rows)))
+                try:
+                    got = list(self._v2_output(answer, output, len(rows)))
+                except HttpModelError:
+                    raise
+                except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+                    raise HttpModelError(f"{self.options.display_url}: the answer is malformed: expected "
+                                         f"outputs with data for {len(rows)} rows, got {_shown(answer)}") from None
             if len(got) != len(rows):
                 raise HttpModelError(f"{self.options.display_url}: sent {len(rows)} rows, got {len(got)} predictions")
             self.rows_sent += len(rows)
@@ -334,10 +456,28 @@ class HttpPredictor:
 
     def predict_block(self, block: np.ndarray, columns: Sequence[str], output: Output,
                       targets: np.ndarray | None) -> np.ndarray:
+        """Every row's answer; an answer that is not what the protocol promises is a service error
+        naming the URL (never a row's fault, so never skipped)."""
         if len(block) == 0:
             return np.empty(0)
         results = self._call(block, columns, output)
+        try:
+            return self._decode(results, len(block), output, targets)
+        except HttpModelError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError):
+            sample = _shown(results[:2])
+            raise HttpModelError(f"{self.options.display_url}: the answer is malformed: expected "
+                                 f"{_EXPECTED[output]} per row, got {sample}") from None
+
+    def _decode(self, results: list[Any], n_rows: int, output: Output, targets: np.ndarray | None) -> np.ndarray:
         first = results[0]
+        if output is Output.LABEL and self.classes and isinstance(first, list) and len(first) == len(self.classes) \
+                and len(first) > 1:  # a server that answers probabilities: the label is the likeliest class
+            matrix = np.asarray(results, dtype=np.float64).reshape(n_rows, -1)
+            labels = np.empty(n_rows, dtype=object)
+            labels[:] = [self.classes[i] for i in matrix.argmax(axis=1)]
+            return labels
         if output is Output.PROBA:
             if isinstance(first, dict):
                 classes = self.classes or list(first)
@@ -347,7 +487,7 @@ class HttpPredictor:
             if not self.classes:
                 raise HttpModelError(f"{self.options.display_url}: the server gives probabilities without class "
                                      "names: give --classes in the order of its probability columns")
-            matrix = np.asarray(results, dtype=np.float64).reshape(len(block), -1)
+            matrix = np.asarray(results, dtype=np.float64).reshape(n_rows, -1)
             if matrix.shape[1] != len(self.classes):
                 raise HttpModelError(f"{self.options.display_url}: {matrix.shape[1]} probabilities per row, but "
                                      f"--classes names {len(self.classes)} classes")
@@ -363,10 +503,24 @@ class HttpPredictor:
                                      "expected one label or value per row (for probabilities use --loss log)")
             results = [r[0] for r in results]
         if output is Output.VALUE:
+            if any(isinstance(r, (str, bool, list, dict)) for r in results):
+                raise ValueError("not numbers")
             return np.array([np.nan if r is None else r for r in results], dtype=np.float64)
+        if any(isinstance(r, (list, dict)) or r is None for r in results):
+            raise ValueError("not labels")
         labels = np.empty(len(results), dtype=object)
-        labels[:] = results
+        labels[:] = [self._declared(r) for r in results] if self.classes else results
         return labels
+
+    def _declared(self, answer: Any) -> Any:
+        """An answer as the ``--classes`` value it names: ``true`` finds ``True``, ``1`` finds ``'1'``."""
+        lookup = self._class_lookup
+        if lookup is None:
+            lookup = {}
+            for c in self.classes or []:
+                lookup.setdefault(_class_key(c), c)
+            self._class_lookup = lookup
+        return lookup.get(_class_key(answer), answer)
 
     def predict_records(self, records: list[dict[str, Any]], output: Output, target: Any) -> np.ndarray:
         return predict_records_as_block(self, records, output, target)

@@ -5,9 +5,10 @@ message (:attr:`HttpOptions.display_url`). :mod:`ipfi_cli.models.http` makes the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from ipfi_cli.errors import ServiceError
 
@@ -17,6 +18,40 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: longest single pause between tries (seconds), whatever Retry-After asks
 MAX_PAUSE = 10.0
 FIRST_PAUSE = 0.25
+#: the largest answer read by default (bytes): far above any micro-batch's, far below a machine's memory
+MAX_ANSWER_BYTES = 256 * 1024 * 1024
+#: what may follow a URL's "user:password@": a host name, IPv4 or [IPv6] address, and a port
+_HOST = re.compile(r"(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]*)?(?=[/?#]|$)")
+
+
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """The URL without ``user:password@``, and the user and password (percent-decoded).
+
+    The user information ends at the last ``@`` that a host follows, so a password holding an
+    unencoded ``#``, ``/``, ``?`` or ``@`` is taken whole (and never shown) rather than cut
+    into a host or a path. An ``@`` in the query does not count when the path is a model's.
+
+    >>> split_credentials("https://me:p#ss/w?rd@models.example:8443/invocations")
+    ('https://models.example:8443/invocations', 'me', 'p#ss/w?rd')
+    >>> split_credentials("http://127.0.0.1:5000/invocations?k=a@b")
+    ('http://127.0.0.1:5000/invocations?k=a@b', None, None)
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url, None, None
+    stop = len(rest)
+    for marker in ("/invocations", "/v2/models/"):  # an @ after the model's path is the query's
+        found = rest.rfind(marker)
+        if found >= 0:
+            stop = min(stop, found)
+    first_cut = min([i for i in (rest.find(c) for c in "/?#") if i >= 0] or [len(rest)])
+    for at in range(min(stop, len(rest)) - 1, -1, -1):
+        if rest[at] != "@":
+            continue
+        if first_cut > at or _HOST.match(rest, at + 1):
+            user, _, password = rest[:at].partition(":")
+            return f"{scheme}://{rest[at + 1:]}", unquote(user), unquote(password) if _ else None
+    return url, None, None
 
 
 class HttpModelError(ServiceError):
@@ -37,16 +72,22 @@ class HttpOptions:
     retry_wait: float = 30.0
     classes: tuple[Any, ...] | None = None
     proba_output: str = "predict_proba"
+    max_answer_bytes: int = MAX_ANSWER_BYTES
+
+    @property
+    def address(self) -> str:
+        """The URL without its ``user:password@`` (which :meth:`credentials` gives)."""
+        return split_credentials(self.url)[0]
+
+    @property
+    def credentials(self) -> tuple[str | None, str | None]:
+        """The URL's user and password, percent-decoded (``None`` when absent)."""
+        return split_credentials(self.url)[1:]
 
     @property
     def display_url(self) -> str:
         """The URL without a user, password or query (which may hold tokens)."""
-        parts = urlsplit(self.url)
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{host}{port}{parts.path}"
+        return _safe(urlsplit(self.address))
 
     def __repr__(self) -> str:
         return f"HttpOptions({', '.join(f'{k}={v!r}' for k, v in self.for_meta().items())})"
@@ -59,7 +100,8 @@ class HttpOptions:
             protocol = self.protocol
         return {"url": self.display_url, "protocol": protocol,
                 "headers": [name for name, _ in self.headers], "timeout": self.timeout,
-                "max_request_rows": self.max_request_rows, "retries": self.retries, "retry_wait": self.retry_wait,
+                "max_request_rows": self.max_request_rows, "retries": self.retries,
+                "retry_wait": self.retry_wait, "max_answer_bytes": self.max_answer_bytes,
                 "classes": list(self.classes) if self.classes is not None else None}
 
 
@@ -86,7 +128,11 @@ def resolve_protocol(url: str, protocol: str | None) -> tuple[str, str]:
     >>> resolve_protocol("http://h:8080", "mlflow")
     ('mlflow', '/invocations')
     """
-    parts = urlsplit(url)
+    parts = urlsplit(split_credentials(url)[0])
+    try:
+        _ = parts.port
+    except ValueError:
+        raise ValueError(f"the URL's port is not a number: {_safe(parts, port=False)}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http:// or https:// URL: {_safe(parts)}")
     path = parts.path.rstrip("/")
@@ -109,6 +155,13 @@ def resolve_protocol(url: str, protocol: str | None) -> tuple[str, str]:
     return protocol, path if path.endswith("/infer") else path + "/infer"
 
 
-def _safe(parts: SplitResult) -> str:
+def _safe(parts: SplitResult, port: bool = True) -> str:
+    """``scheme://host:port/path``: never a user, password, query or fragment."""
     host = parts.hostname or ""
-    return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        number = parts.port if port else None
+    except ValueError:
+        number = None
+    return f"{parts.scheme}://{host}{':' + str(number) if number else ''}{parts.path}"

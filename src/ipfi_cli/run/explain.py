@@ -179,6 +179,8 @@ class ExplainSession:
         if s.verbose:
             self._describe(plan)
         parts.writer = self.state.open_writer(plan, s, parts) if self.state is not None else self._open_writer()
+        if self.state is not None and self.state.stdout_note:  # traces continued into a pipe
+            self.reporter.message(self.state.stdout_note, "status")
         start = RunStart(title=self.title(), names=list(explainer.names), seed=self.seed, method=s.method,
                          learning=s.learn, source=plan.source)
         for observer in self.observers:
@@ -415,6 +417,11 @@ class ExplainSession:
         if status is RunStatus.OK and explainer.n_explained > 0:
             if plan.labels.none_matched:
                 raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
+            from ipfi_cli.core.losses import unmeasurable
+
+            unfit = unmeasurable(plan.loss, explainer.mean_loss, explainer.n_explained)
+            if unfit is not None:
+                raise RunError(f"{plan.source}: {unfit}")
             zero = all_zero_warning(explainer.importance_array(), explainer.n_explained)
             if zero:
                 say(zero, "warning")

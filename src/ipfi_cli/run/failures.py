@@ -61,7 +61,7 @@ def _guess_column(values: dict[str, Any], columns: Sequence[str], message: str) 
     if "infinity" in lower or "too large" in lower:
         for c in columns:
             v = values[c]
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(float(v)) > FLOAT32_MAX:
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) > FLOAT32_MAX:
                 return c, f"{v!r} is too large for this model"
     if "string" in lower or "str" in lower or "dtype" in lower or "could not convert" in lower:
         text = [c for c in columns if isinstance(values[c], str)]
@@ -84,7 +84,7 @@ def failure_message(source: str, number: int, line: int, values: dict[str, Any],
         v = values[column]
         if isinstance(v, float) and math.isnan(v):
             what = "missing value, which this model does not accept"
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) and abs(float(v)) > FLOAT32_MAX:
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) > FLOAT32_MAX:
             what = f"{v!r} is too large for this model"
         elif isinstance(v, str) and ("float" in message or "number" in message or "str" in message):
             what = f"the model needs a number, got {v!r}"

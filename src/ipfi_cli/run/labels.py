@@ -112,11 +112,11 @@ class LabelMatcher:
         kinds = {type(c) for c in known}
         self._kind = kinds.pop() if len(kinds) == 1 else None
         lookup: dict[Any, Any] = {}
-        zero_one = sorted(known, key=str) == [0, 1] and all(type(c) is int for c in known)
+        zero_one = sorted(known, key=str) in ([0, 1], ["0", "1"]) and all(type(c) in (int, str) for c in known)
         for c in known:
             keys: list[Any] = [str(c), str(c).strip().lower()]
             if isinstance(c, bool) or zero_one:  # True/yes find the class 1 of a 0/1 model, as 1 finds True
-                keys += list(_TRUE if c else _FALSE)
+                keys += list(_TRUE if c in (True, "1") else _FALSE)
             elif isinstance(c, (int, float)) and math.isfinite(c):
                 keys.append(("number", float(c)))
             for key in keys:
@@ -171,6 +171,9 @@ class LabelMatcher:
         kind = self._kind
         if kind is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
             return value
+        if kind is bool:
+            text = str(value).strip().lower()
+            return True if text in _TRUE else False if text in _FALSE else value
         if kind is str:
             number = _number_of(value)
             if number is not None and number.is_integer() and not isinstance(value, str):
@@ -219,6 +222,28 @@ def model_classes_from_first_row(model: Any, x: dict[str, Any]) -> list[Any] | N
     except Exception:  # noqa: BLE001
         return None
     return None if predicted is None else [predicted]
+
+
+def model_classes_from_answer(predictor: Any, x: dict[str, Any]) -> list[Any] | None:
+    """The classes a model that does not list them (a served model, a pyfunc) shows in its answer on
+    one row: the answer itself, or both bools when it is a bool (so ``no`` finds ``False`` too)."""
+    from ipfi_cli.core.losses import Output
+    from ipfi_cli.errors import ServiceError
+
+    try:
+        predicted = predictor.predict_records([x], Output.LABEL, None)[0]
+    except ServiceError:  # the model cannot be reached: said at once, about no row
+        raise
+    except Exception:  # noqa: BLE001 - the row's own problems are reported when it is explained
+        return None
+    predicted = _native(predicted)
+    if predicted is None or (isinstance(predicted, float) and not math.isfinite(predicted)):
+        return None
+    if isinstance(predicted, bool):
+        return [False, True]
+    if predicted in (0, 1, "0", "1") and not isinstance(predicted, float):  # a 0/1 model: yes/true find 1 too
+        return [type(predicted)(0), type(predicted)(1)]
+    return [predicted]
 
 
 def declared_task(model: Any) -> str | None:

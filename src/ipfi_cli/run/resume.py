@@ -99,6 +99,7 @@ class StateKeeper:
         self.path = path
         self.skip_seen = skip_seen
         self.resumed = resumed  # the state file's content when continuing
+        self.stdout_note: str | None = None  # continuing into a pipe: which earlier records repeat
         self.settings: dict[str, Any] = {}
         self.tracked: Any = None  # the traces' byte count and CRC (TrackedOutput)
         self.checkpoint_rows = 0  # input rows at the last checkpoint
@@ -198,7 +199,13 @@ class StateKeeper:
                 output = self.resumed["run"]["output"]
                 if path is not None:
                     tracked = reopen_traces(path, output["size"], output["crc"])
-                else:  # stdout: the continuation, for appending to the earlier output
+                else:  # stdout: the continuation, for appending to the earlier output (cut back when a file)
+                    from ipfi_cli.io.run_state import continue_stdout_traces
+                    from ipfi_cli.io.writers import trace_header
+
+                    sys.stdout.flush()
+                    self.stdout_note = continue_stdout_traces(output["size"], output["crc"], trace_header(
+                        parts.explainer.names, s.bounds, output_format_for(s.output, s.output_format)))
                     tracked = TrackedOutput(sys.stdout.buffer, size=output["size"], crc=output["crc"])
             elif path is not None:
                 tracked = TrackedOutput(open(path, "wb"), close=True)
@@ -207,7 +214,8 @@ class StateKeeper:
         except StateError as error:
             raise StateError(f"{error} (the traces of the state {self.path})") from None
         except OSError as error:
-            raise OutputError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
+            raise OutputError(f"{s.output or '<stdout>'}: cannot write the output file ({error.strerror or error})"
+                              ) from None
         self.tracked = tracked
         tracked.muted = self.resumed is not None  # the header is already there
         writer = WRITERS[output_format_for(s.output, s.output_format)](

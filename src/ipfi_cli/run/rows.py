@@ -134,6 +134,9 @@ class RowChecker:
         isfinite = math.isfinite
         for c in self.columns:
             v = values[c]
+            if type(v) is int and not -1e308 < v < 1e308:  # 400 digits: no float holds it
+                return self._error(f"a number of {len(str(abs(v)))} digits, too large for a float; models cannot "
+                                   "use it", row, c)
             if type(v) is float and not isfinite(v):
                 if v != v:
                     if not self.learn:

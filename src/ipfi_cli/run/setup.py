@@ -97,13 +97,20 @@ class BinaryLabels(LabelMatcher):
 
 def first_row_hook(loaded: LoadedModel, matcher: LabelMatcher,
                    columns: Sequence[str]) -> Callable[[dict[str, Any]], None] | None:
-    """For a river classifier with no known classes: learn them from its answer on the first row."""
-    if not matcher.classification or matcher.classes is not None or loaded.kind != "river":
+    """For a classifier with no known classes (river, a served model, a pyfunc): learn them, or at
+    least their type, from its answer on the first row, so that labels are matched to what it answers
+    (``'True'`` to ``True``, ``1`` to ``'1'``)."""
+    if not matcher.classification or matcher.classes is not None:
         return None
-    from ipfi_cli.run.labels import model_classes_from_first_row
+    from ipfi_cli.run.labels import model_classes_from_answer, model_classes_from_first_row
 
     def learn_classes(values: dict[str, Any]) -> None:
-        classes = model_classes_from_first_row(loaded.model, {c: values[c] for c in columns if c in values})
+        row = {c: values[c] for c in columns if c in values}
+        if loaded.kind == "river":
+            classes = model_classes_from_first_row(loaded.model, row)
+        else:  # one answer shows a class, not all: labels are converted to its type, never counted unknown
+            classes = model_classes_from_answer(loaded.predictor, row)
+            matcher.fixed = False
         if classes:
             matcher.learn_classes(classes)
     return learn_classes

@@ -141,7 +141,7 @@ class RowSteps:
         parts, s = self.parts, self.settings
         explainer, writer, progress = parts.explainer, parts.writer, parts.progress
         fresh = explainer.n_explained == 0 or progress.rows == 0
-        broken = np.isnan(array).any(axis=1)
+        broken = ~np.isfinite(array).all(axis=1)
         if fresh:
             broken[0] = False  # the stream's first row has no estimate yet (NaN)
         stop = int(broken.argmax()) if broken.any() else len(part)
@@ -178,7 +178,7 @@ class RowSteps:
                 if self.failure is not None:
                     raise self.failure from error
                 continue
-            if explainer.n_explained and np.isnan(estimates).any():
+            if explainer.n_explained and not np.isfinite(estimates).all():
                 raise self._nonfinite_loss(row)  # before the model learns the row
             if watch is not None:
                 events = watch.row(row.number, explainer)

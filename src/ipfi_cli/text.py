@@ -1,0 +1,37 @@
+"""Text from data, files, models and servers made safe for a terminal.
+
+Column names, values, file names and a server's error message can hold control characters:
+``ESC]52;...`` writes the user's clipboard, ``ESC[2J`` clears the screen, a carriage return
+overwrites what was shown, a bidirectional override reverses it. :func:`terminal_safe` shows
+every such character escaped, as Python writes it in a string (``\\x1b``, ``\\n``, ``\\u202e``),
+so a message stays one line and shows what the data holds. Rich markup (``[link=...]``) is
+escaped where Rich renders text (:func:`ipfi_cli.cli.ui.rich_safe`).
+
+Traces and events are data, not terminal text: they keep the exact bytes.
+
+>>> terminal_safe("age\\x1b]52;c;aGk=\\x07 [b]x[/b]\\nnext")
+'age\\\\x1b]52;c;aGk=\\\\x07 [b]x[/b]\\\\nnext'
+>>> terminal_safe("naïve – ✓")
+'naïve – ✓'
+"""
+
+from __future__ import annotations
+
+import re
+
+#: C0 and C1 controls, DEL, and the bidirectional overrides and isolates
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: object) -> str:
+    """``str(text)`` with every control character shown escaped (one line, nothing a terminal obeys)."""
+    return _UNSAFE.sub(_escaped, str(text))
