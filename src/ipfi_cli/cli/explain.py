@@ -27,6 +27,20 @@ from ipfi_cli.cli.model_options import (
     TimeoutOpt,
     model_source,
 )
+from ipfi_cli.cli.monitor_options import (
+    MetricsAddrOpt,
+    MetricsLabelOpt,
+    MetricsPortOpt,
+    MetricsTextfileOpt,
+    PushgatewayOpt,
+    PushJobOpt,
+    PushLabelOpt,
+    WebhookCooldownOpt,
+    WebhookFormatOpt,
+    WebhookOpt,
+    WebhookRetriesOpt,
+    monitor_settings,
+)
 from ipfi_cli.cli.options import (
     PANEL_DISPLAY,
     PANEL_ESTIMATOR,
@@ -186,6 +200,17 @@ def explain(
     stop_on_change: Annotated[bool, typer.Option(
         "--stop-on-change", help="Stop at the first change (after flushing, and with --state saving the state) and "
         "exit with code 3.", rich_help_panel=PANEL_CHANGES)] = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_addr: MetricsAddrOpt = "127.0.0.1",
+    metrics_textfile: MetricsTextfileOpt = None,
+    metrics_label: MetricsLabelOpt = None,
+    pushgateway: PushgatewayOpt = None,
+    push_job: PushJobOpt = "ipfi",
+    push_label: PushLabelOpt = None,
+    webhook: WebhookOpt = None,
+    webhook_format: WebhookFormatOpt = "json",
+    webhook_cooldown: WebhookCooldownOpt = 60.0,
+    webhook_retries: WebhookRetriesOpt = 3,
     verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     no_live: Annotated[bool, typer.Option(
@@ -218,7 +243,11 @@ def explain(
         raise usage_error(f"must be in (0, 1), got {change_delta}", "--change-delta")
     if not 0.0 < ndcg_threshold <= 1.0:
         raise usage_error(f"must be in (0, 1], got {ndcg_threshold}", "--ndcg-threshold")
-    watching = detect or bool(events or reference or fail_on_change or stop_on_change)
+    monitor = monitor_settings(metrics_port=metrics_port, metrics_addr=metrics_addr, metrics_textfile=metrics_textfile,
+                               metrics_label=metrics_label, pushgateway=pushgateway, push_job=push_job,
+                               push_label=push_label, webhook=webhook, webhook_format=webhook_format,
+                               webhook_cooldown=webhook_cooldown, webhook_retries=webhook_retries)
+    watching = detect or bool(events or reference or fail_on_change or stop_on_change or webhook)
     watch = WatchSettings(delta=change_delta, min_change=min_change, events=events, reference=reference,
                           ndcg_threshold=ndcg_threshold, top_k=top_k, fail_on_change=fail_on_change,
                           stop_on_change=stop_on_change) if watching else None
@@ -239,7 +268,8 @@ def explain(
             drop=split_names(drop), groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
-            checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http)
+            checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
+            monitor=monitor)
         session = ExplainSession(settings, TerminalReporter(live=live, quiet=quiet))
         status = session.run()
     if status is RunStatus.INTERRUPTED:

@@ -128,6 +128,8 @@ class IncrementalPFI:
         self.last_contributions = np.full((self.n_repeats, len(self.names)), np.nan)
         self.last_loss = float("nan")
         self._loss_sum = 0.0
+        self.n_model_calls = 0  # calls to the model's predict_block / predict_records
+        self.n_predictions = 0  # rows those calls predicted
         self._build_layout()
 
     # -- layout of the perturbed rows of one time step ------------------------------------
@@ -171,6 +173,8 @@ class IncrementalPFI:
         self.__dict__.update(state)
         if "_pair_cell" not in state:  # pickled before these lookup tables existed
             self._build_layout()
+        self.__dict__.setdefault("n_model_calls", 0)  # pickled before the calls were counted
+        self.__dict__.setdefault("n_predictions", 0)
 
     # -- public API -------------------------------------------------------------------------
     @property
@@ -400,6 +404,8 @@ class IncrementalPFI:
 
     def _predict_block(self, block: np.ndarray, targets: list[Any]) -> np.ndarray:
         row_targets = self._repeat_targets(targets) if self.loss.output is Output.PROBA else None
+        self.n_model_calls += 1
+        self.n_predictions += len(block)
         return self.model.predict_block(block, self.columns, self.loss.output, row_targets)
 
     def _predict_records(self, x: Mapping[str, Any], values: list[Any], y: Any) -> np.ndarray:
@@ -421,6 +427,8 @@ class IncrementalPFI:
                 for name, pair in layout:
                     record[name] = replaced[pair]
                 append(record)
+        self.n_model_calls += 1
+        self.n_predictions += len(records)
         return self.model.predict_records(records, self.loss.output, y)
 
     def _repeat_targets(self, targets: list[Any]) -> np.ndarray:

@@ -52,6 +52,7 @@ class ExplainSession:
         self.state: Any = None  # a StateKeeper with --state
         self.steps: Any = None  # the RowSteps that explain good rows and write their records
         self.watch: ChangeWatch | None = None  # change detection, with settings.watch
+        self.monitor: Any = None  # a StreamMonitor: metrics and webhook, with settings.monitor
         self._mismatch_checked = False
 
     # -- set-up -------------------------------------------------------------------------------
@@ -155,6 +156,11 @@ class ExplainSession:
         if s.verbose:
             self._describe(source, reader.format)
         self.writer = self.state.open_writer(self) if self.state is not None else self._open_writer()
+        if s.monitor is not None and s.monitor.wanted:
+            from ipfi_cli.run.monitor import StreamMonitor
+
+            self.monitor = StreamMonitor(s.monitor)
+            self.monitor.on_start(self)
         if self.reporter.live:
             self.reporter.start(self.title())
 
@@ -196,7 +202,7 @@ class ExplainSession:
     def _stream(self, reader: RowReader) -> RunStatus:
         s, state = self.settings, self.state
         self.status = RunStatus.RUNNING
-        idle = self.refresh if self.reporter.live else None
+        idle = self._idle if self.reporter.live or self.monitor is not None else None
         signals = state.watch_signals() if state is not None else None
         try:
             for batch in reader.batches(s.batch_size, idle=idle):
@@ -219,6 +225,8 @@ class ExplainSession:
                 self.progress.input_rows += len(batch)
                 if state is not None:
                     state.after_batch(self, batch)
+                if self.monitor is not None:
+                    self.monitor.tick(self)
                 if self.reporter.live and self.reporter.due():
                     self.refresh()
                 if self.watch is not None and self.watch.events and s.watch is not None and s.watch.stop_on_change:
@@ -260,6 +268,8 @@ class ExplainSession:
                 pass
         if self.watch is not None:
             self.watch.close()
+        if self.monitor is not None:
+            self._end_monitor()
         if self.writer is not None:
             try:
                 self.writer.close()
@@ -378,6 +388,26 @@ class ExplainSession:
                         recent_loss=self.meter.recent_loss if self.settings.learn else float("nan"),
                         seed=self.seed, learning=self.settings.learn,
                         marks=self.watch.marks() if self.watch is not None else {})
+
+    def _idle(self) -> None:
+        """While waiting for input: the live view and the metrics stay current."""
+        if self.reporter.live:
+            self.refresh()
+        if self.monitor is not None:
+            self.monitor.tick(self)
+
+    def _end_monitor(self) -> None:
+        """Deliver the last events and metrics (push only after a complete run); a failed push fails the run."""
+        finite = self.status in (RunStatus.OK, RunStatus.STOPPED_ON_CHANGE)
+        try:
+            lines = self.monitor.on_end(self, finite)
+        except Exception as error:  # noqa: BLE001 - the run's own outcome stands
+            self.monitor.close()
+            lines = [(str(error), "error")]
+        for text, kind in lines:
+            self.reporter.message(text, kind)
+            if kind == "error" and self.status in (RunStatus.OK, RunStatus.STOPPED_ON_CHANGE):
+                self.status = RunStatus.ERROR
 
     def refresh(self) -> None:
         if self.explainer is not None:

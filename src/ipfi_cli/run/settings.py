@@ -53,6 +53,7 @@ class ExplainSettings:
     debug: bool = False
     watch: WatchSettings | None = None  # change detection (--detect and its options)
     http: Any = None  # HttpOptions of a served model (--model-url); --meta gets it without header values
+    monitor: Any = None  # MonitorSettings: Prometheus metrics and the webhook (ipfi_cli.run.monitor)
 
 
 class StopOnChange(Exception):
