@@ -140,6 +140,7 @@ class StreamNumbers:
     predictions: int
     last_row_time: float | None
     ndcg: float | None
+    ndcg_threshold: float | None
     events: dict[tuple[str, str, str], int]
 
     @classmethod
@@ -149,9 +150,18 @@ class StreamNumbers:
         explained = int(explainer.n_explained)
         watch = getattr(session, "watch", None)
         ndcg = None
+        threshold = None
         events: dict[tuple[str, str, str], int] = {}
         if watch is not None:
             detector = watch.detector
+            # every series the run can count exists from the start at 0, so that an alert on
+            # increase() sees the first event too (a series born at 1 has no increase)
+            for name in explainer.names:
+                events[("importance", name, "up")] = events[("importance", name, "down")] = 0
+            events[("loss", "", "up")] = events[("loss", "", "down")] = 0
+            if detector.reference is not None:
+                events[("ranking", "", "down")] = 0
+                threshold = float(detector.ndcg_threshold)
             if detector.reference is not None and explained:
                 from ipfi_cli.core.ranking import ndcg_at_k
 
@@ -166,7 +176,7 @@ class StreamNumbers:
                    rows_read=int(session.progress.rows) + skipped, skipped=skipped,
                    model_calls=int(getattr(explainer, "n_model_calls", 0)),
                    predictions=int(getattr(explainer, "n_predictions", 0)),
-                   last_row_time=None, ndcg=ndcg, events=events)
+                   last_row_time=None, ndcg=ndcg, ndcg_threshold=threshold, events=events)
 
 
 def event_key(event: Any) -> tuple[str, str, str]:
@@ -215,6 +225,9 @@ def stream_families(numbers: StreamNumbers, delta: float, started: float) -> lis
     if numbers.ndcg is not None and not math.isnan(numbers.ndcg):
         families.append(Family("ipfi_ranking_ndcg", "gauge", "nDCG@k of the current ranking against --reference "
                                "(1 = the same top-k order).", (), [((), numbers.ndcg)]))
+    if numbers.ndcg_threshold is not None:
+        families.append(Family("ipfi_ranking_ndcg_threshold", "gauge", "The nDCG below which the ranking has "
+                               "departed from --reference (--ndcg-threshold).", (), [((), numbers.ndcg_threshold)]))
     return families
 
 
