@@ -89,7 +89,8 @@ class Prometheus(Server):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         jobs = "\n".join(
-            f"  - job_name: {name}\n    static_configs:\n      - targets: ['{target}']\n        labels: {{stream: {name}}}"
+            f"  - job_name: {name}\n    static_configs:\n      - targets: ['{target}']\n"
+            f"        labels: {{stream: {name}}}"
             for name, target in scrape_targets.items())
         rules = "".join(f"\n  - {path}" for path in rule_files)
         config = folder / "prometheus.yml"

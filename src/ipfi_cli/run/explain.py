@@ -58,6 +58,19 @@ class ExplainSession:
     # -- set-up -------------------------------------------------------------------------------
     def run(self) -> RunStatus:
         """Set up, stream the input to its end (or an interruption), report; errors propagate."""
+        s = self.settings
+        if s.monitor is not None and s.monitor.wanted:
+            from ipfi_cli.run.monitor import StreamMonitor
+
+            self.monitor = StreamMonitor(s.monitor)
+            self.monitor.serve(self)  # /metrics answers from the start, before the input's first line
+        try:
+            return self._run()
+        finally:
+            if self.monitor is not None:
+                self.monitor.close()
+
+    def _run(self) -> RunStatus:
         import numpy as np
 
         from ipfi_cli.io.readers import open_rows
@@ -156,10 +169,7 @@ class ExplainSession:
         if s.verbose:
             self._describe(source, reader.format)
         self.writer = self.state.open_writer(self) if self.state is not None else self._open_writer()
-        if s.monitor is not None and s.monitor.wanted:
-            from ipfi_cli.run.monitor import StreamMonitor
-
-            self.monitor = StreamMonitor(s.monitor)
+        if self.monitor is not None:
             self.monitor.on_start(self)
         if self.reporter.live:
             self.reporter.start(self.title())

@@ -114,15 +114,18 @@ def ranks(values: Sequence[float]) -> list[int]:
     return [1 + sum(1 for other in values if other > v) for v in values]
 
 
-def _build_families(command: str, loss: str, mode: str, sampling: str) -> list[Family]:
+def _build_families(command: str, loss: str | None, settings: Any) -> list[Family]:
     from ipfi_cli import __version__
 
-    return [
-        Family("ipfi_build_info", "info", "The ipfi that runs.",
-               samples=[((), {"version": __version__, "python": platform.python_version()})]),
-        Family("ipfi_run_info", "info", "What the run computes: the loss the importances are in, learning or static.",
-               samples=[((), {"command": command, "loss": loss, "mode": mode, "sampling": sampling})]),
-    ]
+    families = [Family("ipfi_build_info", "info", "The ipfi that runs.",
+                       samples=[((), {"version": __version__, "python": platform.python_version()})])]
+    if loss is not None:
+        mode = "learning" if settings.learn else "static"
+        families.append(Family("ipfi_run_info", "info", "What the run computes: the loss the importances are in, "
+                               "learning or static.",
+                               samples=[((), {"command": command, "loss": loss, "mode": mode,
+                                              "sampling": settings.sampling})]))
+    return families
 
 
 @dataclass
@@ -246,19 +249,23 @@ class MetricsExporter:
         self._next = 0.0
 
     # -- observer --------------------------------------------------------------------------------
-    def on_start(self, session: Any) -> None:
-        """Serve ``/metrics`` (``--metrics-port``) before the first row."""
-        s = session.settings
-        self._info = _build_families(self.command, session.loss.name, "learning" if s.learn else "static",
-                                     s.sampling)
+    def serve(self, session: Any) -> None:
+        """Serve ``/metrics`` (``--metrics-port``) from the start: the build info until the run is set up."""
+        self._info = _build_families(self.command, None, session.settings)
         self.metrics.set(self._info)
-        if self.settings.metrics_port is not None:
+        s = session.settings
+        if self.settings.metrics_port is not None and self.server is None:
             from ipfi_cli.io.prometheus import MetricsServer
 
             self.server = MetricsServer(self.metrics, self.settings.metrics_port, self.settings.metrics_addr)
             if self.settings.metrics_port == 0 or s.verbose:
                 session.reporter.message(f"serving metrics on http://{self.settings.metrics_addr}:{self.server.port}"
                                          "/metrics", "note")
+
+    def on_start(self, session: Any) -> None:
+        """The run is set up: its loss is known, the importances appear."""
+        self._info = _build_families(self.command, session.loss.name, session.settings)
+        self.on_snapshot(session)
 
     def due(self) -> bool:
         """True at most once per ``interval`` seconds: the stream updates the metrics then."""
@@ -419,6 +426,7 @@ class WebhookNotifier:
                                     cooldown=settings.webhook_cooldown)
         self.source = ""
         self.seed: int | None = None
+        self.closed = False
         self._seen = 0
 
     def on_start(self, session: Any) -> None:
@@ -448,9 +456,10 @@ class WebhookNotifier:
             self.on_events(events[self._seen:])
             self._seen = len(events)
 
-    def on_end(self) -> str | None:
-        """Drain (at most ``webhook_wait`` seconds); one line when not every event was delivered."""
-        stats = self.sender.close(self.settings.webhook_wait)
+    def on_end(self, wait: float | None = None) -> str | None:
+        """Drain (at most ``webhook_wait`` seconds); one line saying what was delivered."""
+        self.closed = True
+        stats = self.sender.close(self.settings.webhook_wait if wait is None else wait)
         return stats.summary(safe_url(self.settings.webhook or ""))
 
 
@@ -462,12 +471,16 @@ class StreamMonitor:
         self.exporter = MetricsExporter(settings, command) if settings.metrics else None
         self.notifier = WebhookNotifier(settings, command) if settings.webhook else None
 
+    def serve(self, session: Any) -> None:
+        """Before the run is set up: ``/metrics`` answers (with the build info)."""
+        if self.exporter is not None:
+            self.exporter.serve(session)
+
     def on_start(self, session: Any) -> None:
         if self.notifier is not None:
             self.notifier.on_start(session)
         if self.exporter is not None:
             self.exporter.on_start(session)
-            self.exporter.on_snapshot(session)
 
     def tick(self, session: Any) -> None:
         """After a micro-batch, and while waiting for input: post new events, update the metrics when due."""
@@ -492,8 +505,8 @@ class StreamMonitor:
         return lines
 
     def close(self) -> None:
-        """Stop serving and posting at once (the run failed before its end)."""
+        """Stop serving and posting at once (the run failed before its end; after :meth:`on_end`, nothing)."""
         if self.exporter is not None:
             self.exporter.close()
-        if self.notifier is not None:
-            self.notifier.sender.close(0.0)
+        if self.notifier is not None and not self.notifier.closed:
+            self.notifier.on_end(wait=0.0)
