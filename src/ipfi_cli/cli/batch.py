@@ -21,6 +21,14 @@ from ipfi_cli.cli.model_options import (
     TimeoutOpt,
     model_source,
 )
+from ipfi_cli.cli.monitor_options import (
+    MetricsLabelOpt,
+    MetricsTextfileOpt,
+    PushgatewayOpt,
+    PushJobOpt,
+    PushLabelOpt,
+    monitor_settings,
+)
 from ipfi_cli.cli.options import (
     PANEL_ESTIMATOR,
     DataArg,
@@ -87,6 +95,11 @@ def batch(
     on_bad_row: OnBadRowOpt = "fail",
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
+    metrics_textfile: MetricsTextfileOpt = None,
+    metrics_label: MetricsLabelOpt = None,
+    pushgateway: PushgatewayOpt = None,
+    push_job: PushJobOpt = "ipfi",
+    push_label: PushLabelOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
@@ -95,6 +108,9 @@ def batch(
 
     Per feature or group: the mean increase in loss over --repeats random permutations of all rows (with the unbiased N/(N-1) scaling), its standard deviation over the repeats (ddof=1) and the number of repeats. Records go to stdout (CSV or JSONL), a table to stderr. The file is read whole.
     """
+    monitor = monitor_settings(metrics_textfile=metrics_textfile, metrics_label=metrics_label, pushgateway=pushgateway,
+                               push_job=push_job, push_label=push_label)
+    started = time.time()
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter, show_batch_table
         from ipfi_cli.core import batch_pfi
@@ -125,5 +141,11 @@ def batch(
                     "n_rows": result.n_rows, "loss": dataset.loss.name, "baseline_loss": result.baseline_loss}
                    for name, mean, std in zip(result.names, result.mean, result.std)]
         write_records(output, value(output_format), BATCH_FIELDS, records)
+        if monitor is not None:
+            from ipfi_cli.run.monitor import batch_families, publish
+
+            publish(monitor, batch_families(list(result.names), list(map(float, result.mean)),
+                                            list(map(float, result.std)), result.n_rows, result.baseline_loss,
+                                            dataset.loss.name), started)
         if not quiet:
             show_batch_table(result, dataset.loss.name, seconds)

@@ -7,12 +7,15 @@ imported here (prometheus_client is imported by the run, only when an option ask
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ipfi_cli.cli.errors import usage_error
 from ipfi_cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from ipfi_cli.run.monitor import MonitorSettings
 
 PANEL_MONITORING = "Monitoring (Prometheus, webhook)"
 
@@ -59,7 +62,7 @@ def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = "12
                      metrics_textfile: str | None = None, metrics_label: list[str] | None = None,
                      pushgateway: str | None = None, push_job: str = "ipfi", push_label: list[str] | None = None,
                      webhook: str | None = None, webhook_format: str = "json", webhook_cooldown: float = 60.0,
-                     webhook_retries: int = 3) -> object:
+                     webhook_retries: int = 3) -> MonitorSettings | None:
     """Check the monitoring options and return the run's ``MonitorSettings`` (``None``: none asked)."""
     from ipfi_cli.run.monitor import MonitorSettings, parse_labels
 

@@ -325,17 +325,53 @@ class MetricsExporter:
             self.server = None
 
 
-def push_families(url: str, settings: MonitorSettings, families: list[Family], command: str, started: float) -> None:
-    """Push-add one finished command's families (``batch``, ``compare``) with the batch-job metrics."""
-    from ipfi_cli.io.prometheus import push_add
+def publish(settings: MonitorSettings, families: list[Family], started: float) -> None:
+    """A finished command's families (``batch``, ``compare``), with the batch-job metrics, to
+    ``--metrics-textfile`` and pushed (push-add) to ``--pushgateway``."""
+    from ipfi_cli.io.prometheus import push_add, write_textfile
 
     metrics = MetricSet(settings.labels)
     now = time.time()
     metrics.set([*families,
-                 Family("ipfi_last_success_timestamp_seconds", "gauge", "Unix time the last run that pushed these "
+                 Family("ipfi_last_success_timestamp_seconds", "gauge", "Unix time the last run that published these "
                         "metrics ended.", (), [((), now)]),
                  Family("ipfi_duration_seconds", "gauge", "How long that run took.", (), [((), now - started)])])
-    push_add(url, metrics, settings.push_job, settings.push_grouping)
+    if settings.metrics_textfile:
+        write_textfile(settings.metrics_textfile, metrics)
+    if settings.pushgateway:
+        push_add(settings.pushgateway, metrics, settings.push_job, settings.push_grouping)
+
+
+def comparison_families(records: Sequence[Mapping[str, Any]], loss: str) -> list[Family]:
+    """The metric families of ``ipfi compare``'s records: each method's error against its reference
+    (the last window's, for a learning comparison), and batch PFI's importances."""
+    from ipfi_cli import __version__
+
+    errors: dict[tuple[str, str, str, str], float] = {}
+    batch: list[tuple[tuple[str, ...], float]] = []
+    for record in records:
+        if record.get("method") == "batch":
+            if record.get("importance") is not None:
+                batch.append(((str(record["feature"]),), float(record["importance"])))
+            continue
+        if record.get("error") is None:
+            continue
+        key = tuple("" if record.get(k) is None else (f"{record[k]:g}" if k == "alpha" else str(record[k]))
+                    for k in ("method", "sampling", "alpha", "ordering"))
+        errors[key] = float(record["error"])  # type: ignore[index]
+    families = [
+        Family("ipfi_build_info", "info", "The ipfi that ran.",
+               samples=[((), {"version": __version__, "python": platform.python_version()})]),
+        Family("ipfi_run_info", "info", "What the run computed.",
+               samples=[((), {"command": "compare", "loss": loss, "mode": "comparison", "sampling": "several"})]),
+        Family("ipfi_comparison_error", "gauge", "The paper's error of a method's final importances against the "
+               "reference (normalised shares, L1 distance, in [0, 2]).", ("method", "sampling", "alpha", "ordering"),
+               sorted(errors.items())),
+    ]
+    if batch:
+        families.append(Family("ipfi_feature_importance", "gauge", "Batch PFI's importance of the feature (the "
+                               "reference of the comparison).", ("feature",), batch))
+    return families
 
 
 def batch_families(names: Sequence[str], means: Sequence[float], stds: Sequence[float], n_rows: int,
