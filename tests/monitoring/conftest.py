@@ -140,3 +140,64 @@ def ipfi_process(*args: str, stderr: Path) -> subprocess.Popen[bytes]:
 
 def sample_lines(name: str) -> list[str]:
     return (SAMPLE / name).read_text().splitlines()
+
+
+class Receiver:
+    """A webhook receiver (standard library) on 127.0.0.1: it records every POST body it accepts.
+
+    ``fail_first``: answer the first N attempts of each body with 503; ``status``: answer with
+    this status always; ``gate``: an Event each request waits for (a receiver that hangs)."""
+
+    def __init__(self, *, fail_first: int = 0, status: int = 200, delay: float = 0.0) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.bodies: list[bytes] = []
+        self.attempts: dict[bytes, int] = {}
+        self.gate = threading.Event()
+        self.gate.set()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.gate.wait(30)
+                if delay:
+                    time.sleep(delay)
+                seen = receiver.attempts[body] = receiver.attempts.get(body, 0) + 1
+                code = 503 if seen <= fail_first else status
+                if code == 200:
+                    receiver.bodies.append(body)
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def events(self) -> list[Any]:
+        return [json.loads(body) for body in self.bodies]
+
+    def stop(self) -> None:
+        self.gate.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def receiver_factory() -> Iterator[Callable[..., Receiver]]:
+    made: list[Receiver] = []
+
+    def make(**kwargs: Any) -> Receiver:
+        made.append(Receiver(**kwargs))
+        return made[-1]
+
+    yield make
+    for receiver in made:
+        receiver.stop()
