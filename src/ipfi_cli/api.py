@@ -40,7 +40,13 @@ __all__ = ["IncrementalPFI", "IntervalPFI", "batch_pfi"]
 
 def _default_loss(model: Any, loss: str | Loss | None) -> Loss:
     if loss is not None:
-        return get_loss(loss)
+        chosen = get_loss(loss)
+        if chosen.relative and not isinstance(loss, Loss):  # "prediction-shift": its form depends on the model
+            from ipfi_cli.core.losses import prediction_shift
+
+            predictor = as_predictor(model)
+            return prediction_shift(bool(predictor.is_classifier), predictor.classes, bool(predictor.has_proba))
+        return chosen
     from ipfi_cli.run.labels import declared_task
 
     task = declared_task(getattr(model, "model", model))

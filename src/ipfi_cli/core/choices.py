@@ -3,5 +3,5 @@ sampling strategies (:data:`ipfi_cli.core.samplers.SAMPLERS`), importable withou
 the command line builds its choices from them while ``ipfi --help`` stays fast. A test
 checks that they are exactly the registries' keys."""
 
-LOSS_NAMES = ("zero-one", "absolute", "squared", "log")
+LOSS_NAMES = ("zero-one", "absolute", "squared", "log", "prediction-shift")
 SAMPLING_NAMES = ("geometric", "uniform")

@@ -403,7 +403,7 @@ class IncrementalPFI:
         block.put(self._pair_cell, self._draw_replacements())
 
     def _predict_block(self, block: np.ndarray, targets: list[Any]) -> np.ndarray:
-        row_targets = self._repeat_targets(targets) if self.loss.output is Output.PROBA else None
+        row_targets = self._repeat_targets(self._output_targets(targets)) if self.loss.output is Output.PROBA else None
         self.n_model_calls += 1
         self.n_predictions += len(block)
         return self.model.predict_block(block, self.columns, self.loss.output, row_targets)
@@ -429,7 +429,14 @@ class IncrementalPFI:
                 append(record)
         self.n_model_calls += 1
         self.n_predictions += len(records)
-        return self.model.predict_records(records, self.loss.output, y)
+        return self.model.predict_records(records, self.loss.output, self._output_targets([y])[0])
+
+    def _output_targets(self, targets: list[Any]) -> list[Any]:
+        """The class whose probability the model returns per row: the label, or for a label-free
+        loss its fixed class."""
+        if self.loss.proba_class is not None:
+            return [self.loss.proba_class] * len(targets)
+        return targets
 
     def _repeat_targets(self, targets: list[Any]) -> np.ndarray:
         """Each step's target repeated for every row of its evaluation block (object array)."""
@@ -444,7 +451,11 @@ class IncrementalPFI:
         predicted = np.asarray(predicted)
         if predicted.dtype.kind in "US":
             predicted = predicted.astype(object)
-        losses = self.loss.compute(self._repeat_targets(targets), predicted)
+        if self.loss.relative:  # label-free: each row's unperturbed output is the "target" of its block
+            reference = predicted.reshape(len(targets), self.block_rows)[:, :1]
+            losses = self.loss.compute(np.repeat(reference, self.block_rows, axis=1).reshape(-1), predicted)
+        else:
+            losses = self.loss.compute(self._repeat_targets(targets), predicted)
         return losses.reshape(len(targets), self.block_rows)
 
     def _fold(self, losses: np.ndarray) -> None:
