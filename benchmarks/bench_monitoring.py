@@ -1,0 +1,146 @@
+"""The cost of ``--metrics-port`` and ``--webhook`` on the throughput of ``ipfi explain``.
+
+Run from the repository root::
+
+    python benchmarks/bench_monitoring.py            # 7 interleaved rounds (a few minutes)
+    python benchmarks/bench_monitoring.py --quick    # 3 rounds
+
+Each round runs the same session (:class:`~ipfi_cli.run.explain.ExplainSession`, in this process,
+traces to ``/dev/null``) four ways, in an order that alternates from round to round so load bursts
+from other processes hit every variant:
+
+* ``plain``: the sample HistGradientBoosting model on 2,000 rows around the drift of
+  ``sample_data/agrawal_drift.csv`` (9 features, M = 10, one OpenMP thread);
+* ``metrics``: the same with ``--metrics-port 0`` and a scraper in another thread fetching
+  ``/metrics`` every 0.5 s (Prometheus' default is every 15 s: this is 30 times more);
+* ``detect``: ``--detect`` (the reference of the webhook: the webhook posts the detector's events);
+* ``webhook``: ``--detect --webhook`` to a receiver in another process (its CPU is not ours),
+  every event posted (``--webhook-cooldown 0``).
+
+The figure is CPU time of this process (``time.process_time``: the exporter's and the sender's
+threads count), the median over the rounds; the target is a ratio <= 1.03 for ``metrics/plain``
+and ``webhook/detect``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+RECEIVER = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+def stream_file(folder: Path) -> Path:
+    lines = (ROOT / "sample_data" / "agrawal_drift.csv").read_text().splitlines()
+    path = folder / "bench_monitoring.csv"
+    path.write_text("\n".join([lines[0], *lines[1 + 9000:1 + 11000]]) + "\n")
+    return path
+
+
+def run(path: Path, variant: str, webhook: str) -> tuple[float, int]:
+    from ipfi_cli.run.explain import ExplainSession
+    from ipfi_cli.run.monitor import MonitorSettings
+    from ipfi_cli.run.report import PlainReporter
+    from ipfi_cli.run.settings import ExplainSettings
+    from ipfi_cli.run.watch import WatchSettings
+
+    monitor = None
+    if variant == "metrics":
+        monitor = MonitorSettings(metrics_port=0)
+    elif variant == "webhook":
+        monitor = MonitorSettings(webhook=webhook, webhook_cooldown=0.0)
+    watch = WatchSettings() if variant in ("detect", "webhook") else None
+    settings = ExplainSettings(model=str(ROOT / "sample_data" / "agrawal_hgb.joblib"), target="class",
+                               input=str(path), output=os.devnull, seed=1, repeats=10, live=False, watch=watch,
+                               monitor=monitor)
+    session = ExplainSession(settings, PlainReporter(quiet=True))
+    stop = threading.Event()
+    scraper = None
+    if variant == "metrics":
+        def scrape() -> None:
+            while not stop.wait(0.5):
+                server = session.monitor.exporter.server if session.monitor is not None else None
+                if server is not None:
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as r:
+                            r.read()
+                    except OSError:  # the run ended and stopped serving
+                        return
+
+        scraper = threading.Thread(target=scrape, daemon=True)
+        scraper.start()
+    start = time.process_time()
+    session.run()
+    seconds = time.process_time() - start
+    stop.set()
+    if scraper is not None:
+        scraper.join()
+    posted = session.monitor.notifier.sender.stats.sent if variant == "webhook" else 0
+    return seconds, posted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    rounds = 3 if args.quick else 7
+    import tempfile
+
+    receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(receiver.stdout.readline())  # type: ignore[union-attr]
+        webhook = f"http://127.0.0.1:{port}/hook"
+        variants = ["plain", "metrics", "detect", "webhook"]
+        times: dict[str, list[float]] = {v: [] for v in variants}
+        posted: list[int] = []
+        with tempfile.TemporaryDirectory() as folder:
+            path = stream_file(Path(folder))
+            run(path, "plain", webhook)  # warm-up: imports, model load caches
+            for r in range(rounds):
+                order = variants if r % 2 == 0 else variants[::-1]
+                for variant in order:
+                    seconds, sent = run(path, variant, webhook)
+                    times[variant].append(seconds)
+                    if variant == "webhook":
+                        posted.append(sent)
+                print(f"round {r + 1}: " + ", ".join(f"{v} {times[v][-1]:.2f} s" for v in variants), flush=True)
+    finally:
+        receiver.kill()
+        receiver.wait()
+    median: dict[str, Any] = {v: statistics.median(times[v]) for v in variants}
+    print(f"\nipfi explain, 2,000 rows, HGB, M = 10, {rounds} interleaved rounds; Python {platform.python_version()}")
+    print("CPU seconds (median): " + ", ".join(f"{v} {median[v]:.3f}" for v in variants))
+    for name, (a, b) in {"--metrics-port (scraped every 0.5 s) / plain": ("metrics", "plain"),
+                         "--webhook / --detect": ("webhook", "detect")}.items():
+        ratio = median[a] / median[b]
+        print(f"{name}: {ratio:.3f} (target <= 1.03: {'met' if ratio <= 1.03 else 'NOT met'})")
+    print(f"events posted per webhook run: {sorted(set(posted))}")
+
+
+if __name__ == "__main__":
+    main()
