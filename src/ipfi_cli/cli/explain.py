@@ -98,6 +98,7 @@ With --state the run can stop at any time (Ctrl-C, SIGTERM, a crash) and continu
 
 PANEL_STATE = "Checkpoints and resume"
 PANEL_CHANGES = "Change detection"
+PANEL_LABELS = "Late labels"
 
 
 def explain(
@@ -211,6 +212,21 @@ def explain(
     webhook_format: WebhookFormatOpt = "json",
     webhook_cooldown: WebhookCooldownOpt = 60.0,
     webhook_retries: WebhookRetriesOpt = 3,
+    labels: Annotated[Optional[str], typer.Option(
+        "--labels", help="Labels that arrive late: read the --target column from this file or named pipe (CSV or "
+        "JSONL, with the --id column too), joined to the input's rows by --id. Each row waits for its label and rows "
+        "are explained in the input's order, so the traces are those of the same rows with their labels inline.",
+        rich_help_panel=PANEL_LABELS, show_default=False, metavar="SOURCE")] = None,
+    id_column: Annotated[Optional[str], typer.Option(
+        "--id", help="With --labels: the column that identifies a row in both streams (read as text).",
+        rich_help_panel=PANEL_LABELS, show_default=False, metavar="COL")] = None,
+    label_wait: Annotated[str, typer.Option(
+        "--label-wait", help="With --labels: how long a row waits for its label, in rows (at most N rows wait, and "
+        "N labels ahead of their rows) or seconds (30s, 5m). A row whose label does not come is counted, never "
+        "explained.", rich_help_panel=PANEL_LABELS, metavar="N|SECONDS")] = "10000",
+    labels_follow: Annotated[bool, typer.Option(
+        "--labels-follow", help="With --labels: the labels file grows while ipfi runs; read it as `tail -f` does.",
+        rich_help_panel=PANEL_LABELS)] = False,
     verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     no_live: Annotated[bool, typer.Option(
@@ -236,6 +252,25 @@ def explain(
                 if path and path != "-" and os.path.abspath(path) == os.path.abspath(state)]
         if same:
             raise usage_error(f"is the same file as {same[0][0]}", "--state")
+    if labels is None and (id_column is not None or labels_follow or label_wait != "10000"):
+        raise usage_error("needs --labels (where the late labels come from)",
+                          "--id" if id_column is not None else "--labels-follow" if labels_follow else "--label-wait")
+    if labels is not None:
+        from ipfi_cli.errors import UsageError
+        from ipfi_cli.run.late_labels import LabelWait
+
+        if not id_column:
+            raise usage_error("needs --id (the column that joins the rows and their labels)", "--labels")
+        if state:
+            raise usage_error("cannot be used with --state yet (the rows waiting for labels are not checkpointed)",
+                              "--labels")
+        if labels == "-" and input in (None, "-"):
+            raise usage_error("the input is standard input already: give the labels a file or a named pipe",
+                              "--labels")
+        try:
+            LabelWait.parse(label_wait)
+        except UsageError as error:
+            raise usage_error(error.message, "--label-wait") from None
     from ipfi_cli.io.values import reader_options
     from ipfi_cli.run.watch import WatchSettings
 
@@ -269,7 +304,7 @@ def explain(
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
             checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
-            monitor=monitor)
+            monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow)
         session = ExplainSession(settings, TerminalReporter(live=live, quiet=quiet))
         status = session.run()
     if status is RunStatus.INTERRUPTED:

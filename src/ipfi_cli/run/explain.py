@@ -41,7 +41,7 @@ class ExplainSession:
         self.meter = RateMeter()
         self.explainer: Any = None
         self.writer: Any = None
-        self.reader: RowReader | None = None
+        self.reader: Any = None  # a RowReader, or a JoinedReader with --labels
         self.loaded: Any = None
         self.loss: Any = None
         self.classification: bool | None = None
@@ -102,6 +102,8 @@ class ExplainSession:
                                   "to explain each row and then learn it")
         self.reader = reader = open_rows(s.input, format=s.format,
                                          **reader_options(s.na_values, s.no_default_na, s.delimiter))
+        if s.labels:
+            reader = self._join_labels(reader)
         try:
             reader.keep_as_text(s.text)
             if self.state is not None:
@@ -112,6 +114,22 @@ class ExplainSession:
                 return self._stream(reader)
         finally:
             reader.close()
+
+    def _join_labels(self, features: RowReader) -> Any:
+        """The input joined with ``--labels`` by ``--id`` (see :mod:`ipfi_cli.run.late_labels`)."""
+        from ipfi_cli.io.values import reader_options
+        from ipfi_cli.run.late_labels import JoinedReader, LabelStream, LabelWait
+
+        s = self.settings
+        try:
+            labels = LabelStream(s.labels or "", s.id_column or "", s.target, follow=s.labels_follow,
+                                 reader_options=reader_options(s.na_values, s.no_default_na, None))
+        except BaseException:
+            features.close()
+            raise
+        self.reader = joined = JoinedReader(features, labels, s.id_column or "", s.target,
+                                            LabelWait.parse(s.label_wait))
+        return joined
 
     def _prepare(self, reader: RowReader) -> None:
         """Columns, row checks, the explainer, the state and the writer, before the first row."""
@@ -140,9 +158,12 @@ class ExplainSession:
             check_target = True
         else:
             columns, check_target = self.input_columns or list(known or []), bool(self.input_columns)
+        drop = s.drop
+        if s.labels and s.id_column and s.id_column not in (known or []) and s.id_column not in (drop or []):
+            drop = [*(drop or []), s.id_column]  # an id is not an input (unless the model names it)
         self.columns = setup.model_columns(loaded, columns, s.target, source, check_target=check_target,
-                                           features=s.features, drop=s.drop, groups=s.groups, notes=notes)
-        features, groups = setup.explained_columns(loaded, self.columns, s.features, s.drop, s.groups)
+                                           features=s.features, drop=drop, groups=s.groups, notes=notes)
+        features, groups = setup.explained_columns(loaded, self.columns, s.features, drop, s.groups)
         check_inputs(loaded, self.columns, source)
         for line in notes:
             self.reporter.message(line, "note")
@@ -315,6 +336,8 @@ class ExplainSession:
         skipped = self.checker.skipped_summary()
         if skipped:
             say(skipped, "warning")
+        for line in (self.reader.summary() if hasattr(self.reader, "summary") else []):
+            say(line, "warning")
         for line in (self.checker.late_keys_summary(), self.reader.noted_missing_summary() if self.reader else None):
             if line:
                 say(line, "note")

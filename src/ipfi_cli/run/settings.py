@@ -54,6 +54,10 @@ class ExplainSettings:
     watch: WatchSettings | None = None  # change detection (--detect and its options)
     http: Any = None  # HttpOptions of a served model (--model-url); --meta gets it without header values
     monitor: Any = None  # MonitorSettings: Prometheus metrics and the webhook (ipfi_cli.run.monitor)
+    labels: str | None = None  # late labels: their source (--labels), joined to the input by id_column
+    id_column: str | None = None
+    label_wait: str = "10000"  # rows, or seconds with a unit (30s)
+    labels_follow: bool = False
 
 
 class StopOnChange(Exception):
