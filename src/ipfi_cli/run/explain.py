@@ -159,7 +159,7 @@ class ExplainSession:
         else:
             columns, check_target = self.input_columns or list(known or []), bool(self.input_columns)
         drop = s.drop
-        if s.labels and s.id_column and s.id_column not in (known or []) and s.id_column not in (drop or []):
+        if s.labels and s.id_column and not known and s.id_column not in (drop or []):
             drop = [*(drop or []), s.id_column]  # an id is not an input (unless the model names it)
         self.columns = setup.model_columns(loaded, columns, s.target, source, check_target=check_target,
                                            features=s.features, drop=drop, groups=s.groups, notes=notes)

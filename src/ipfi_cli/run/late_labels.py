@@ -324,20 +324,21 @@ class JoinedReader:
                 taken += 1
                 progressed = True
             self._release(out)
-            if out:
-                for start in range(0, len(out), max_rows):
-                    yield out[start:start + max_rows]
-                out = []
-                continue
-            if not self._pending:
-                if self._features_done:
-                    self._drain_rest()
-                    return
-            elif self._stuck():
+            while len(out) >= max_rows:
+                yield out[:max_rows]
+                out = out[max_rows:]
+            if progressed:
+                continue  # rows already available go into one batch (one model call)
+            if self._pending and self._stuck():
                 self._give_up_head()
                 continue
-            if progressed:
+            if out:
+                yield out
+                out = []
                 continue
+            if not self._pending and self._features_done:
+                self._drain_rest()
+                return
             # nothing to do now: wait a little for either stream
             if not self._features_done and len(self._pending) < capacity:
                 if self.features.ready(0.02):
