@@ -118,7 +118,6 @@ class LabelStream:
                                     close=True, **options)
         else:
             self.reader = open_rows(path, format=format, hint=False, **options)
-        self.reader.keep_as_text([id_column])
         self.path = path
         self.id_column = id_column
         self.target = target
@@ -129,6 +128,13 @@ class LabelStream:
 
     def _read(self) -> None:
         try:
+            columns = self.reader.columns  # in this thread: a named pipe's header may come late
+            lacking = [c for c in (self.id_column, self.target) if columns and c not in columns]
+            if lacking:
+                raise InputError(f"no column {lacking[0]!r} (the labels need the --id {self.id_column!r} and the "
+                                 f"--target {self.target!r} columns); the columns are: {', '.join(columns)}",
+                                 source=self.path)
+            self.reader.keep_as_text([self.id_column])
             for row in self.reader:
                 if row.error is not None:
                     raise row.error
@@ -179,6 +185,9 @@ class JoinedReader:
         self._labels_done = False
         self._features_done = False
         self._last_label = time.monotonic()
+        if features.columns and id_column not in features.columns:
+            raise InputError(f"no column {id_column!r} (the --id); the columns are: {', '.join(features.columns)}",
+                             source=features.name)
         features.keep_as_text([id_column])
 
     # -- the RowReader surface the session uses -------------------------------------------------
