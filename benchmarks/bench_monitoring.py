@@ -101,7 +101,32 @@ def run(path: Path, variant: str, webhook: str) -> tuple[float, int]:
     if scraper is not None:
         scraper.join()
     posted = session.monitor.notifier.sender.stats.sent if variant == "webhook" else 0
+    if variant == "metrics":
+        LAST_SESSION.append(session)
     return seconds, posted
+
+
+LAST_SESSION: list[Any] = []
+
+
+def update_costs(session: Any) -> tuple[float, float]:
+    """CPU seconds of one metrics update (what the stream pays every second) and of one scrape's
+    exposition (paid by the server thread), measured directly on a finished run's session."""
+    from ipfi_cli.io.prometheus import exposition
+    from ipfi_cli.run.monitor import MetricsExporter, MonitorSettings
+
+    exporter = MetricsExporter(MonitorSettings(metrics_port=None))
+    exporter.on_start(session)
+    n = 2000
+    start = time.process_time()
+    for _ in range(n):
+        exporter.on_snapshot(session)
+    update = (time.process_time() - start) / n
+    start = time.process_time()
+    for _ in range(n):
+        exposition(exporter.metrics)
+    scrape = (time.process_time() - start) / n
+    return update, scrape
 
 
 def main() -> None:
@@ -140,6 +165,10 @@ def main() -> None:
         ratio = median[a] / median[b]
         print(f"{name}: {ratio:.3f} (target <= 1.03: {'met' if ratio <= 1.03 else 'NOT met'})")
     print(f"events posted per webhook run: {sorted(set(posted))}")
+    update, scrape = update_costs(LAST_SESSION[-1])
+    print(f"one metrics update: {update * 1e6:.0f} us of CPU (once a second while rows flow: "
+          f"{update * 100:.3f} % of a busy second); one scrape's exposition: {scrape * 1e6:.0f} us "
+          f"(every 15 s by default: {scrape / 15 * 100:.4f} %)")
 
 
 if __name__ == "__main__":

@@ -531,8 +531,8 @@ class StreamMonitor:
         if self.notifier is not None:
             try:
                 self.notifier.on_watch(session.watch)
-            finally:
-                summary = self.notifier.on_end()
+            finally:  # an interrupted run does not keep the user waiting for a slow receiver
+                summary = self.notifier.on_end(None if finite else min(2.0, self.settings.webhook_wait))
             if summary:
                 stats = self.notifier.sender.stats
                 lines.append((summary, "warning" if stats.failed or stats.dropped else "note"))
