@@ -115,7 +115,9 @@ class Prometheus(Server):
 def pushgateway(tmp_path) -> Iterator[str]:
     binary = need("prometheus-pushgateway")
     port = free_port()
-    server = Server([binary, f"--web.listen-address=127.0.0.1:{port}"], tmp_path / "pushgateway.log", tmp_path)
+    # its own persistence file: Debian's build persists to /var/lib/prometheus by default
+    server = Server([binary, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={tmp_path / 'pg.data'}"],
+                    tmp_path / "pushgateway.log", tmp_path)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: urllib.request.urlopen(url + "/-/ready", timeout=2).status == 200, 30,

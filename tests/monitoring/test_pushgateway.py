@@ -65,3 +65,19 @@ def test_bad_label_options_are_usage_errors():
     assert result.returncode == 2 and "ipfi sets itself" in result.stderr
     result = ipfi(*BATCH, "--metrics-label", "model=x")
     assert result.returncode == 2 and "needs --metrics-port" in result.stderr
+
+
+def test_a_finite_explain_pushes_its_last_record(pushgateway, tmp_path):
+    data = tmp_path / "rows.csv"
+    data.write_text("\n".join((SAMPLE / "agrawal_static.csv").read_text().splitlines()[:301]) + "\n")
+    result = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "1", "--repeats", "2", "--no-live", "-q",
+                  "--pushgateway", pushgateway, "--push-label", "stream=test")
+    assert result.returncode == 0, result.stderr
+    header, *records = result.stdout.splitlines()
+    last = dict(zip(header.split(",")[1:], map(float, records[-1].split(",")[1:])))
+    with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
+        exposed = response.read().decode()
+    pushed = samples(exposed, "ipfi_feature_importance")
+    assert {dict(k)["feature"]: v for k, v in pushed.items()} == last
+    assert list(samples(exposed, "ipfi_rows_explained_total").values()) == [299.0]
+    assert {dict(k)["job"] for k in pushed} == {"ipfi"}
