@@ -147,39 +147,26 @@ class StreamNumbers:
     events: dict[tuple[str, str, str], int]
 
     @classmethod
-    def of(cls, session: Any) -> StreamNumbers:
+    def of(cls, snapshot: Any, session: Any, events: dict[tuple[str, str, str], int]) -> StreamNumbers:
+        """The numbers of ``snapshot`` (what the traces hold), with what the session adds: the model
+        calls, the reference ranking, the change events counted so far."""
+        importances = [float(v) for v in snapshot.importances]
+        explained = int(snapshot.explained)
         explainer = session.explainer
-        importances = explainer.importance_array().tolist()
-        explained = int(explainer.n_explained)
+        ndcg = threshold = None
         watch = getattr(session, "watch", None)
-        ndcg = None
-        threshold = None
-        events: dict[tuple[str, str, str], int] = {}
-        if watch is not None:
-            detector = watch.detector
-            # every series the run can count exists from the start at 0, so that an alert on
-            # increase() sees the first event too (a series born at 1 has no increase)
-            for name in explainer.names:
-                events[("importance", name, "up")] = events[("importance", name, "down")] = 0
-            events[("loss", "", "up")] = events[("loss", "", "down")] = 0
-            if detector.reference is not None:
-                events[("ranking", "", "down")] = 0
-                threshold = float(detector.ndcg_threshold)
-            if detector.reference is not None and explained:
+        if watch is not None and watch.detector.reference is not None:
+            threshold = float(watch.detector.ndcg_threshold)
+            if explained:
                 from ipfi_cli.core.ranking import ndcg_at_k
 
-                ndcg = float(ndcg_at_k(importances, detector.reference, detector.k))
-            for event in detector.events:
-                key = event_key(event)
-                events[key] = events.get(key, 0) + 1
-        skipped = int(session.checker.skipped) if session.checker is not None else 0
-        return cls(names=list(explainer.names), importances=importances,
-                   bounds=explainer.bound_array(session.settings.delta).tolist(),
-                   loss_sum=float(explainer.mean_loss * explained) if explained else 0.0, explained=explained,
-                   rows_read=int(session.progress.rows) + skipped, skipped=skipped,
-                   model_calls=int(getattr(explainer, "n_model_calls", 0)),
-                   predictions=int(getattr(explainer, "n_predictions", 0)),
-                   last_row_time=None, ndcg=ndcg, ndcg_threshold=threshold, events=events)
+                ndcg = float(ndcg_at_k(importances, watch.detector.reference, watch.detector.k))
+        loss_sum = float(snapshot.loss) * explained if explained else 0.0
+        return cls(names=list(snapshot.names), importances=importances, bounds=[float(b) for b in snapshot.bounds],
+                   loss_sum=loss_sum, explained=explained, rows_read=int(snapshot.rows) + int(snapshot.skipped),
+                   skipped=int(snapshot.skipped), model_calls=int(getattr(explainer, "n_model_calls", 0)),
+                   predictions=int(getattr(explainer, "n_predictions", 0)), last_row_time=None, ndcg=ndcg,
+                   ndcg_threshold=threshold, events=dict(events))
 
 
 def event_key(event: Any) -> tuple[str, str, str]:
@@ -235,79 +222,88 @@ def stream_families(numbers: StreamNumbers, delta: float, started: float) -> lis
 
 
 class MetricsExporter:
-    """Keeps a :class:`MetricSet` equal to a session's numbers and sends it where asked."""
+    """A run observer that keeps a :class:`MetricSet` equal to the run's numbers and sends it where asked."""
 
     def __init__(self, settings: MonitorSettings, command: str = "explain") -> None:
         self.settings = settings
         self.command = command
         self.metrics = MetricSet(settings.labels)
         self.server: Any = None
+        self.session: Any = None
         self.started = time.time()
         self._info: list[Family] = []
+        self._events: dict[tuple[str, str, str], int] = {}
         self._last_explained = -1
         self._last_row_time: float | None = None
         self._next = 0.0
 
-    # -- observer --------------------------------------------------------------------------------
     def serve(self, session: Any) -> None:
         """Serve ``/metrics`` (``--metrics-port``) from the start: the build info until the run is set up."""
+        self.session = session
         self._info = _build_families(self.command, None, session.settings)
         self.metrics.set(self._info)
-        s = session.settings
         if self.settings.metrics_port is not None and self.server is None:
             from ipfi_cli.io.prometheus import MetricsServer
 
             self.server = MetricsServer(self.metrics, self.settings.metrics_port, self.settings.metrics_addr)
-            if self.settings.metrics_port == 0 or s.verbose:
+            if self.settings.metrics_port == 0 or session.settings.verbose:
                 session.reporter.message(f"serving metrics on http://{self.settings.metrics_addr}:{self.server.port}"
                                          "/metrics", "note")
 
-    def on_start(self, session: Any) -> None:
-        """The run is set up: its loss is known, the importances appear."""
+    # -- the observer ------------------------------------------------------------------------------
+    def on_start(self, start: Any) -> None:
+        """The run is set up: its loss is known; every change-event series starts at 0."""
+        session = self.session
         self._info = _build_families(self.command, session.loss.name, session.settings)
-        self.on_snapshot(session)
+        watch = session.watch
+        if watch is not None:
+            # every series the run can count exists from the start at 0, so that an alert on
+            # increase() sees the first event too (a series born at 1 has no increase)
+            for name in start.names:
+                self._events[("importance", name, "up")] = self._events[("importance", name, "down")] = 0
+            self._events[("loss", "", "up")] = self._events[("loss", "", "down")] = 0
+            if watch.detector.reference is not None:
+                self._events[("ranking", "", "down")] = 0
+        self.metrics.set(self._info)
 
-    def due(self) -> bool:
-        """True at most once per ``interval`` seconds: the stream updates the metrics then."""
+    def on_snapshot(self, snapshot: Any) -> None:
+        """The numbers as they are now, at most once per ``interval`` seconds (a few floats per feature)."""
         now = time.monotonic()
         if now < self._next:
-            return False
-        self._next = now + self.settings.interval
-        return True
-
-    def on_snapshot(self, session: Any) -> None:
-        """The numbers as they are now (cheap: a few floats per feature)."""
-        if session.explainer is None:
             return
-        numbers = StreamNumbers.of(session)
+        self._next = now + self.settings.interval
+        self._update(snapshot)
+
+    def on_events(self, events: Sequence[Any]) -> None:
+        for event in events:
+            key = event_key(event)
+            self._events[key] = self._events.get(key, 0) + 1
+
+    def on_end(self, end: Any) -> None:
+        """The last numbers; after a complete run, push them; stop serving. A failed push is an error."""
+        try:
+            if end.snapshot is not None:
+                self._update(end.snapshot)
+            if self.settings.pushgateway and end.status in ("ok", "stopped-on-change"):
+                self.push()
+        finally:
+            self.close()
+
+    # -- the numbers ---------------------------------------------------------------------------------
+    def _update(self, snapshot: Any) -> None:
+        numbers = StreamNumbers.of(snapshot, self.session, self._events)
         if numbers.explained != self._last_explained:
             self._last_explained = numbers.explained
             if numbers.explained:
                 self._last_row_time = time.time()
         numbers.last_row_time = self._last_row_time
-        self.metrics.set([*self._info, *stream_families(numbers, session.settings.delta, self.started)])
+        self.metrics.set([*self._info, *stream_families(numbers, self.session.settings.delta, self.started)])
         if self.settings.metrics_textfile:
             from ipfi_cli.io.prometheus import write_textfile
 
             write_textfile(self.settings.metrics_textfile, self.metrics)
 
-    def on_end(self, session: Any, finite: bool = True) -> list[str]:
-        """The last numbers; push them (a finite run) and stop serving. Returns error lines."""
-        errors: list[str] = []
-        try:
-            if session.explainer is not None:
-                self.on_snapshot(session)
-        except Exception as error:  # noqa: BLE001 - the run's outcome stands; say why the metrics do not
-            errors.append(str(error))
-        if self.settings.pushgateway and finite and session.explainer is not None:
-            try:
-                self.push(session)
-            except Exception as error:  # noqa: BLE001
-                errors.append(str(error))
-        self.close()
-        return errors
-
-    def push(self, session: Any | None = None) -> None:
+    def push(self) -> None:
         from ipfi_cli.io.prometheus import push_add
 
         families = self.metrics.families()
@@ -450,24 +446,27 @@ def _now() -> str:
 
 
 class WebhookNotifier:
-    """Posts a session's change events to ``--webhook`` as they happen."""
+    """A run observer that posts each change event to ``--webhook`` as it is found."""
 
-    def __init__(self, settings: MonitorSettings, command: str = "explain") -> None:
+    def __init__(self, settings: MonitorSettings, say: Any = None, command: str = "explain") -> None:
         from ipfi_cli.io.webhook import WebhookSender
 
         self.settings = settings
         self.command = command
+        self.say = say  # (text, kind): the end-of-run line
         self.sender = WebhookSender(settings.webhook or "", queue_size=settings.webhook_queue,
                                     retries=settings.webhook_retries, timeout=settings.webhook_timeout,
                                     cooldown=settings.webhook_cooldown)
         self.source = ""
         self.seed: int | None = None
         self.closed = False
-        self._seen = 0
 
-    def on_start(self, session: Any) -> None:
-        self.source = session.reader.name if session.reader is not None else str(session.settings.input or "-")
-        self.seed = session.seed
+    def on_start(self, start: Any) -> None:
+        self.source = start.source
+        self.seed = start.seed
+
+    def on_snapshot(self, snapshot: Any) -> None:
+        pass
 
     def on_events(self, events: Sequence[Any]) -> None:
         import orjson
@@ -483,66 +482,51 @@ class WebhookNotifier:
                                      labels=self.settings.labels)
             self.sender.send(orjson.dumps(body), dedup=ident, cooldown=event_key(event))
 
-    def on_watch(self, watch: Any) -> None:
-        """Post the events the watch found since the last call."""
-        if watch is None:
-            return
-        events = watch.events
-        if len(events) > self._seen:
-            self.on_events(events[self._seen:])
-            self._seen = len(events)
+    def on_end(self, end: Any) -> None:
+        """Drain the queue (at most ``webhook_wait`` seconds; 2 s after an interruption) and say what
+        became of the posts."""
+        wait = self.settings.webhook_wait if end.status != "interrupted" else min(2.0, self.settings.webhook_wait)
+        line = self.close(wait)
+        if line and self.say is not None:
+            stats = self.sender.stats
+            self.say(line, "warning" if stats.failed or stats.dropped else "note")
 
-    def on_end(self, wait: float | None = None) -> str | None:
-        """Drain (at most ``webhook_wait`` seconds); one line saying what was delivered."""
+    def close(self, wait: float = 0.0) -> str | None:
+        if self.closed:
+            return None
         self.closed = True
-        stats = self.sender.close(self.settings.webhook_wait if wait is None else wait)
+        stats = self.sender.close(wait)
         return stats.summary(safe_url(self.settings.webhook or ""))
 
 
 class StreamMonitor:
-    """The exporter and the notifier a session asked for, driven together."""
+    """The exporter and the notifier a session asked for (``settings.monitor``)."""
 
     def __init__(self, settings: MonitorSettings, command: str = "explain") -> None:
         self.settings = settings
+        self.command = command
         self.exporter = MetricsExporter(settings, command) if settings.metrics else None
-        self.notifier = WebhookNotifier(settings, command) if settings.webhook else None
+        self.notifier: WebhookNotifier | None = None
 
     def serve(self, session: Any) -> None:
         """Before the run is set up: ``/metrics`` answers (with the build info)."""
         if self.exporter is not None:
             self.exporter.serve(session)
 
-    def on_start(self, session: Any) -> None:
-        if self.notifier is not None:
-            self.notifier.on_start(session)
+    def observers(self, session: Any) -> list[Any]:
+        """The run observers: the exporter, the webhook notifier."""
+        out: list[Any] = []
         if self.exporter is not None:
-            self.exporter.on_start(session)
-
-    def tick(self, session: Any) -> None:
-        """After a micro-batch, and while waiting for input: post new events, update the metrics when due."""
-        if self.notifier is not None:
-            self.notifier.on_watch(session.watch)
-        if self.exporter is not None and self.exporter.due():
-            self.exporter.on_snapshot(session)
-
-    def on_end(self, session: Any, finite: bool) -> list[tuple[str, str]]:
-        """Deliver what is left; ``(line, kind)`` messages for the end of the run."""
-        lines: list[tuple[str, str]] = []
-        if self.notifier is not None:
-            try:
-                self.notifier.on_watch(session.watch)
-            finally:  # an interrupted run does not keep the user waiting for a slow receiver
-                summary = self.notifier.on_end(None if finite else min(2.0, self.settings.webhook_wait))
-            if summary:
-                stats = self.notifier.sender.stats
-                lines.append((summary, "warning" if stats.failed or stats.dropped else "note"))
-        if self.exporter is not None:
-            lines.extend((error, "error") for error in self.exporter.on_end(session, finite))
-        return lines
+            self.exporter.session = session
+            out.append(self.exporter)
+        if self.settings.webhook:
+            self.notifier = WebhookNotifier(self.settings, session.reporter.message, self.command)
+            out.append(self.notifier)
+        return out
 
     def close(self) -> None:
-        """Stop serving and posting at once (the run failed before its end; after :meth:`on_end`, nothing)."""
+        """Stop serving and posting at once (after the observers' on_end, nothing is left)."""
         if self.exporter is not None:
             self.exporter.close()
-        if self.notifier is not None and not self.notifier.closed:
-            self.notifier.on_end(wait=0.0)
+        if self.notifier is not None:
+            self.notifier.close(0.0)
