@@ -5,9 +5,10 @@ metrics (:func:`stream_families`), served over HTTP while the stream runs
 (``--metrics-port``), written atomically to a textfile (``--metrics-textfile``, at every
 update and at the end) and push-added to a Pushgateway at the end of a finite run
 (``--pushgateway``). :class:`WebhookNotifier` posts each change event as it happens
-(``--webhook``; the payload: :func:`event_payload`). Both are observers of the session:
-``on_start``, ``on_snapshot`` (the numbers as they are now), ``on_events`` (new change
-events) and ``on_end``.
+(``--webhook``; the payload: :func:`event_payload`). Both are run observers
+(:class:`~ipfi_cli.run.observers.RunObserver`): the session adds them after its reporter and
+events file when ``settings.monitor`` asks (:class:`StreamMonitor`); the exporter turns at most
+one snapshot a second into metrics (a few floats per feature) and always the last one.
 
 The metrics (all with the constant labels of ``--metrics-label``):
 
