@@ -127,3 +127,19 @@ def test_a_receiver_that_is_down_changes_nothing_but_the_count(drift_stream, pla
     assert result.stdout == traces
     assert f"0 of {len(events)} post(s) delivered" in result.stderr
     assert f"{len(events)} failed after retries or refused" in result.stderr
+
+
+def test_the_alertmanager_payload_is_one_alert_per_event():
+    from ipfi_cli.core.events import ChangeEvent
+    from ipfi_cli.run.monitor import alertmanager_payload
+
+    event = ChangeEvent(row=10113, feature="salary", kind="importance", direction="down", before=0.34, after=0.05,
+                        before_bound=0.02, after_bound=0.3, n_before=4020, n_after=109, start_row=10004,
+                        rank_before=1, rank_after=3)
+    (alert,) = alertmanager_payload(event, event_id="abc", source="rows.csv", labels={"model": "churn"},
+                                    resolve_after=300)
+    assert alert["labels"] == {"alertname": "IpfiImportanceChanged", "severity": "warning", "model": "churn",
+                               "feature": "salary", "direction": "down"}
+    assert alert["annotations"]["summary"] == ("ipfi: the importance of salary went down at row 10,113 "
+                                               "(from row 10,004): 0.34 -> 0.05")
+    assert alert["startsAt"] < alert["endsAt"] and alert["startsAt"].endswith("Z")
