@@ -15,6 +15,10 @@ import typer
 
 from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
 from ipfi_cli.cli.model_options import (
+    DEFAULT_MAX_REQUEST_ROWS,
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_WAIT,
+    DEFAULT_TIMEOUT,
     ClassesOpt,
     HeaderOpt,
     MaxRequestRowsOpt,
@@ -72,13 +76,27 @@ from ipfi_cli.cli.options import (
     ThreadsOpt,
     TrustOpt,
     VerboseOpt,
+    input_spec,
     parse_groups,
+    pfi_params,
+    selection,
     split_names,
     value,
 )
 from ipfi_cli.cli.ui import TerminalReporter, live_display_allowed, stream_is_terminal
+from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
 from ipfi_cli.run.explain import ExplainSession
-from ipfi_cli.run.settings import CHECKPOINT_EVERY, ExplainSettings, RunStatus
+from ipfi_cli.run.settings import (
+    CHECKPOINT_EVERY,
+    DEFAULT_LABEL_WAIT,
+    DEFAULT_METRICS_ADDR,
+    DEFAULT_PUSH_JOB,
+    DEFAULT_WEBHOOK_COOLDOWN,
+    DEFAULT_WEBHOOK_FORMAT,
+    DEFAULT_WEBHOOK_RETRIES,
+    ExplainSettings,
+    RunStatus,
+)
 
 HELP = f"""Explain a model on a stream: incremental permutation feature importance (iPFI) per row.
 
@@ -110,13 +128,13 @@ def explain(
     model_url: ModelUrlOpt = None,
     protocol: ProtocolOpt = Protocol.auto,
     header: HeaderOpt = None,
-    timeout: TimeoutOpt = 30.0,
-    max_request_rows: MaxRequestRowsOpt = 5000,
-    retries: RetriesOpt = 5,
-    retry_wait: RetryWaitOpt = 30.0,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    max_request_rows: MaxRequestRowsOpt = DEFAULT_MAX_REQUEST_ROWS,
+    retries: RetriesOpt = DEFAULT_RETRIES,
+    retry_wait: RetryWaitOpt = DEFAULT_RETRY_WAIT,
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
-    format: FormatOpt = None,
+    input_format: FormatOpt = None,
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
@@ -134,14 +152,14 @@ def explain(
         rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
-        "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
-    repeats: RepeatsOpt = 10,
+        "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_ALPHA,
+    repeats: RepeatsOpt = DEFAULT_REPEATS,
     sampling: Annotated[Sampling, typer.Option(
         "--sampling", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
-        "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)] = "geometric",
+        "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_SAMPLING,
     reservoir_size: Annotated[int, typer.Option(
         "--reservoir-size", min=1, help="Earlier rows remembered per permutation.",
-        rich_help_panel=PANEL_ESTIMATOR)] = 100,
+        rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_RESERVOIR_SIZE,
     seed: SeedOpt = None,
     features: FeaturesOpt = None,
     drop: DropOpt = None,
@@ -206,16 +224,16 @@ def explain(
         "--stop-on-change", help="Stop at the first change (after flushing, and with --state saving the state) and "
         "exit with code 3.", rich_help_panel=PANEL_CHANGES)] = False,
     metrics_port: MetricsPortOpt = None,
-    metrics_addr: MetricsAddrOpt = "127.0.0.1",
+    metrics_addr: MetricsAddrOpt = DEFAULT_METRICS_ADDR,
     metrics_textfile: MetricsTextfileOpt = None,
     metrics_label: MetricsLabelOpt = None,
     pushgateway: PushgatewayOpt = None,
-    push_job: PushJobOpt = "ipfi",
+    push_job: PushJobOpt = DEFAULT_PUSH_JOB,
     push_label: PushLabelOpt = None,
     webhook: WebhookOpt = None,
-    webhook_format: WebhookFormatOpt = "json",
-    webhook_cooldown: WebhookCooldownOpt = 60.0,
-    webhook_retries: WebhookRetriesOpt = 3,
+    webhook_format: WebhookFormatOpt = DEFAULT_WEBHOOK_FORMAT,
+    webhook_cooldown: WebhookCooldownOpt = DEFAULT_WEBHOOK_COOLDOWN,
+    webhook_retries: WebhookRetriesOpt = DEFAULT_WEBHOOK_RETRIES,
     labels: Annotated[Optional[str], typer.Option(
         "--labels", help="Labels that arrive late: read the --target column from this file or named pipe (CSV or "
         "JSONL, with the --id column too), joined to the input's rows by --id. Each row waits for its label and rows "
@@ -227,7 +245,7 @@ def explain(
     label_wait: Annotated[str, typer.Option(
         "--label-wait", help="With --labels: how long a row waits for its label, in rows (at most N rows wait, and "
         "N labels ahead of their rows) or seconds (30s, 5m). A row whose label does not come is counted, never "
-        "explained.", rich_help_panel=PANEL_LABELS, metavar="N|SECONDS")] = "10000",
+        "explained.", rich_help_panel=PANEL_LABELS, metavar="N|SECONDS")] = DEFAULT_LABEL_WAIT,
     labels_follow: Annotated[bool, typer.Option(
         "--labels-follow", help="With --labels: the labels file grows while ipfi runs; read it as `tail -f` does.",
         rich_help_panel=PANEL_LABELS)] = False,
@@ -240,8 +258,7 @@ def explain(
 ) -> None:
     if quiet and verbose:
         raise usage_error("use either --quiet or --verbose, not both", "--quiet")
-    if not 0.0 < alpha <= 1.0:
-        raise usage_error(f"must be in (0, 1], got {alpha}", "--alpha")
+    params = pfi_params(alpha, repeats, sampling, reservoir_size)
     if not 0.0 < delta < 1.0:
         raise usage_error(f"must be in (0, 1), got {delta}", "--delta")
     if save_model and not learn:
@@ -256,7 +273,7 @@ def explain(
                 if path and path != "-" and os.path.abspath(path) == os.path.abspath(state)]
         if same:
             raise usage_error(f"is the same file as {same[0][0]}", "--state")
-    if labels is None and (id_column is not None or labels_follow or label_wait != "10000"):
+    if labels is None and (id_column is not None or labels_follow or label_wait != DEFAULT_LABEL_WAIT):
         raise usage_error("needs --labels (where the late labels come from)",
                           "--id" if id_column is not None else "--labels-follow" if labels_follow else "--label-wait")
     if labels is not None:
@@ -275,7 +292,6 @@ def explain(
             LabelWait.parse(label_wait)
         except UsageError as error:
             raise usage_error(error.message, "--label-wait") from None
-    from ipfi_cli.io.values import reader_options
     from ipfi_cli.run.watch import WatchSettings
 
     if not 0.0 < change_delta < 1.0:
@@ -294,17 +310,18 @@ def explain(
     live = (not no_live and live_display_allowed(quiet)
             and not (output in (None, "-") and stream_is_terminal(sys.stdout)))
     with reporting(debug):
-        reader_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
+        inputs = input_spec(input, input_format, na_values, no_default_na, delimiter, text)
+        chosen = selection(target, task, loss, features, drop, group)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
                                    classes=classes)
         settings = ExplainSettings(
-            model=model, target=target, input=input, trust=split_names(trust), format=value(format),
-            na_values=na_values, no_default_na=no_default_na, delimiter=delimiter, text=split_names(text),
-            task=value(task),
-            loss=value(loss), learn=learn, save_model=save_model, method=value(method), alpha=alpha, repeats=repeats,
-            sampling=value(sampling), reservoir_size=reservoir_size, seed=seed, features=split_names(features),
-            drop=split_names(drop), groups=parse_groups(group), output=output, output_format=value(output_format),
+            model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,
+            na_values=na_values, no_default_na=inputs.no_default_na, delimiter=inputs.delimiter,
+            text=split_names(text), task=chosen.task, loss=chosen.loss, learn=learn, save_model=save_model,
+            method=value(method), alpha=params.alpha, repeats=params.n_repeats, sampling=params.sampling,
+            reservoir_size=params.reservoir_size, seed=seed, features=split_names(features), drop=split_names(drop),
+            groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
             checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,

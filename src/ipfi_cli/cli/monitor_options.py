@@ -13,6 +13,13 @@ import typer
 
 from ipfi_cli.cli.errors import usage_error
 from ipfi_cli.errors import UsageError
+from ipfi_cli.run.settings import (
+    DEFAULT_METRICS_ADDR,
+    DEFAULT_PUSH_JOB,
+    DEFAULT_WEBHOOK_COOLDOWN,
+    DEFAULT_WEBHOOK_FORMAT,
+    DEFAULT_WEBHOOK_RETRIES,
+)
 
 if TYPE_CHECKING:
     from ipfi_cli.run.monitor import MonitorSettings
@@ -58,11 +65,12 @@ WebhookRetriesOpt = Annotated[int, typer.Option(
     "timeout, HTTP 408/429/5xx), with exponential back-off from 0.5 s.", rich_help_panel=PANEL_MONITORING)]
 
 
-def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = "127.0.0.1",
+def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = DEFAULT_METRICS_ADDR,
                      metrics_textfile: str | None = None, metrics_label: list[str] | None = None,
-                     pushgateway: str | None = None, push_job: str = "ipfi", push_label: list[str] | None = None,
-                     webhook: str | None = None, webhook_format: str = "json", webhook_cooldown: float = 60.0,
-                     webhook_retries: int = 3) -> MonitorSettings | None:
+                     pushgateway: str | None = None, push_job: str = DEFAULT_PUSH_JOB,
+                     push_label: list[str] | None = None, webhook: str | None = None,
+                     webhook_format: str = DEFAULT_WEBHOOK_FORMAT, webhook_cooldown: float = DEFAULT_WEBHOOK_COOLDOWN,
+                     webhook_retries: int = DEFAULT_WEBHOOK_RETRIES) -> MonitorSettings | None:
     """Check the monitoring options and return the run's ``MonitorSettings`` (``None``: none asked)."""
     from ipfi_cli.run.monitor import MonitorSettings, parse_labels
 

@@ -50,6 +50,13 @@ from typing import Any
 
 from ipfi_cli.errors import UsageError
 from ipfi_cli.io.prometheus import Family, MetricSet, check_label_name, safe_url
+from ipfi_cli.run.settings import (
+    DEFAULT_METRICS_ADDR,
+    DEFAULT_PUSH_JOB,
+    DEFAULT_WEBHOOK_COOLDOWN,
+    DEFAULT_WEBHOOK_FORMAT,
+    DEFAULT_WEBHOOK_RETRIES,
+)
 
 #: label names ipfi sets on some metric: a --metrics-label cannot take them
 OWN_LABELS = ("feature", "kind", "direction", "version", "python", "command", "loss", "mode", "sampling",
@@ -61,16 +68,16 @@ class MonitorSettings:
     """The monitoring options of a run."""
 
     metrics_port: int | None = None
-    metrics_addr: str = "127.0.0.1"
+    metrics_addr: str = DEFAULT_METRICS_ADDR
     metrics_textfile: str | None = None
     pushgateway: str | None = None
-    push_job: str = "ipfi"
+    push_job: str = DEFAULT_PUSH_JOB
     push_grouping: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)  # constant labels (--metrics-label)
     webhook: str | None = None
-    webhook_format: str = "json"  # or "alertmanager"
-    webhook_cooldown: float = 60.0
-    webhook_retries: int = 3
+    webhook_format: str = DEFAULT_WEBHOOK_FORMAT  # or "alertmanager"
+    webhook_cooldown: float = DEFAULT_WEBHOOK_COOLDOWN
+    webhook_retries: int = DEFAULT_WEBHOOK_RETRIES
     webhook_timeout: float = 5.0
     webhook_queue: int = 1000
     webhook_wait: float = 10.0
@@ -116,7 +123,7 @@ def ranks(values: Sequence[float]) -> list[int]:
 
 
 def _build_families(command: str, loss: str | None, settings: Any) -> list[Family]:
-    from ipfi_cli import __version__
+    from ipfi_cli.version import __version__
 
     families = [Family("ipfi_build_info", "info", "The ipfi that runs.",
                        samples=[((), {"version": __version__, "python": platform.python_version()})])]
@@ -255,7 +262,7 @@ class MetricsExporter:
     def on_start(self, start: Any) -> None:
         """The run is set up: its loss is known; every change-event series starts at 0."""
         session = self.session
-        self._info = _build_families(self.command, session.loss.name, session.settings)
+        self._info = _build_families(self.command, session.plan.loss.name, session.settings)
         watch = session.watch
         if watch is not None:
             # every series the run can count exists from the start at 0, so that an alert on
@@ -342,7 +349,7 @@ def publish(settings: MonitorSettings, families: list[Family], started: float) -
 def comparison_families(records: Sequence[Mapping[str, Any]], loss: str) -> list[Family]:
     """The metric families of ``ipfi compare``'s records: each method's error against its reference
     (the last window's, for a learning comparison), and batch PFI's importances."""
-    from ipfi_cli import __version__
+    from ipfi_cli.version import __version__
 
     errors: dict[tuple[str, str, str, str], float] = {}
     batch: list[tuple[tuple[str, ...], float]] = []
@@ -374,7 +381,7 @@ def comparison_families(records: Sequence[Mapping[str, Any]], loss: str) -> list
 def batch_families(names: Sequence[str], means: Sequence[float], stds: Sequence[float], n_rows: int,
                    baseline_loss: float, loss: str, command: str = "batch") -> list[Family]:
     """The metric families of a batch PFI result."""
-    from ipfi_cli import __version__
+    from ipfi_cli.version import __version__
 
     order = ranks([float(m) for m in means])
     return [
