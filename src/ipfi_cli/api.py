@@ -125,9 +125,14 @@ def _default_loss(model: Any, loss: str | Loss | None) -> Loss:
     from ipfi_cli.run.labels import LossFitError, check_loss, declared_task
 
     chosen = get_loss(loss) if loss is not None else None
+    predictor = as_predictor(model)
+    if chosen is not None and chosen.relative and not isinstance(loss, Loss):
+        # "prediction-shift": needs no label, and its form depends on the model's output
+        from ipfi_cli.core.losses import prediction_shift
+
+        return prediction_shift(bool(predictor.is_classifier), predictor.classes, bool(predictor.has_proba))
     classification = _task(model, chosen)
     chosen = chosen or default_loss(classification)
-    predictor = as_predictor(model)
     try:
         classes = predictor.classes if classification else None
         has_proba = bool(predictor.has_proba) if chosen.output is Output.PROBA else False

@@ -169,3 +169,38 @@ def test_targets_compared_in_bulk_give_the_numbers_of_python_objects(loss, make_
     plain, objects = explain(y), explain([wrap(v) for v in y])
     assert np.array_equal(plain, objects, equal_nan=True)
     assert not np.isnan(plain[1:]).any()
+
+
+
+@pytest.mark.parametrize("path", ["array", "objects", "records"])
+def test_model_calls_and_rows_predicted_are_counted_on_every_path(path):
+    """``n_model_calls``/``n_predictions`` (ipfi_model_calls_total, ipfi_model_predictions_total)
+    equal the calls and rows the predictor received: on the array path (numbers), the batched
+    path (a text column: object rows) and row by row (a predictor that takes records)."""
+    def rule(block):
+        return (np.asarray(block[:, 0], dtype=float) > 0.5).astype(int)
+
+    predictor = FunctionPredictor(rule if path != "records" else lambda r: int(r["a"] > 0.5),
+                                  vectorized=path != "records")
+    received = {"calls": 0, "rows": 0}
+    for method in ("predict_block", "predict_records"):
+        original = getattr(predictor, method)
+
+        def counted(rows, *args, _original=original):
+            received["calls"] += 1
+            received["rows"] += len(rows)
+            return _original(rows, *args)
+
+        setattr(predictor, method, counted)
+    rng = np.random.default_rng(7)
+    X = rng.random((90, 3))
+    y = (rng.random(90) < 0.5).astype(int).tolist()
+    explainer = IncrementalPFI(predictor, ["a", "b", "c"], loss="zero-one", n_repeats=2, seed=1)
+    explainer.max_block_cells = 20 * explainer.block_rows * 3   # several calls per micro-batch
+    if path == "array":
+        explainer.explain_many(X, y)
+    else:
+        explainer.explain_many([{"a": a, "b": b, "c": "xy"[c > 0.5]} for a, b, c in X.tolist()], y)
+    assert (explainer.n_model_calls, explainer.n_predictions) == (received["calls"], received["rows"])
+    assert received["rows"] == 89 * (1 + 2 * 3)   # the first row only fills the reservoir
+    assert received["calls"] == (89 if path == "records" else 5)   # 89 rows: one per call, or 20 per call

@@ -27,6 +27,14 @@ from ipfi_cli.cli.model_options import (
     TimeoutOpt,
     model_source,
 )
+from ipfi_cli.cli.monitor_options import (
+    MetricsLabelOpt,
+    MetricsTextfileOpt,
+    PushgatewayOpt,
+    PushJobOpt,
+    PushLabelOpt,
+    monitor_settings,
+)
 from ipfi_cli.cli.options import (
     PANEL_ESTIMATOR,
     DataArg,
@@ -59,6 +67,7 @@ from ipfi_cli.cli.options import (
     value,
 )
 from ipfi_cli.core.params import DEFAULT_REPEATS
+from ipfi_cli.run.settings import DEFAULT_PUSH_JOB
 
 BatchRepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-M", min=1, help="Random permutations of the whole data per feature (M; the paper uses 10).",
@@ -109,6 +118,11 @@ def batch(
     on_bad_row: OnBadRowOpt = "fail",
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
+    metrics_textfile: MetricsTextfileOpt = None,
+    metrics_label: MetricsLabelOpt = None,
+    pushgateway: PushgatewayOpt = None,
+    push_job: PushJobOpt = DEFAULT_PUSH_JOB,
+    push_label: PushLabelOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
@@ -119,6 +133,9 @@ def batch(
 
     With --method sage: batch SAGE (Covert et al.'s permutation estimator, the baseline of explain --method sage): per feature its Shapley value of the loss, its standard error, and the explained loss the values add up to.
     """
+    monitor = monitor_settings(metrics_textfile=metrics_textfile, metrics_label=metrics_label, pushgateway=pushgateway,
+                               push_job=push_job, push_label=push_label)
+    started = time.time()
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter, show_batch_table
         from ipfi_cli.core import batch_pfi
@@ -151,6 +168,12 @@ def batch(
                     "n_rows": result.n_rows, "loss": dataset.loss.name, "baseline_loss": result.baseline_loss}
                    for name, mean, std in zip(result.names, result.mean, result.std)]
         write_records(output, value(output_format), BATCH_FIELDS, records)
+        if monitor is not None:
+            from ipfi_cli.run.monitor import batch_families, publish
+
+            publish(monitor, batch_families(list(result.names), list(map(float, result.mean)),
+                                            list(map(float, result.std)), result.n_rows, result.baseline_loss,
+                                            dataset.loss.name), started)
         if not quiet:
             show_batch_table(result, dataset.loss.name, seconds)
 

@@ -39,6 +39,14 @@ from ipfi_cli.cli.model_options import (
     TimeoutOpt,
     model_source,
 )
+from ipfi_cli.cli.monitor_options import (
+    MetricsLabelOpt,
+    MetricsTextfileOpt,
+    PushgatewayOpt,
+    PushJobOpt,
+    PushLabelOpt,
+    monitor_settings,
+)
 from ipfi_cli.cli.options import (
     PANEL_ESTIMATOR,
     PANEL_OUTPUT,
@@ -74,6 +82,7 @@ from ipfi_cli.cli.options import (
     value,
 )
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
+from ipfi_cli.run.settings import DEFAULT_PUSH_JOB
 
 PANEL_COMPARE = "Comparison"
 
@@ -154,6 +163,11 @@ def compare(
     output_format: OutputFormatOpt = None,
     traces: TracesOpt = None,
     trace_every: TraceEveryOpt = 1,
+    metrics_textfile: MetricsTextfileOpt = None,
+    metrics_label: MetricsLabelOpt = None,
+    pushgateway: PushgatewayOpt = None,
+    push_job: PushJobOpt = DEFAULT_PUSH_JOB,
+    push_label: PushLabelOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     debug: DebugOpt = False,
@@ -162,6 +176,9 @@ def compare(
 
     Static model: the rows are streamed in --orderings random orders with uniform and geometric sampling; each run's final estimate is compared with batch PFI (computed once) by the paper's error, summarised as median and IQR. Learning model (--learn): iPFI over the stream vs interval PFI every --interval rows, errors before and after --drift-at. One record per method, feature and ordering (or window) on stdout; a summary table on stderr; --traces FILE for `ipfi plot`.
     """
+    monitor = monitor_settings(metrics_textfile=metrics_textfile, metrics_label=metrics_label, pushgateway=pushgateway,
+                               push_job=push_job, push_label=push_label)
+    started = time.time()
     with reporting(debug):
         from ipfi_cli.evaluation.metrics import NORMALISATIONS
 
@@ -200,11 +217,15 @@ def compare(
                       features=dataset.features, groups=dataset.groups, seed=seed, n_jobs=n_jobs,
                       normalisation=normalisation)
         if learn:
-            _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
-                              trace_every, quiet)
+            records = _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
+                                        trace_every, quiet)
         else:
-            _compare_static(dataset, samplings, alphas, orderings, not keep_order, common, output, fmt, traces,
-                            trace_every, quiet, verbose, reporter)
+            records = _compare_static(dataset, samplings, alphas, orderings, not keep_order, common, output, fmt,
+                                      traces, trace_every, quiet, verbose, reporter)
+        if monitor is not None:
+            from ipfi_cli.run.monitor import comparison_families, publish
+
+            publish(monitor, comparison_families(records, dataset.loss.name), started)
 
 
 def _write_traces(path: str, names: list[str], table: list[dict[str, Any]]) -> None:
@@ -215,7 +236,7 @@ def _write_traces(path: str, names: list[str], table: list[dict[str, Any]]) -> N
 
 def _compare_static(dataset: Any, samplings: list[str], alphas: list[float], orderings: int, shuffle: bool,
                     common: dict[str, Any], output: str | None, fmt: str | None, traces: str | None,
-                    trace_every: int, quiet: bool, verbose: bool, reporter: Any) -> None:
+                    trace_every: int, quiet: bool, verbose: bool, reporter: Any) -> list[dict[str, Any]]:
     from ipfi_cli.cli.ui import show_static_comparison
     from ipfi_cli.evaluation import RECORD_FIELDS, compare_static
     from ipfi_cli.io.writers import write_records
@@ -246,11 +267,12 @@ def _compare_static(dataset: Any, samplings: list[str], alphas: list[float], ord
         _write_traces(traces, results[0].names, table)
     if not quiet:
         show_static_comparison(results, batch_seconds, time.perf_counter() - started)
+    return records
 
 
 def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], interval: int,
                       drift_at: int | None, common: dict[str, Any], output: str | None, fmt: str | None,
-                      traces: str | None, trace_every: int, quiet: bool) -> None:
+                      traces: str | None, trace_every: int, quiet: bool) -> list[dict[str, Any]]:
     from ipfi_cli.cli.ui import show_learning_comparison
     from ipfi_cli.evaluation import RECORD_FIELDS, compare_learning
     from ipfi_cli.io.writers import write_records
@@ -264,8 +286,10 @@ def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], i
     result = compare_learning(dataset.loaded.predictor, stream, dataset.columns, interval=interval,
                               samplings=samplings, alphas=alphas, drift_at=drift_at, trace_every=trace_every,
                               **common)
-    write_records(output, fmt, RECORD_FIELDS, [r.as_dict() for r in result.records()])
+    records = [r.as_dict() for r in result.records()]
+    write_records(output, fmt, RECORD_FIELDS, records)
     if traces:
         _write_traces(traces, result.names, result.trace_table())
     if not quiet:
         show_learning_comparison(result)
+    return records

@@ -34,6 +34,20 @@ from ipfi_cli.cli.model_options import (
     TimeoutOpt,
     model_source,
 )
+from ipfi_cli.cli.monitor_options import (
+    MetricsAddrOpt,
+    MetricsLabelOpt,
+    MetricsPortOpt,
+    MetricsTextfileOpt,
+    PushgatewayOpt,
+    PushJobOpt,
+    PushLabelOpt,
+    WebhookCooldownOpt,
+    WebhookFormatOpt,
+    WebhookOpt,
+    WebhookRetriesOpt,
+    monitor_settings,
+)
 from ipfi_cli.cli.options import (
     PANEL_DISPLAY,
     PANEL_ESTIMATOR,
@@ -75,7 +89,17 @@ from ipfi_cli.cli.options import (
 from ipfi_cli.cli.ui import TerminalReporter, live_display_allowed, stream_is_terminal
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
 from ipfi_cli.run.explain import ExplainSession
-from ipfi_cli.run.settings import CHECKPOINT_EVERY, ExplainSettings, RunStatus
+from ipfi_cli.run.settings import (
+    CHECKPOINT_EVERY,
+    DEFAULT_LABEL_WAIT,
+    DEFAULT_METRICS_ADDR,
+    DEFAULT_PUSH_JOB,
+    DEFAULT_WEBHOOK_COOLDOWN,
+    DEFAULT_WEBHOOK_FORMAT,
+    DEFAULT_WEBHOOK_RETRIES,
+    ExplainSettings,
+    RunStatus,
+)
 
 HELP = f"""Explain a model on a stream: incremental permutation feature importance (iPFI) per row.
 
@@ -96,6 +120,7 @@ With --state the run can stop at any time (Ctrl-C, SIGTERM, a crash) and continu
 
 PANEL_STATE = "Checkpoints and resume"
 PANEL_CHANGES = "Change detection"
+PANEL_LABELS = "Late labels"
 
 
 def explain(
@@ -210,6 +235,32 @@ def explain(
     stop_on_change: Annotated[bool, typer.Option(
         "--stop-on-change", help="Stop at the first change (after flushing, and with --state saving the state) and "
         "exit with code 3.", rich_help_panel=PANEL_CHANGES)] = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_addr: MetricsAddrOpt = DEFAULT_METRICS_ADDR,
+    metrics_textfile: MetricsTextfileOpt = None,
+    metrics_label: MetricsLabelOpt = None,
+    pushgateway: PushgatewayOpt = None,
+    push_job: PushJobOpt = DEFAULT_PUSH_JOB,
+    push_label: PushLabelOpt = None,
+    webhook: WebhookOpt = None,
+    webhook_format: WebhookFormatOpt = DEFAULT_WEBHOOK_FORMAT,
+    webhook_cooldown: WebhookCooldownOpt = DEFAULT_WEBHOOK_COOLDOWN,
+    webhook_retries: WebhookRetriesOpt = DEFAULT_WEBHOOK_RETRIES,
+    labels: Annotated[Optional[str], typer.Option(
+        "--labels", help="Labels that arrive late: read the --target column from this file or named pipe (CSV or "
+        "JSONL, with the --id column too), joined to the input's rows by --id. Each row waits for its label and rows "
+        "are explained in the input's order, so the traces are those of the same rows with their labels inline.",
+        rich_help_panel=PANEL_LABELS, show_default=False, metavar="SOURCE")] = None,
+    id_column: Annotated[Optional[str], typer.Option(
+        "--id", help="With --labels: the column that identifies a row in both streams (read as text).",
+        rich_help_panel=PANEL_LABELS, show_default=False, metavar="COL")] = None,
+    label_wait: Annotated[str, typer.Option(
+        "--label-wait", help="With --labels: how long a row waits for its label, in rows (at most N rows wait, and "
+        "N labels ahead of their rows) or seconds (30s, 5m). A row whose label does not come is counted, never "
+        "explained.", rich_help_panel=PANEL_LABELS, metavar="N|SECONDS")] = DEFAULT_LABEL_WAIT,
+    labels_follow: Annotated[bool, typer.Option(
+        "--labels-follow", help="With --labels: the labels file grows while ipfi runs; read it as `tail -f` does.",
+        rich_help_panel=PANEL_LABELS)] = False,
     verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     no_live: Annotated[bool, typer.Option(
@@ -234,13 +285,36 @@ def explain(
                 if path and path != "-" and os.path.abspath(path) == os.path.abspath(state)]
         if same:
             raise usage_error(f"is the same file as {same[0][0]}", "--state")
+    if labels is None and (id_column is not None or labels_follow or label_wait != DEFAULT_LABEL_WAIT):
+        raise usage_error("needs --labels (where the late labels come from)",
+                          "--id" if id_column is not None else "--labels-follow" if labels_follow else "--label-wait")
+    if labels is not None:
+        from ipfi_cli.errors import UsageError
+        from ipfi_cli.run.late_labels import LabelWait
+
+        if not id_column:
+            raise usage_error("needs --id (the column that joins the rows and their labels)", "--labels")
+        if state:
+            raise usage_error("cannot be used with --state yet (the rows waiting for labels are not checkpointed)",
+                              "--labels")
+        if labels == "-" and input in (None, "-"):
+            raise usage_error("the input is standard input already: give the labels a file or a named pipe",
+                              "--labels")
+        try:
+            LabelWait.parse(label_wait)
+        except UsageError as error:
+            raise usage_error(error.message, "--label-wait") from None
     from ipfi_cli.run.watch import WatchSettings
 
     if not 0.0 < change_delta < 1.0:
         raise usage_error(f"must be in (0, 1), got {change_delta}", "--change-delta")
     if not 0.0 < ndcg_threshold <= 1.0:
         raise usage_error(f"must be in (0, 1], got {ndcg_threshold}", "--ndcg-threshold")
-    watching = detect or bool(events or reference or fail_on_change or stop_on_change)
+    monitor = monitor_settings(metrics_port=metrics_port, metrics_addr=metrics_addr, metrics_textfile=metrics_textfile,
+                               metrics_label=metrics_label, pushgateway=pushgateway, push_job=push_job,
+                               push_label=push_label, webhook=webhook, webhook_format=webhook_format,
+                               webhook_cooldown=webhook_cooldown, webhook_retries=webhook_retries)
+    watching = detect or bool(events or reference or fail_on_change or stop_on_change or webhook)
     watch = WatchSettings(delta=change_delta, min_change=min_change, events=events, reference=reference,
                           ndcg_threshold=ndcg_threshold, top_k=top_k, fail_on_change=fail_on_change,
                           stop_on_change=stop_on_change) if watching else None
@@ -265,7 +339,8 @@ def explain(
             groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
-            checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http)
+            checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
+            monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow)
         session = ExplainSession(settings, TerminalReporter(live=live, quiet=quiet))
         status = session.run()
     if status is RunStatus.INTERRUPTED:

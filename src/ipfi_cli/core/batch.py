@@ -98,6 +98,9 @@ def as_block(rows: Any, columns: Sequence[str], *, exact: bool = False) -> np.nd
 
 def _predict(model: Predictor, block: np.ndarray, columns: Sequence[str], loss: Loss,
              targets: np.ndarray) -> np.ndarray:
+    if loss.proba_class is not None:  # a label-free loss compares one class's probability
+        targets = np.full(len(block), None, dtype=object)
+        targets[:] = [loss.proba_class] * len(block)
     output_targets = targets if loss.output is Output.PROBA else None
     if getattr(model, "supports_batch", False):
         return np.asarray(model.predict_block(block, columns, loss.output, output_targets))
@@ -158,6 +161,9 @@ def batch_pfi(
         raise ValueError(f"batch PFI needs at least 2 rows, got {len(block)}")
     if n_repeats < 1:
         raise ValueError(f"n_repeats must be at least 1, got {n_repeats}")
+    if loss.relative:  # label-free: the unperturbed predictions are the targets (baseline loss 0)
+        reference = np.asarray(_predict(model, block, columns, loss, target_array))
+        target_array = reference.astype(object) if reference.dtype.kind in "US" else reference
     baseline = _losses(model, block, columns, loss, target_array)
     why = unmeasurable(loss, float(baseline.mean()), len(block))
     if why is not None:

@@ -5,7 +5,7 @@ the command line builds its choices from them while ``ipfi --help`` stays fast. 
 checks that they are exactly the registries' keys."""
 
 METHOD_NAMES = ("pfi", "sage")
-LOSS_NAMES = ("zero-one", "absolute", "squared", "log")
+LOSS_NAMES = ("zero-one", "absolute", "squared", "log", "prediction-shift")
 SAMPLING_NAMES = ("geometric", "uniform")
 #: :data:`ipfi_cli.core.smoothing.SMOOTHINGS`, :data:`ipfi_cli.core.removal.REMOVALS` (the command line adds
 #: ``both``) and :data:`ipfi_cli.core.removal.CONDITIONAL_SAMPLERS`

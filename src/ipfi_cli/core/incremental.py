@@ -158,6 +158,8 @@ class IncrementalPFI:
         self.last_contributions = np.full((self.n_repeats, len(self.names)), np.nan)
         self.last_loss = float("nan")
         self._loss_sum = 0.0
+        self.n_model_calls = 0  # calls to the model's predict_block / predict_records
+        self.n_predictions = 0  # rows those calls predicted
         self._build_layout()
 
     # -- layout of the perturbed rows of one time step ------------------------------------
@@ -203,6 +205,8 @@ class IncrementalPFI:
         self.__dict__.update(state)
         if "_pair_cell" not in state:  # pickled before these lookup tables existed
             self._build_layout()
+        self.__dict__.setdefault("n_model_calls", 0)  # pickled before the calls were counted
+        self.__dict__.setdefault("n_predictions", 0)
 
     # -- public API -------------------------------------------------------------------------
     @property
@@ -548,7 +552,9 @@ class IncrementalPFI:
         block.put(self._pair_cell, replaced)
 
     def _predict_block(self, block: np.ndarray, targets: list[Any]) -> np.ndarray:
-        row_targets = self._repeat_targets(targets) if self.loss.output is Output.PROBA else None
+        row_targets = self._repeat_targets(self._output_targets(targets)) if self.loss.output is Output.PROBA else None
+        self.n_model_calls += 1
+        self.n_predictions += len(block)
         return self.model.predict_block(block, self.columns, self.loss.output, row_targets)
 
     def _predict_records(self, x: Mapping[str, Any], values: list[Any], y: Any) -> np.ndarray:
@@ -571,7 +577,16 @@ class IncrementalPFI:
                 for name, pair in layout:
                     record[name] = replaced[pair]
                 append(record)
-        return self.model.predict_records(records, self.loss.output, y)
+        self.n_model_calls += 1
+        self.n_predictions += len(records)
+        return self.model.predict_records(records, self.loss.output, self._output_targets([y])[0])
+
+    def _output_targets(self, targets: list[Any]) -> list[Any]:
+        """The class whose probability the model returns per row: the label, or for a label-free
+        loss its fixed class."""
+        if self.loss.proba_class is not None:
+            return [self.loss.proba_class] * len(targets)
+        return targets
 
     def _repeat_targets(self, targets: list[Any]) -> np.ndarray:
         """Each step's target repeated for every row of its evaluation block (object array)."""
@@ -601,7 +616,11 @@ class IncrementalPFI:
         predicted = np.asarray(predicted)
         if predicted.dtype.kind in "US":
             predicted = predicted.astype(object)
-        losses = self.loss.compute(self._loss_targets(targets, predicted), predicted)
+        if self.loss.relative:  # label-free: each row's unperturbed output is the "target" of its block
+            reference = predicted.reshape(len(targets), self.block_rows)[:, :1]
+            losses = self.loss.compute(np.repeat(reference, self.block_rows, axis=1).reshape(-1), predicted)
+        else:
+            losses = self.loss.compute(self._loss_targets(targets, predicted), predicted)
         return losses.reshape(len(targets), self.block_rows)
 
     def _fold(self, losses: np.ndarray) -> None:

@@ -9,13 +9,27 @@ targets and that output to one loss value per row. iPFI only ever uses loss
 [0.0, 1.0, 0.0]
 >>> ABSOLUTE.compute(np.array([1.0, 2.0]), np.array([1.5, 0.0])).tolist()
 [0.5, 2.0]
+
+A *label-free* loss (``relative``) compares each prediction with the model's own unperturbed
+prediction of the same row instead of a label: ``prediction-shift`` is the absolute change of
+a regressor's output, the total-variation distance of a binary classifier's probabilities, or
+a flip of the predicted label (:func:`prediction_shift`). Its importance is how much the
+model's output moves when a feature is permuted: what label-free monitors compute, available
+before (or without) any label.
+
+>>> shift = prediction_shift(is_classifier=True, classes=[0, 1], has_proba=True)
+>>> shift.output.value, shift.proba_class, shift.relative
+('proba', 1, True)
+>>> shift.compute(np.array([0.9, 0.9]), np.array([0.9, 0.25])).tolist()   # |p1 - p1'|: the TV distance
+[0.0, 0.65]
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +64,10 @@ class Loss:
     output: Output
     function: Callable[[np.ndarray, np.ndarray], np.ndarray]
     description: str
+    #: label-free: the "target" of every evaluation is the model's unperturbed output for the row
+    relative: bool = False
+    #: with ``Output.PROBA`` and ``relative``: the class whose probability is compared
+    proba_class: Any = None
 
     def compute(self, y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
         """One loss per row; an overflow gives ``inf`` quietly (the run reports it as a non-finite loss)."""
@@ -90,7 +108,29 @@ ABSOLUTE = Loss("absolute", Output.VALUE, _absolute, "|prediction - target|")
 SQUARED = Loss("squared", Output.VALUE, _squared, "(prediction - target)^2")
 LOG = Loss("log", Output.PROBA, _log, "-log(probability of the true label), clipped at 1e-15")
 
-LOSSES: dict[str, Loss] = {loss.name: loss for loss in (ZERO_ONE, ABSOLUTE, SQUARED, LOG)}
+PREDICTION_SHIFT = Loss("prediction-shift", Output.VALUE, _absolute,
+                        "|prediction - unperturbed prediction| (no label needed)", relative=True)
+
+LOSSES: dict[str, Loss] = {loss.name: loss for loss in (ZERO_ONE, ABSOLUTE, SQUARED, LOG, PREDICTION_SHIFT)}
+
+
+def prediction_shift(is_classifier: bool, classes: Sequence[Any] | None, has_proba: bool) -> Loss:
+    """The label-free ``prediction-shift`` loss for a model: the absolute change of a regressor's
+    output; for a binary classifier with probabilities, the total-variation distance of its two
+    class probabilities (``|p(c) - p'(c)|``, equal to half the L1 distance of the vectors); for
+    any other classifier, a flip of the predicted label (0 or 1).
+
+    (The total-variation distance of more than two classes needs every class probability, which
+    the model adapters do not give: label flips are used then.)
+    """
+    if not is_classifier:
+        return PREDICTION_SHIFT
+    if has_proba and classes is not None and len(classes) == 2:
+        return Loss("prediction-shift", Output.PROBA, _absolute,
+                    "total-variation distance of the class probabilities from the unperturbed ones (no label needed)",
+                    relative=True, proba_class=list(classes)[1])
+    return Loss("prediction-shift", Output.LABEL, _zero_one,
+                "1 if the predicted label flips from the unperturbed one, else 0 (no label needed)", relative=True)
 
 
 def maximal_loss(loss: Loss) -> float:

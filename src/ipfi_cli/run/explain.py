@@ -36,6 +36,7 @@ from ipfi_cli.run.watch import ChangeWatch
 
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
+    from ipfi_cli.run.monitor import StreamMonitor
     from ipfi_cli.run.resume import StateKeeper
     from ipfi_cli.run.steps import RowSteps
 
@@ -105,6 +106,7 @@ class ExplainSession:
         self.parts: RunParts | None = None
         self.state: StateKeeper | None = None  # with --state
         self.steps: RowSteps | None = None  # explain good rows and write their records
+        self.monitor: StreamMonitor | None = None  # metrics and the webhook, with settings.monitor
         self._ended = False
         self._next_snapshot = 0.0
         self._mismatch_checked = False
@@ -121,6 +123,19 @@ class ExplainSession:
     # -- set-up -------------------------------------------------------------------------------
     def run(self) -> RunStatus:
         """Set up, stream the input to its end (or an interruption), report; errors propagate."""
+        s = self.settings
+        if s.monitor is not None and s.monitor.wanted:
+            from ipfi_cli.run.monitor import StreamMonitor
+
+            self.monitor = StreamMonitor(s.monitor)
+            self.monitor.serve(self)  # /metrics answers from the start, before the input's first line
+        try:
+            return self._run()
+        finally:
+            if self.monitor is not None:
+                self.monitor.close()
+
+    def _run(self) -> RunStatus:
         import numpy as np
 
         from ipfi_cli.models.loading import load_predictor, wrap_model
@@ -141,9 +156,14 @@ class ExplainSession:
             saved = self.state.saved_model() if self.state is not None else None
             loaded.rewrap(canonical_copy(saved if saved is not None else loaded.model))
         inputs = s.inputs if self._rows is None else replace(s.inputs, rows=self._rows)
+        selection = s.selection
+        if s.labels and s.id_column and not loaded.predictor.columns and s.id_column not in (selection.drop or []):
+            # an id is not an input (unless the model names it)
+            selection = replace(selection, drop=[*(selection.drop or []), s.id_column])
         self.plan, self.reader = plan_run(
-            loaded, inputs, s.selection, learn=s.learn, say=self.reporter.message, on_bad_row=s.on_bad_row,
-            before_rows=self.state.continue_reader if self.state is not None else None)
+            loaded, inputs, selection, learn=s.learn, say=self.reporter.message, on_bad_row=s.on_bad_row,
+            before_rows=self.state.continue_reader if self.state is not None else None,
+            join=self._join_labels if s.labels else None)
         try:
             # an overflowing loss is reported as one line naming the row, not as numpy warnings
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -151,6 +171,20 @@ class ExplainSession:
                 return self._stream(self.reader)
         finally:
             self.reader.close()
+
+    def _join_labels(self, features: RowReader) -> Any:
+        """The input joined with ``--labels`` by ``--id`` (see :mod:`ipfi_cli.run.late_labels`)."""
+        from ipfi_cli.io.values import reader_options
+        from ipfi_cli.run.late_labels import JoinedReader, LabelStream, LabelWait
+
+        s = self.settings
+        labels = LabelStream(s.labels or "", s.id_column or "", s.target, follow=s.labels_follow,
+                             reader_options=reader_options(s.na_values, s.no_default_na, None))
+        try:
+            return JoinedReader(features, labels, s.id_column or "", s.target, LabelWait.parse(s.label_wait))
+        except BaseException:
+            labels.close()
+            raise
 
     def _prepare(self, plan: RunPlan, reader: RowReader) -> None:
         """The explainer, the state, the change watch and the writer, before the first row."""
@@ -181,6 +215,8 @@ class ExplainSession:
         parts.writer = self.state.open_writer(plan, s, parts) if self.state is not None else self._open_writer()
         if self.state is not None and self.state.stdout_note:  # traces continued into a pipe
             self.reporter.message(self.state.stdout_note, "status")
+        if self.monitor is not None:  # the metrics exporter and the webhook observe the run too
+            self.observers.extend(self.monitor.observers(self))
         start = RunStart(title=self.title(), names=list(explainer.names), seed=self.seed, method=s.method,
                          learning=s.learn, source=plan.source)
         for observer in self.observers:
@@ -348,6 +384,9 @@ class ExplainSession:
         skipped = parts.checker.skipped_summary()
         if skipped:
             notes.append((skipped, "warning"))
+        summary = getattr(self.reader, "summary", None)  # the late labels' (a JoinedReader)
+        for line in (summary() if summary is not None else []):
+            notes.append((line, "warning"))
         for line in (parts.checker.late_keys_summary(),
                      self.reader.noted_missing_summary() if self.reader is not None else None):
             if line:

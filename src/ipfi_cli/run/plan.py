@@ -111,6 +111,7 @@ class RunPlan:
 def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, learn: bool,
              say: Callable[[str, str | None], None], streaming: bool = True,
              before_rows: Callable[[RowReader], None] | None = None,
+             join: Callable[[RowReader], Any] | None = None,
              on_bad_row: str = "fail") -> tuple[RunPlan, RowReader]:
     """Set a run up: check the model against the options, open the input, match the columns.
 
@@ -119,7 +120,9 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
     ``compare``, which read the input whole) changes two things only: a static river model
     gets a note, and an input without rows is refused with the command's own words.
     ``before_rows`` is called with the reader before any row is read (a resumed run's
-    reader continues the stream).
+    reader continues the stream). ``join`` returns the reader the rows then come through
+    (``explain --labels``: the input joined with its late labels, with a reader's interface);
+    it owns the input's reader from then on.
     """
     from ipfi_cli.run import setup
     from ipfi_cli.run.checks import check_inputs
@@ -136,6 +139,8 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
     try:
         if before_rows is not None:
             before_rows(reader)
+        if join is not None:
+            reader = join(reader)
         source, target = reader.name, selection.target
         features = list(selection.features) if selection.features is not None else None
         drop = list(selection.drop) if selection.drop is not None else None

@@ -15,6 +15,14 @@ if TYPE_CHECKING:
     from ipfi_cli.run.rows import RowChecker
 
 CHECKPOINT_EVERY = 10_000
+#: how long a row waits for its late label (--label-wait): rows, or seconds with a unit (30s)
+DEFAULT_LABEL_WAIT = "10000"
+# the defaults of the monitoring options (ipfi_cli.run.monitor.MonitorSettings; the command line's too)
+DEFAULT_METRICS_ADDR = "127.0.0.1"
+DEFAULT_PUSH_JOB = "ipfi"
+DEFAULT_WEBHOOK_FORMAT = "json"
+DEFAULT_WEBHOOK_COOLDOWN = 60.0
+DEFAULT_WEBHOOK_RETRIES = 3
 
 
 @dataclass
@@ -64,6 +72,11 @@ class ExplainSettings:
     debug: bool = False
     watch: WatchSettings | None = None  # change detection (--detect and its options)
     http: Any = None  # HttpOptions of a served model (--model-url); --meta gets it without header values
+    monitor: Any = None  # MonitorSettings: Prometheus metrics and the webhook (ipfi_cli.run.monitor)
+    labels: str | None = None  # late labels: their source (--labels), joined to the input by id_column
+    id_column: str | None = None
+    label_wait: str = DEFAULT_LABEL_WAIT
+    labels_follow: bool = False
 
     @property
     def inputs(self) -> InputSpec:

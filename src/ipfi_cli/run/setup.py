@@ -39,6 +39,10 @@ def choose_loss(loaded: LoadedModel, classification: bool, loss: str | None) -> 
     from ipfi_cli.run.labels import LossFitError, check_loss, declared_task
 
     chosen = get_loss(loss) if loss else default_loss(classification)
+    if chosen.relative:  # label-free: its form follows the model (see core.losses.prediction_shift)
+        from ipfi_cli.core.losses import prediction_shift
+
+        return prediction_shift(classification, loaded.predictor.classes, loaded.predictor.has_proba)
     try:
         check_loss(chosen, classification, declared_task(loaded.model), loaded.predictor.classes,
                    loaded.predictor.has_proba)

@@ -1,0 +1,209 @@
+"""Prometheus exposition: a run's numbers served over HTTP, written as a textfile, or pushed.
+
+``prometheus_client`` is imported here and nowhere else. A :class:`MetricSet` holds the
+samples of one moment of a run (set all at once, so one scrape never mixes two moments:
+an importance and its rank always come from the same row); what the samples are is
+decided by the run layer (:mod:`ipfi_cli.run.monitor`). Three ways out, as the Prometheus
+documentation recommends them:
+
+* :func:`serve`: an HTTP endpoint (``/metrics``) for a long-running ``ipfi explain``;
+* :func:`write_textfile`: an atomic file for node_exporter's textfile collector (cron runs);
+* :func:`push_add`: a Pushgateway, with ``push-add`` (POST), so a failed run does not
+  erase the series of the last good one.
+
+>>> metrics = MetricSet({"model": "churn"})
+>>> metrics.set([Family("ipfi_feature_importance", "gauge", "Importance.", ("feature",),
+...                     [(("age",), 0.25)])])
+>>> print(exposition(metrics).decode().strip())
+# HELP ipfi_feature_importance Importance.
+# TYPE ipfi_feature_importance gauge
+ipfi_feature_importance{feature="age",model="churn"} 0.25
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipfi_cli.errors import OutputError
+
+#: a Prometheus label name (``__`` is reserved for Prometheus itself)
+LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def check_label_name(name: str, reserved: Sequence[str] = ()) -> str | None:
+    """Why ``name`` cannot be a label name, or ``None``.
+
+    >>> check_label_name("model") is None
+    True
+    >>> check_label_name("2fast")
+    "'2fast' is not a Prometheus label name (letters, digits and _, not starting with a digit)"
+    """
+    if not LABEL_NAME.match(name):
+        return f"{name!r} is not a Prometheus label name (letters, digits and _, not starting with a digit)"
+    if name.startswith("__"):
+        return f"{name!r}: label names starting with __ are reserved for Prometheus"
+    if name in reserved:
+        return f"{name!r} is a label ipfi sets itself ({', '.join(reserved)})"
+    return None
+
+
+@dataclass
+class Family:
+    """One metric family: its name, type (``gauge``, ``counter``, ``summary`` or ``info``), help,
+    label names and samples ``(label values, value)``. A ``counter``'s name ends in ``_total``;
+    a ``summary``'s samples are ``(label values, (count, sum))``."""
+
+    name: str
+    type: str
+    help: str
+    labels: tuple[str, ...] = ()
+    samples: list[tuple[tuple[str, ...], Any]] = field(default_factory=list)
+
+
+class MetricSet:
+    """The families of one moment of a run, with constant labels added to every sample.
+
+    It is a ``prometheus_client`` collector: :meth:`set` replaces everything at once, under a
+    lock, and a scrape (:meth:`collect`) reads one consistent moment.
+    """
+
+    def __init__(self, constant_labels: Mapping[str, str] | None = None) -> None:
+        self.constant_labels = dict(constant_labels or {})
+        self._families: list[Family] = []
+        self._lock = threading.Lock()
+
+    def set(self, families: list[Family]) -> None:
+        with self._lock:
+            self._families = families
+
+    def families(self) -> list[Family]:
+        with self._lock:
+            return list(self._families)
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            InfoMetricFamily,
+            SummaryMetricFamily,
+        )
+
+        constant_names = tuple(self.constant_labels)
+        constant_values = tuple(self.constant_labels.values())
+        for family in self.families():
+            names = [*family.labels, *constant_names]
+            metric: Any
+            if family.type == "counter":
+                # prometheus_client adds _total itself
+                metric = CounterMetricFamily(family.name.removesuffix("_total"), family.help, labels=names)
+            elif family.type == "summary":
+                metric = SummaryMetricFamily(family.name, family.help, labels=names)
+            elif family.type == "info":
+                metric = InfoMetricFamily(family.name.removesuffix("_info"), family.help, labels=constant_names)
+                for _values, info in family.samples:
+                    metric.add_metric(list(constant_values), info)
+                yield metric
+                continue
+            else:
+                metric = GaugeMetricFamily(family.name, family.help, labels=names)
+            for values, value in family.samples:
+                labels = [*values, *constant_values]
+                if family.type == "summary":
+                    count, total = value
+                    metric.add_metric(labels, count_value=count, sum_value=total)
+                else:
+                    metric.add_metric(labels, value)
+            yield metric
+
+
+def registry(metrics: MetricSet) -> Any:
+    """A registry of its own holding only ``metrics`` (never the process-wide default one)."""
+    from prometheus_client import CollectorRegistry
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(metrics)
+    return reg
+
+
+def exposition(metrics: MetricSet) -> bytes:
+    """The text exposition format of ``metrics`` (what a scrape returns)."""
+    from prometheus_client import generate_latest
+
+    return bytes(generate_latest(registry(metrics)))
+
+
+class MetricsServer:
+    """``/metrics`` over HTTP on ``addr:port`` in a daemon thread, until :meth:`close`."""
+
+    def __init__(self, metrics: MetricSet, port: int, addr: str = "127.0.0.1") -> None:
+        from prometheus_client import start_http_server
+
+        try:
+            self._server, self._thread = start_http_server(port, addr=addr, registry=registry(metrics))
+        except OSError as error:
+            raise OutputError(f"--metrics-port {port}: cannot serve the metrics on {addr}:{port} "
+                              f"({error.strerror or error})") from None
+        self.port = int(self._server.server_address[1])  # the real port (port 0: a free one)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def write_textfile(path: str, metrics: MetricSet) -> None:
+    """Write ``metrics`` to ``path`` atomically (a temporary file in the same folder, renamed), as
+    node_exporter's textfile collector wants: it never reads half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=".ipfi-", suffix=".prom.tmp", dir=folder)
+        try:
+            with os.fdopen(handle, "wb") as f:
+                f.write(exposition(metrics))
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+    except OSError as error:
+        raise OutputError(f"{path}: cannot write the metrics textfile ({error.strerror or error})") from None
+
+
+def push_add(url: str, metrics: MetricSet, job: str, grouping: Mapping[str, str], timeout: float = 10.0) -> None:
+    """Push-add ``metrics`` to the Pushgateway at ``url`` under ``job`` and the grouping labels:
+    series of the same group are replaced, other groups and earlier pushes' other series stay."""
+    from prometheus_client import pushadd_to_gateway
+
+    try:
+        pushadd_to_gateway(url, job=job, registry=registry(metrics), grouping_key=dict(grouping), timeout=timeout)
+    except OSError as error:  # urllib's URLError and HTTPError are OSErrors
+        raise OutputError(f"--pushgateway {safe_url(url)}: the push failed ({_reason(error)})") from None
+
+
+def safe_url(url: str) -> str:
+    """``url`` without a password (``https://user:secret@host`` -> ``https://user:***@host``).
+
+    >>> safe_url("https://bot:s3cret@push.example.org:9091/")
+    'https://bot:***@push.example.org:9091/'
+    """
+    return re.sub(r"(://[^/:@]*):[^/@]*@", r"\1:***@", url)
+
+
+def _reason(error: OSError) -> str:
+    """The reason of a failed request: the HTTP status, or the network error (printable only)."""
+    code = getattr(error, "code", None)
+    if code is None:
+        found = re.search(r"pushgateway: (\d{3})", str(error))
+        code = found.group(1) if found else None
+    if code is not None:
+        return f"HTTP {code}"
+    reason = getattr(error, "reason", None)
+    text = str(reason if reason is not None else error.strerror or error)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)[:200]

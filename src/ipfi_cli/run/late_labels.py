@@ -1,0 +1,392 @@
+"""Labels that arrive late: ``--labels SOURCE --id COLUMN --label-wait N``.
+
+The features stream (the input) and the labels stream (``SOURCE``: a file, a named pipe, or
+with ``--labels-follow`` a file that grows, as ``tail -f`` reads it) are joined by the id
+column. :class:`JoinedReader` hands the session the features rows **in the features stream's
+order**, each with its label put in the target column, once that label has arrived: a row whose
+label has come waits for the rows before it. The estimates depend on the order of the rows
+(the smoothing and the reservoir), so this is the order that gives exactly the traces of the
+same rows with their labels inline, whatever order the labels come in.
+
+Memory is bounded by ``N`` (``--label-wait``): at most ``N`` rows wait for their labels (the
+features stream is not read further while they do), and at most ``N`` labels wait for their
+rows (the labels stream is not read further). When both are full, the oldest waiting row's
+label is not among the next ``N`` labels: that row is given up (counted, never explained with
+a guessed label), and the join goes on. This depends only on the two streams' contents, not
+on timing: a file replayed gives the same traces every time. With ``--label-wait 30s`` a row
+is given up after waiting 30 seconds instead (at most 100,000 rows wait then). At the end of
+the features, rows still waiting get the labels that still come until the labels stream ends
+(or, when followed, has been quiet for 5 seconds); the rest are given up.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from ipfi_cli.errors import InputError, UsageError
+from ipfi_cli.io.readers import RowReader
+from ipfi_cli.io.values import Row
+
+#: with --label-wait in seconds: at most this many rows wait (and labels)
+SECONDS_CAP = 100_000
+#: after the features end: give up on the waiting rows when a followed labels file has been quiet this long
+END_QUIET_SECONDS = 5.0
+_END = object()
+
+
+@dataclass(frozen=True)
+class LabelWait:
+    """How long a row waits for its label: ``rows`` (a count) or ``seconds``.
+
+    >>> LabelWait.parse("5000"), LabelWait.parse("30s").seconds, LabelWait.parse("2m").seconds
+    (LabelWait(rows=5000, seconds=None), 30.0, 120.0)
+    """
+
+    rows: int | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> LabelWait:
+        found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
+        if not found:
+            raise UsageError(f"expected a number of rows (5000) or of seconds (30s, 5m, 1h), got {text!r}",
+                             "--label-wait")
+        number, unit = float(found.group(1)), found.group(2)
+        if unit is None:
+            if number != int(number) or number < 1:
+                raise UsageError(f"a number of rows is a whole number >= 1, got {text!r}", "--label-wait")
+            return cls(rows=int(number))
+        seconds = number * {"s": 1, "m": 60, "h": 3600}[unit]
+        if seconds <= 0:
+            raise UsageError(f"must be more than 0 seconds, got {text!r}", "--label-wait")
+        return cls(seconds=seconds)
+
+    @property
+    def capacity(self) -> int:
+        return self.rows if self.rows is not None else SECONDS_CAP
+
+
+class FollowedFile:
+    """A regular file read as it grows (``tail -f``): at its end, reading waits for more until :meth:`stop`."""
+
+    def __init__(self, path: str, poll: float = 0.05) -> None:
+        self._file: BinaryIO = open(path, "rb", buffering=0)
+        self._stop = threading.Event()
+        self._poll = poll
+
+    def read(self, size: int = -1) -> bytes:
+        while True:
+            chunk = self._file.read(size if size > 0 else 1 << 16)
+            if chunk or self._stop.is_set():
+                return chunk or b""
+            self._stop.wait(self._poll)
+
+    read1 = read
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._file.close()
+
+
+class LabelStream:
+    """Reads ``(id, label)`` pairs from the labels source in a thread, into a bounded queue."""
+
+    def __init__(self, path: str, id_column: str, target: str, *, follow: bool, format: str | None = None,
+                 reader_options: dict[str, Any] | None = None) -> None:
+        from ipfi_cli.io.readers import open_rows
+
+        options = reader_options or {}
+        self.followed: FollowedFile | None = None
+        if follow:
+            try:
+                self.followed = FollowedFile(path)
+            except OSError as error:
+                raise InputError(f"cannot open the labels file ({error.strerror or error})", source=path) from None
+            from ipfi_cli.io.values import detect_format
+
+            self.reader = RowReader(self.followed, name=path, format=detect_format(path, format),  # type: ignore[arg-type]
+                                    close=True, **options)
+        else:
+            self.reader = open_rows(path, format=format, hint=False, **options)
+        self.path = path
+        self.id_column = id_column
+        self.target = target
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=4096)
+        self.rows = 0
+        self._thread = threading.Thread(target=self._read, name="ipfi-labels", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            columns = self.reader.columns  # in this thread: a named pipe's header may come late
+            lacking = [c for c in (self.id_column, self.target) if columns and c not in columns]
+            if lacking:
+                raise InputError(f"no column {lacking[0]!r} (the labels need the --id {self.id_column!r} and the "
+                                 f"--target {self.target!r} columns); the columns are: {', '.join(columns)}",
+                                 source=self.path)
+            self.reader.keep_as_text([self.id_column])
+            for row in self.reader:
+                if row.error is not None:
+                    raise row.error
+                values = row.values or {}
+                for column in (self.id_column, self.target):
+                    if column not in values:
+                        raise InputError(f"no column {column!r} (the labels source needs --id {self.id_column!r} "
+                                         f"and --target {self.target!r}); it has: {', '.join(values)}",
+                                         source=self.path, row=row.number, line=row.line)
+                ident = values[self.id_column]
+                if ident is None or ident == "" or ident != ident:
+                    raise InputError("the id is missing", source=self.path, row=row.number, line=row.line,
+                                     column=self.id_column)
+                self.rows += 1
+                self.queue.put((str(ident), values[self.target]))
+        except Exception as error:  # noqa: BLE001 - handed to the session, which reports it
+            self.queue.put(error)
+        self.queue.put(_END)
+
+    def close(self) -> None:
+        if self.followed is not None:
+            self.followed.stop()
+        # the thread is a daemon: a reader blocked on a pipe nobody writes to does not hold the exit
+
+
+class JoinedReader:
+    """The features reader, with each row's label from the labels stream (see the module docstring).
+
+    It stands in for the :class:`~ipfi_cli.io.readers.RowReader` of the features: the columns
+    are the features' and the target, and :meth:`batches` yields rows in the features' order.
+    """
+
+    def __init__(self, features: RowReader, labels: LabelStream, id_column: str, target: str,
+                 wait: LabelWait) -> None:
+        self.features = features
+        self.labels = labels
+        self.id_column = id_column
+        self.target = target
+        self.wait = wait
+        self.given_up = 0  # rows whose label did not come in time: not explained
+        self.unmatched = 0  # labels whose row never came
+        self.matched = 0
+        self.max_waiting = 0  # the most rows that waited at once (memory)
+        self._pending: collections.deque[list[Any]] = collections.deque()  # [row, id, label, arrived]
+        self._waiting: dict[str, collections.deque[list[Any]]] = {}  # id -> its waiting rows
+        self._early: dict[str, collections.deque[Any]] = {}  # id -> labels that came before their row
+        self._early_count = 0
+        self._labels_done = False
+        self._features_done = False
+        self._last_label = time.monotonic()
+        if features.columns and id_column not in features.columns:
+            raise InputError(f"no column {id_column!r} (the --id); the columns are: {', '.join(features.columns)}",
+                             source=features.name)
+        features.keep_as_text([id_column])
+
+    # -- the RowReader surface the session uses -------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.features.name
+
+    @property
+    def format(self) -> str:
+        return self.features.format
+
+    @property
+    def known_format(self) -> str | None:
+        return self.features.known_format
+
+    @property
+    def columns(self) -> list[str]:
+        columns = self.features.columns
+        if self.target in columns:
+            raise InputError(f"the input has a column {self.target!r} and --labels gives it too: drop one",
+                             source=self.name)
+        if columns and self.id_column not in columns:
+            raise InputError(f"no column {self.id_column!r} (the --id); the columns are: {', '.join(columns)}",
+                             source=self.name)
+        return [*columns, self.target] if columns else []
+
+    def keep_as_text(self, names: Any) -> None:
+        self.features.keep_as_text(names)
+
+    def noted_missing_summary(self) -> str | None:
+        return self.features.noted_missing_summary()
+
+    def column_kinds(self) -> dict[str, str]:
+        return self.features.column_kinds()
+
+    def close(self) -> None:
+        self.labels.close()
+        self.features.close()
+
+    def __iter__(self) -> Iterator[Row]:
+        for batch in self.batches():
+            yield from batch
+
+    def summary(self) -> list[str]:
+        """Lines for the end of the run: rows given up, labels without a row."""
+        lines = []
+        if self.given_up:
+            how = (f"{self.wait.rows:,} rows" if self.wait.rows is not None else f"{self.wait.seconds:g} s")
+            lines.append(f"{self.given_up:,} row(s) got no label within --label-wait ({how}) and were not explained")
+        unmatched = self.unmatched + self._early_count
+        if unmatched:
+            lines.append(f"{self.labels.path}: {unmatched:,} label(s) matched no row of {self.name}")
+        return lines
+
+    # -- the join -------------------------------------------------------------------------------------
+    def _take_label(self, item: Any) -> None:
+        if isinstance(item, Exception):
+            raise item
+        if item is _END:
+            self._labels_done = True
+            return
+        ident, label = item
+        self._last_label = time.monotonic()
+        rows = self._waiting.get(ident)
+        if rows:
+            entry = rows.popleft()
+            if not rows:
+                del self._waiting[ident]
+            entry[2] = label
+            self.matched += 1
+            return
+        self._early.setdefault(ident, collections.deque()).append(label)
+        self._early_count += 1
+
+    def _take_row(self, row: Row) -> None:
+        entry: list[Any] = [row, None, None, time.monotonic()]
+        if row.error is None:
+            values = row.values or {}
+            ident = values.get(self.id_column)
+            if ident is None or ident == "" or ident != ident:
+                entry[0] = Row(row.number, row.line, None,
+                               InputError("the id is missing", source=self.name, row=row.number, line=row.line,
+                                          column=self.id_column))
+            else:
+                ident = str(ident)
+                entry[1] = ident
+                early = self._early.get(ident)
+                if early:
+                    entry[2] = early.popleft()
+                    self._early_count -= 1
+                    if not early:
+                        del self._early[ident]
+                    self.matched += 1
+                else:
+                    entry[2] = _WAITING
+                    self._waiting.setdefault(ident, collections.deque()).append(entry)
+        self._pending.append(entry)
+        self.max_waiting = max(self.max_waiting, len(self._pending))
+
+    def _release(self, out: list[Row]) -> None:
+        while self._pending and self._pending[0][2] is not _WAITING:
+            row, ident, label, _ = self._pending.popleft()
+            if ident is None:  # a bad row: the checker reports it, in its place
+                out.append(row)
+                continue
+            values = dict(row.values)
+            values[self.target] = label
+            out.append(Row(row.number, row.line, values))
+
+    def _give_up_head(self) -> None:
+        entry = self._pending.popleft()
+        rows = self._waiting.get(entry[1])
+        if rows is not None:
+            rows.remove(entry)
+            if not rows:
+                del self._waiting[entry[1]]
+        self.given_up += 1
+
+    def batches(self, max_rows: int = 1000, *, idle: Callable[[], None] | None = None,
+                idle_interval: float = 0.25) -> Iterator[list[Row]]:
+        """Lists of joined rows, in the features' order, as their labels arrive."""
+        capacity = self.wait.capacity
+        rows = iter(self.features)
+        last_idle = time.monotonic()
+        out: list[Row] = []
+        while True:
+            progressed = False
+            while self._early_count < capacity:  # labels (not further than capacity ahead of their rows)
+                try:
+                    item = self.labels.queue.get_nowait()
+                except queue.Empty:
+                    break
+                self._take_label(item)
+                progressed = True
+            taken = 0
+            while (not self._features_done and len(self._pending) < capacity and taken < max_rows
+                   and self.features.ready(0.0)):
+                row = next(rows, None)
+                if row is None:
+                    self._features_done = True
+                    break
+                self._take_row(row)
+                taken += 1
+                progressed = True
+            self._release(out)
+            while len(out) >= max_rows:
+                yield out[:max_rows]
+                out = out[max_rows:]
+            if progressed:
+                continue  # rows already available go into one batch (one model call)
+            if self._pending and self._stuck():
+                self._give_up_head()
+                continue
+            if out:
+                yield out
+                out = []
+                continue
+            if not self._pending and self._features_done:
+                self._drain_rest()
+                return
+            # nothing to do now: wait a little for either stream
+            if not self._features_done and len(self._pending) < capacity:
+                if self.features.ready(0.02):
+                    continue
+            try:
+                self._take_label(self.labels.queue.get(timeout=0.02))
+            except queue.Empty:
+                pass
+            if idle is not None and time.monotonic() - last_idle >= idle_interval:
+                last_idle = time.monotonic()
+                idle()
+
+    def _stuck(self) -> bool:
+        """The oldest waiting row is given up now (see the module docstring)."""
+        capacity = self.wait.capacity
+        if self.wait.seconds is not None and time.monotonic() - self._pending[0][3] > self.wait.seconds:
+            return True
+        if self._labels_done:
+            return True  # no label will come any more (the head's did not match an earlier one)
+        features_blocked = self._features_done or len(self._pending) >= capacity
+        if features_blocked and self._early_count >= capacity:
+            return True  # neither stream can move: its label is not among the next N
+        if self._features_done and self.labels.followed is not None:
+            return time.monotonic() - self._last_label > END_QUIET_SECONDS
+        return False
+
+    def _drain_rest(self) -> None:
+        """The features ended and every row is done: the labels read but never matched are counted
+        (the labels stream is not waited for any longer)."""
+        while True:
+            try:
+                item = self.labels.queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _END:
+                self._labels_done = True
+            elif not isinstance(item, Exception):
+                self.unmatched += 1
+        self.labels.close()
+
+
+_WAITING = object()

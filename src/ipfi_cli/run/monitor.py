@@ -1,0 +1,540 @@
+"""A run in the monitoring stack: Prometheus metrics and change events posted to a webhook.
+
+:class:`MetricsExporter` turns the state of an ``ipfi explain`` session into Prometheus
+metrics (:func:`stream_families`), served over HTTP while the stream runs
+(``--metrics-port``), written atomically to a textfile (``--metrics-textfile``, at every
+update and at the end) and push-added to a Pushgateway at the end of a finite run
+(``--pushgateway``). :class:`WebhookNotifier` posts each change event as it happens
+(``--webhook``; the payload: :func:`event_payload`). Both are run observers
+(:class:`~ipfi_cli.run.observers.RunObserver`): the session adds them after its reporter and
+events file when ``settings.monitor`` asks (:class:`StreamMonitor`); the exporter turns at most
+one snapshot a second into metrics (a few floats per feature) and always the last one.
+
+The metrics (all with the constant labels of ``--metrics-label``):
+
+=====================================  ========  =====================  ==========================================
+name                                   type      labels                 value
+=====================================  ========  =====================  ==========================================
+``ipfi_feature_importance``            gauge     feature                the current importance (loss units)
+``ipfi_feature_importance_bound``      gauge     feature                its confidence half-width (``--delta``)
+``ipfi_feature_rank``                  gauge     feature                1 = most important (ties share)
+``ipfi_model_loss``                    summary                          the model's loss: ``_sum`` and ``_count``
+``ipfi_ranking_ndcg``                  gauge                            nDCG@k against ``--reference``
+``ipfi_change_events_total``           counter   kind, feature,         change events
+                                                 direction
+``ipfi_rows_read_total``               counter                          rows read (explained, stored or skipped)
+``ipfi_rows_explained_total``          counter                          rows explained
+``ipfi_rows_skipped_total``            counter                          bad rows skipped
+``ipfi_model_calls_total``             counter                          calls to the model
+``ipfi_model_predictions_total``       counter                          rows those calls predicted
+``ipfi_last_row_timestamp_seconds``    gauge                            Unix time the last row was explained
+``ipfi_start_timestamp_seconds``       gauge                            Unix time the run started
+``ipfi_build_info``                    gauge 1                          version, python
+``ipfi_run_info``                      gauge 1                          command, loss, mode, sampling
+=====================================  ========  =====================  ==========================================
+
+The smoothed loss is ``rate(ipfi_model_loss_sum[w]) / rate(ipfi_model_loss_count[w])``: the
+mean over the window ``w`` the query chooses (the summary is the Prometheus way to expose it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import platform
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ipfi_cli.errors import UsageError
+from ipfi_cli.io.prometheus import Family, MetricSet, check_label_name, safe_url
+from ipfi_cli.run.settings import (
+    DEFAULT_METRICS_ADDR,
+    DEFAULT_PUSH_JOB,
+    DEFAULT_WEBHOOK_COOLDOWN,
+    DEFAULT_WEBHOOK_FORMAT,
+    DEFAULT_WEBHOOK_RETRIES,
+)
+
+#: label names ipfi sets on some metric: a --metrics-label cannot take them
+OWN_LABELS = ("feature", "kind", "direction", "version", "python", "command", "loss", "mode", "sampling",
+              "quantile", "job", "instance")
+
+
+@dataclass
+class MonitorSettings:
+    """The monitoring options of a run."""
+
+    metrics_port: int | None = None
+    metrics_addr: str = DEFAULT_METRICS_ADDR
+    metrics_textfile: str | None = None
+    pushgateway: str | None = None
+    push_job: str = DEFAULT_PUSH_JOB
+    push_grouping: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  # constant labels (--metrics-label)
+    webhook: str | None = None
+    webhook_format: str = DEFAULT_WEBHOOK_FORMAT  # or "alertmanager"
+    webhook_cooldown: float = DEFAULT_WEBHOOK_COOLDOWN
+    webhook_retries: int = DEFAULT_WEBHOOK_RETRIES
+    webhook_timeout: float = 5.0
+    webhook_queue: int = 1000
+    webhook_wait: float = 10.0
+    interval: float = 1.0  # seconds between metric updates while the stream runs
+
+    @property
+    def metrics(self) -> bool:
+        return bool(self.metrics_port is not None or self.metrics_textfile or self.pushgateway)
+
+    @property
+    def wanted(self) -> bool:
+        return self.metrics or bool(self.webhook)
+
+
+def parse_labels(pairs: Sequence[str] | None, option: str, reserved: Sequence[str] = OWN_LABELS) -> dict[str, str]:
+    """``["model=churn", "env=prod"]`` -> ``{"model": "churn", "env": "prod"}``; a bad pair is a usage error.
+
+    >>> parse_labels(["model=churn", "env=prod"], "--metrics-label")
+    {'model': 'churn', 'env': 'prod'}
+    """
+    labels: dict[str, str] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep:
+            raise UsageError(f"expected name=value, got {pair!r}", option)
+        problem = check_label_name(name, reserved)
+        if problem:
+            raise UsageError(problem, option)
+        if name in labels:
+            raise UsageError(f"label {name!r} given twice", option)
+        labels[name] = value
+    return labels
+
+
+def ranks(values: Sequence[float]) -> list[int]:
+    """1 + the number of strictly larger values (ties share the better rank).
+
+    >>> ranks([0.1, 0.3, 0.1, 0.0])
+    [2, 1, 2, 4]
+    """
+    return [1 + sum(1 for other in values if other > v) for v in values]
+
+
+def _build_families(command: str, loss: str | None, settings: Any) -> list[Family]:
+    from ipfi_cli.version import __version__
+
+    families = [Family("ipfi_build_info", "info", "The ipfi that runs.",
+                       samples=[((), {"version": __version__, "python": platform.python_version()})])]
+    if loss is not None:
+        mode = "learning" if settings.learn else "static"
+        families.append(Family("ipfi_run_info", "info", "What the run computes: the loss the importances are in, "
+                               "learning or static.",
+                               samples=[((), {"command": command, "loss": loss, "mode": mode,
+                                              "sampling": settings.sampling})]))
+    return families
+
+
+@dataclass
+class StreamNumbers:
+    """The numbers of an ``explain`` session at one moment (all read together)."""
+
+    names: list[str]
+    importances: list[float]
+    bounds: list[float]
+    loss_sum: float
+    explained: int
+    rows_read: int
+    skipped: int
+    model_calls: int
+    predictions: int
+    last_row_time: float | None
+    ndcg: float | None
+    ndcg_threshold: float | None
+    events: dict[tuple[str, str, str], int]
+
+    @classmethod
+    def of(cls, snapshot: Any, session: Any, events: dict[tuple[str, str, str], int]) -> StreamNumbers:
+        """The numbers of ``snapshot`` (what the traces hold), with what the session adds: the model
+        calls, the reference ranking, the change events counted so far."""
+        importances = [float(v) for v in snapshot.importances]
+        explained = int(snapshot.explained)
+        explainer = session.explainer
+        ndcg = threshold = None
+        watch = getattr(session, "watch", None)
+        if watch is not None and watch.detector.reference is not None:
+            threshold = float(watch.detector.ndcg_threshold)
+            if explained:
+                from ipfi_cli.core.ranking import ndcg_at_k
+
+                ndcg = float(ndcg_at_k(importances, watch.detector.reference, watch.detector.k))
+        loss_sum = float(snapshot.loss) * explained if explained else 0.0
+        return cls(names=list(snapshot.names), importances=importances, bounds=[float(b) for b in snapshot.bounds],
+                   loss_sum=loss_sum, explained=explained, rows_read=int(snapshot.rows) + int(snapshot.skipped),
+                   skipped=int(snapshot.skipped), model_calls=int(getattr(explainer, "n_model_calls", 0)),
+                   predictions=int(getattr(explainer, "n_predictions", 0)), last_row_time=None, ndcg=ndcg,
+                   ndcg_threshold=threshold, events=dict(events))
+
+
+def event_key(event: Any) -> tuple[str, str, str]:
+    """``(kind, feature, direction)`` of a change event (a ranking departure: ``("ranking", "", "down")``)."""
+    if event.kind == "ranking":
+        return ("ranking", "", "down")
+    return (event.kind, event.feature if event.kind != "loss" else "", event.direction)
+
+
+def stream_families(numbers: StreamNumbers, delta: float, started: float) -> list[Family]:
+    """The metric families of a stream's numbers (an importance not estimated yet is left out)."""
+    known = [j for j, v in enumerate(numbers.importances) if not math.isnan(v)]
+    present = [numbers.importances[j] for j in known]
+    order = ranks(present)
+    families = [
+        Family("ipfi_feature_importance", "gauge",
+               "The feature's current importance: the smoothed increase of the model's loss when its value is "
+               "replaced by an earlier row's (in units of the loss of ipfi_run_info).", ("feature",),
+               [((numbers.names[j],), numbers.importances[j]) for j in known]),
+        Family("ipfi_feature_importance_bound", "gauge",
+               f"Half-width of the importance's confidence interval at level 1 - {delta} (Chebyshev).", ("feature",),
+               [((numbers.names[j],), numbers.bounds[j]) for j in known if not math.isnan(numbers.bounds[j])]),
+        Family("ipfi_feature_rank", "gauge", "The feature's rank by current importance (1 = most important; ties "
+               "share the better rank).", ("feature",),
+               [((numbers.names[j],), float(rank)) for j, rank in zip(known, order)]),
+        Family("ipfi_model_loss", "summary", "The model's loss on the explained rows (unperturbed predictions).",
+               (), [((), (numbers.explained, numbers.loss_sum))]),
+        Family("ipfi_rows_read_total", "counter", "Rows read: explained, stored (a stream's first) or skipped.",
+               (), [((), numbers.rows_read)]),
+        Family("ipfi_rows_explained_total", "counter", "Rows explained.", (), [((), numbers.explained)]),
+        Family("ipfi_rows_skipped_total", "counter", "Bad rows skipped (--on-bad-row skip).", (),
+               [((), numbers.skipped)]),
+        Family("ipfi_model_calls_total", "counter", "Calls the explainer made to the model.", (),
+               [((), numbers.model_calls)]),
+        Family("ipfi_model_predictions_total", "counter", "Rows the model predicted in those calls.", (),
+               [((), numbers.predictions)]),
+        Family("ipfi_change_events_total", "counter", "Change events: of a feature's importance (kind importance), "
+               "of the model's loss (kind loss), of the ranking against --reference (kind ranking).",
+               ("kind", "feature", "direction"),
+               [(key, count) for key, count in sorted(numbers.events.items())]),
+        Family("ipfi_start_timestamp_seconds", "gauge", "Unix time the run started.", (), [((), started)]),
+    ]
+    if numbers.last_row_time is not None:
+        families.append(Family("ipfi_last_row_timestamp_seconds", "gauge", "Unix time the last row was explained.",
+                               (), [((), numbers.last_row_time)]))
+    if numbers.ndcg is not None and not math.isnan(numbers.ndcg):
+        families.append(Family("ipfi_ranking_ndcg", "gauge", "nDCG@k of the current ranking against --reference "
+                               "(1 = the same top-k order).", (), [((), numbers.ndcg)]))
+    if numbers.ndcg_threshold is not None:
+        families.append(Family("ipfi_ranking_ndcg_threshold", "gauge", "The nDCG below which the ranking has "
+                               "departed from --reference (--ndcg-threshold).", (), [((), numbers.ndcg_threshold)]))
+    return families
+
+
+class MetricsExporter:
+    """A run observer that keeps a :class:`MetricSet` equal to the run's numbers and sends it where asked."""
+
+    def __init__(self, settings: MonitorSettings, command: str = "explain") -> None:
+        self.settings = settings
+        self.command = command
+        self.metrics = MetricSet(settings.labels)
+        self.server: Any = None
+        self.session: Any = None
+        self.started = time.time()
+        self._info: list[Family] = []
+        self._events: dict[tuple[str, str, str], int] = {}
+        self._last_explained = -1
+        self._last_row_time: float | None = None
+        self._next = 0.0
+
+    def serve(self, session: Any) -> None:
+        """Serve ``/metrics`` (``--metrics-port``) from the start: the build info until the run is set up."""
+        self.session = session
+        self._info = _build_families(self.command, None, session.settings)
+        self.metrics.set(self._info)
+        if self.settings.metrics_port is not None and self.server is None:
+            from ipfi_cli.io.prometheus import MetricsServer
+
+            self.server = MetricsServer(self.metrics, self.settings.metrics_port, self.settings.metrics_addr)
+            if self.settings.metrics_port == 0 or session.settings.verbose:
+                session.reporter.message(f"serving metrics on http://{self.settings.metrics_addr}:{self.server.port}"
+                                         "/metrics", "note")
+
+    # -- the observer ------------------------------------------------------------------------------
+    def on_start(self, start: Any) -> None:
+        """The run is set up: its loss is known; every change-event series starts at 0."""
+        session = self.session
+        self._info = _build_families(self.command, session.plan.loss.name, session.settings)
+        watch = session.watch
+        if watch is not None:
+            # every series the run can count exists from the start at 0, so that an alert on
+            # increase() sees the first event too (a series born at 1 has no increase)
+            for name in start.names:
+                self._events[("importance", name, "up")] = self._events[("importance", name, "down")] = 0
+            self._events[("loss", "", "up")] = self._events[("loss", "", "down")] = 0
+            if watch.detector.reference is not None:
+                self._events[("ranking", "", "down")] = 0
+        self.metrics.set(self._info)
+
+    def on_snapshot(self, snapshot: Any) -> None:
+        """The numbers as they are now, at most once per ``interval`` seconds (a few floats per feature)."""
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.settings.interval
+        self._update(snapshot)
+
+    def on_events(self, events: Sequence[Any]) -> None:
+        for event in events:
+            key = event_key(event)
+            self._events[key] = self._events.get(key, 0) + 1
+
+    def on_end(self, end: Any) -> None:
+        """The last numbers; after a complete run, push them; stop serving. A failed push is an error."""
+        try:
+            if end.snapshot is not None:
+                self._update(end.snapshot)
+            if self.settings.pushgateway and end.status in ("ok", "stopped-on-change"):
+                self.push()
+        finally:
+            self.close()
+
+    # -- the numbers ---------------------------------------------------------------------------------
+    def _update(self, snapshot: Any) -> None:
+        numbers = StreamNumbers.of(snapshot, self.session, self._events)
+        if numbers.explained != self._last_explained:
+            self._last_explained = numbers.explained
+            if numbers.explained:
+                self._last_row_time = time.time()
+        numbers.last_row_time = self._last_row_time
+        self.metrics.set([*self._info, *stream_families(numbers, self.session.settings.delta, self.started)])
+        if self.settings.metrics_textfile:
+            from ipfi_cli.io.prometheus import write_textfile
+
+            write_textfile(self.settings.metrics_textfile, self.metrics)
+
+    def push(self) -> None:
+        from ipfi_cli.io.prometheus import push_add
+
+        families = self.metrics.families()
+        families.append(Family("ipfi_last_success_timestamp_seconds", "gauge",
+                               "Unix time the last run that pushed these metrics ended.", (), [((), time.time())]))
+        families.append(Family("ipfi_duration_seconds", "gauge", "How long that run took.", (),
+                               [((), time.time() - self.started)]))
+        pushed = MetricSet(self.settings.labels)
+        pushed.set(families)
+        push_add(self.settings.pushgateway or "", pushed, self.settings.push_job, self.settings.push_grouping)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+def publish(settings: MonitorSettings, families: list[Family], started: float) -> None:
+    """A finished command's families (``batch``, ``compare``), with the batch-job metrics, to
+    ``--metrics-textfile`` and pushed (push-add) to ``--pushgateway``."""
+    from ipfi_cli.io.prometheus import push_add, write_textfile
+
+    metrics = MetricSet(settings.labels)
+    now = time.time()
+    metrics.set([*families,
+                 Family("ipfi_last_success_timestamp_seconds", "gauge", "Unix time the last run that published these "
+                        "metrics ended.", (), [((), now)]),
+                 Family("ipfi_duration_seconds", "gauge", "How long that run took.", (), [((), now - started)])])
+    if settings.metrics_textfile:
+        write_textfile(settings.metrics_textfile, metrics)
+    if settings.pushgateway:
+        push_add(settings.pushgateway, metrics, settings.push_job, settings.push_grouping)
+
+
+def comparison_families(records: Sequence[Mapping[str, Any]], loss: str) -> list[Family]:
+    """The metric families of ``ipfi compare``'s records: each method's error against its reference
+    (the last window's, for a learning comparison), and batch PFI's importances."""
+    from ipfi_cli.version import __version__
+
+    errors: dict[tuple[str, str, str, str], float] = {}
+    batch: list[tuple[tuple[str, ...], float]] = []
+    for record in records:
+        if record.get("method") == "batch":
+            if record.get("importance") is not None:
+                batch.append(((str(record["feature"]),), float(record["importance"])))
+            continue
+        if record.get("error") is None:
+            continue
+        key = tuple("" if record.get(k) is None else (f"{record[k]:g}" if k == "alpha" else str(record[k]))
+                    for k in ("method", "sampling", "alpha", "ordering"))
+        errors[key] = float(record["error"])  # type: ignore[index]
+    families = [
+        Family("ipfi_build_info", "info", "The ipfi that ran.",
+               samples=[((), {"version": __version__, "python": platform.python_version()})]),
+        Family("ipfi_run_info", "info", "What the run computed.",
+               samples=[((), {"command": "compare", "loss": loss, "mode": "comparison", "sampling": "several"})]),
+        Family("ipfi_comparison_error", "gauge", "The paper's error of a method's final importances against the "
+               "reference (normalised shares, L1 distance, in [0, 2]).", ("method", "sampling", "alpha", "ordering"),
+               sorted(errors.items())),
+    ]
+    if batch:
+        families.append(Family("ipfi_feature_importance", "gauge", "Batch PFI's importance of the feature (the "
+                               "reference of the comparison).", ("feature",), batch))
+    return families
+
+
+def batch_families(names: Sequence[str], means: Sequence[float], stds: Sequence[float], n_rows: int,
+                   baseline_loss: float, loss: str, command: str = "batch") -> list[Family]:
+    """The metric families of a batch PFI result."""
+    from ipfi_cli.version import __version__
+
+    order = ranks([float(m) for m in means])
+    return [
+        Family("ipfi_build_info", "info", "The ipfi that ran.",
+               samples=[((), {"version": __version__, "python": platform.python_version()})]),
+        Family("ipfi_run_info", "info", "What the run computed.",
+               samples=[((), {"command": command, "loss": loss, "mode": "static", "sampling": "permutation"})]),
+        Family("ipfi_feature_importance", "gauge", "The feature's batch permutation importance (mean over the "
+               "repeats; in units of the loss of ipfi_run_info).", ("feature",),
+               [((str(n),), float(m)) for n, m in zip(names, means)]),
+        Family("ipfi_feature_importance_std", "gauge", "Its standard deviation over the repeats.", ("feature",),
+               [((str(n),), float(sd)) for n, sd in zip(names, stds) if not math.isnan(float(sd))]),
+        Family("ipfi_feature_rank", "gauge", "The feature's rank (1 = most important; ties share).", ("feature",),
+               [((str(n),), float(r)) for n, r in zip(names, order)]),
+        Family("ipfi_model_loss", "summary", "The model's loss on the rows (unpermuted).", (),
+               [((), (n_rows, float(baseline_loss) * n_rows))]),
+        Family("ipfi_rows_read_total", "counter", "Rows read.", (), [((), n_rows)]),
+    ]
+
+
+# -- the webhook ------------------------------------------------------------------------------------------
+def event_text(event: Any) -> str:
+    """One line for a person (Slack's ``text``)."""
+    if event.kind == "ranking":
+        return (f"ipfi: the ranking departed from the reference at row {event.row:,}: nDCG@{event.k} "
+                f"{event.ndcg:.3f} < {event.threshold} (top now {', '.join(event.top_current[:3])})")
+    what = "the model's loss" if event.kind == "loss" else f"the importance of {event.feature}"
+    return (f"ipfi: {what} went {event.direction} at row {event.row:,} (from row {event.start_row:,}): "
+            f"{event.before:.4g} -> {event.after:.4g}")
+
+
+def event_id(source: str, seed: int | None, event: Any) -> str:
+    """The same event of the same run (same input and seed) has the same id, also after a resume."""
+    key = f"{source}|{seed}|{event.row}|{'|'.join(event_key(event))}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def event_payload(event: Any, *, event_id: str, command: str, source: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """The JSON body posted for one change event (``--webhook-format json``)::
+
+        {"version": 1, "id": "...", "time": "2026-11-24T18:30:06Z", "command": "explain",
+         "input": "data.csv", "labels": {"model": "churn"}, "text": "ipfi: ...",
+         "event": {... the line --events writes ...}}
+    """
+    return {"version": 1, "id": event_id, "time": _now(), "command": command, "input": source,
+            "labels": dict(labels), "text": event_text(event), "event": event.to_dict()}
+
+
+ALERT_NAMES = {"importance": "IpfiImportanceChanged", "loss": "IpfiLossChanged", "ranking": "IpfiRankingDeparted"}
+
+
+def alertmanager_payload(event: Any, *, event_id: str, source: str, labels: Mapping[str, str],
+                         resolve_after: float) -> list[dict[str, Any]]:
+    """The body for Alertmanager's ``POST /api/v2/alerts`` (``--webhook-format alertmanager``)."""
+    kind, feature, direction = event_key(event)
+    alert_labels = {"alertname": ALERT_NAMES.get(kind, "IpfiChange"), "severity": "warning", **labels}
+    if feature:
+        alert_labels["feature"] = feature
+    alert_labels["direction"] = direction
+    start = datetime.now(UTC)
+    end = datetime.fromtimestamp(start.timestamp() + max(resolve_after, 60.0), UTC)
+    return [{"labels": alert_labels,
+             "annotations": {"summary": event_text(event), "input": source, "row": str(event.row), "id": event_id},
+             "startsAt": start.isoformat().replace("+00:00", "Z"),
+             "endsAt": end.isoformat().replace("+00:00", "Z")}]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class WebhookNotifier:
+    """A run observer that posts each change event to ``--webhook`` as it is found."""
+
+    def __init__(self, settings: MonitorSettings, say: Any = None, command: str = "explain") -> None:
+        from ipfi_cli.io.webhook import WebhookSender
+
+        self.settings = settings
+        self.command = command
+        self.say = say  # (text, kind): the end-of-run line
+        self.sender = WebhookSender(settings.webhook or "", queue_size=settings.webhook_queue,
+                                    retries=settings.webhook_retries, timeout=settings.webhook_timeout,
+                                    cooldown=settings.webhook_cooldown)
+        self.source = ""
+        self.seed: int | None = None
+        self.closed = False
+
+    def on_start(self, start: Any) -> None:
+        self.source = start.source
+        self.seed = start.seed
+
+    def on_snapshot(self, snapshot: Any) -> None:
+        pass
+
+    def on_events(self, events: Sequence[Any]) -> None:
+        import orjson
+
+        for event in events:
+            ident = event_id(self.source, self.seed, event)
+            body: Any
+            if self.settings.webhook_format == "alertmanager":
+                body = alertmanager_payload(event, event_id=ident, source=self.source, labels=self.settings.labels,
+                                            resolve_after=self.settings.webhook_cooldown)
+            else:
+                body = event_payload(event, event_id=ident, command=self.command, source=self.source,
+                                     labels=self.settings.labels)
+            self.sender.send(orjson.dumps(body), dedup=ident, cooldown=event_key(event))
+
+    def on_end(self, end: Any) -> None:
+        """Drain the queue (at most ``webhook_wait`` seconds; 2 s after an interruption) and say what
+        became of the posts."""
+        wait = self.settings.webhook_wait if end.status != "interrupted" else min(2.0, self.settings.webhook_wait)
+        line = self.close(wait)
+        if line and self.say is not None:
+            stats = self.sender.stats
+            self.say(line, "warning" if stats.failed or stats.dropped else "note")
+
+    def close(self, wait: float = 0.0) -> str | None:
+        if self.closed:
+            return None
+        self.closed = True
+        stats = self.sender.close(wait)
+        return stats.summary(safe_url(self.settings.webhook or ""))
+
+
+class StreamMonitor:
+    """The exporter and the notifier a session asked for (``settings.monitor``)."""
+
+    def __init__(self, settings: MonitorSettings, command: str = "explain") -> None:
+        self.settings = settings
+        self.command = command
+        self.exporter = MetricsExporter(settings, command) if settings.metrics else None
+        self.notifier: WebhookNotifier | None = None
+
+    def serve(self, session: Any) -> None:
+        """Before the run is set up: ``/metrics`` answers (with the build info)."""
+        if self.exporter is not None:
+            self.exporter.serve(session)
+
+    def observers(self, session: Any) -> list[Any]:
+        """The run observers: the exporter, the webhook notifier."""
+        out: list[Any] = []
+        if self.exporter is not None:
+            self.exporter.session = session
+            out.append(self.exporter)
+        if self.settings.webhook:
+            self.notifier = WebhookNotifier(self.settings, session.reporter.message, self.command)
+            out.append(self.notifier)
+        return out
+
+    def close(self) -> None:
+        """Stop serving and posting at once (after the observers' on_end, nothing is left)."""
+        if self.exporter is not None:
+            self.exporter.close()
+        if self.notifier is not None:
+            self.notifier.close(0.0)

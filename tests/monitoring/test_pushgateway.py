@@ -1,0 +1,91 @@
+"""``batch --pushgateway`` through a real Pushgateway: the pushed importances are exactly the CSV's;
+push-add keeps other groups; a Pushgateway that is down fails the run after the records are written.
+``--metrics-textfile`` writes the same numbers atomically."""
+
+from __future__ import annotations
+
+import csv
+import io
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from .conftest import HGB, SAMPLE, free_port, ipfi
+
+BATCH_ROWS = 1000
+BATCH = ["batch", "-m", HGB, "-t", "class", "--repeats", "2", "--seed", "0", "--threads", "1", "-q"]
+
+
+@pytest.fixture(scope="module")
+def rows_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("push") / "rows.csv"
+    path.write_text("\n".join((SAMPLE / "agrawal_static.csv").read_text().splitlines()[:BATCH_ROWS + 1]) + "\n")
+    return str(path)
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                out[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def test_batch_pushes_its_importances_to_a_real_pushgateway(pushgateway, rows_file, tmp_path):
+    textfile = tmp_path / "ipfi.prom"
+    result = ipfi(*BATCH, rows_file, "--pushgateway", pushgateway, "--push-job", "nightly", "--push-label", "model=hgb",
+                  "--metrics-label", "team=risk", "--metrics-textfile", str(textfile))
+    assert result.returncode == 0, result.stderr
+    expected = {row["feature"]: float(row["importance"]) for row in csv.DictReader(io.StringIO(result.stdout))}
+    with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
+        exposed = response.read().decode()
+    pushed = samples(exposed, "ipfi_feature_importance")
+    assert {dict(k)["feature"]: v for k, v in pushed.items()} == expected  # exactly (repr floats both ways)
+    assert {(dict(k)["job"], dict(k)["model"], dict(k)["team"]) for k in pushed} == {("nightly", "hgb", "risk")}
+    assert len(samples(exposed, "ipfi_last_success_timestamp_seconds")) == 1
+    assert list(samples(exposed, "ipfi_rows_read_total").values()) == [float(BATCH_ROWS)]
+    written = samples(textfile.read_text(), "ipfi_feature_importance")
+    assert {dict(k)["feature"]: v for k, v in written.items()} == expected
+    assert not list(tmp_path.glob(".ipfi-*"))  # no temporary file left behind
+
+    # another group (push-add under another model label) leaves the first one in place
+    other = ipfi(*BATCH, rows_file, "--features", "salary,age", "--pushgateway", pushgateway, "--push-job", "nightly",
+                 "--push-label", "model=other")
+    assert other.returncode == 0, other.stderr
+    with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
+        both = samples(response.read().decode(), "ipfi_feature_importance")
+    assert {dict(k)["model"] for k in both} == {"hgb", "other"}
+    assert {dict(k)["feature"]: v for k, v in both.items() if dict(k)["model"] == "hgb"} == expected
+
+
+def test_a_pushgateway_that_is_down_fails_the_run_after_the_records_are_written(rows_file):
+    url = f"http://127.0.0.1:{free_port()}"
+    result = ipfi(*BATCH, rows_file, "--features", "salary", "--pushgateway", url)
+    assert result.returncode == 1
+    assert result.stdout.startswith("feature,importance")  # the records are written first
+    assert f"--pushgateway {url}: the push failed" in result.stderr
+
+
+def test_bad_label_options_are_usage_errors(rows_file):
+    result = ipfi(*BATCH, rows_file, "--metrics-textfile", "x.prom", "--metrics-label", "feature=x")
+    assert result.returncode == 2 and "ipfi sets itself" in result.stderr
+    result = ipfi(*BATCH, rows_file, "--metrics-label", "model=x")
+    assert result.returncode == 2 and "needs --metrics-port" in result.stderr
+
+
+def test_a_finite_explain_pushes_its_last_record(pushgateway, tmp_path):
+    data = tmp_path / "rows.csv"
+    data.write_text("\n".join((SAMPLE / "agrawal_static.csv").read_text().splitlines()[:301]) + "\n")
+    result = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "1", "--repeats", "2", "--no-live", "-q",
+                  "--pushgateway", pushgateway, "--push-label", "stream=test")
+    assert result.returncode == 0, result.stderr
+    header, *records = result.stdout.splitlines()
+    last = dict(zip(header.split(",")[1:], map(float, records[-1].split(",")[1:])))
+    with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
+        exposed = response.read().decode()
+    pushed = samples(exposed, "ipfi_feature_importance")
+    assert {dict(k)["feature"]: v for k, v in pushed.items()} == last
+    assert list(samples(exposed, "ipfi_rows_explained_total").values()) == [299.0]
+    assert {dict(k)["job"] for k in pushed} == {"ipfi"}

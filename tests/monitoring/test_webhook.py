@@ -1,0 +1,145 @@
+"""``--webhook``: change events posted from a bounded background queue to a real receiver on
+127.0.0.1 that is slow, fails or is down. The stream's traces are the same bytes as without the
+webhook, posts are retried and counted, and no event is lost while the receiver is up."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ipfi_cli.io.webhook import WebhookSender
+
+from .conftest import HGB, free_port, ipfi, sample_lines
+
+
+# -- the sender ---------------------------------------------------------------------------------------------
+def test_a_failing_receiver_gets_every_post_after_retries(receiver_factory):
+    receiver = receiver_factory(fail_first=2)
+    sender = WebhookSender(receiver.url, retries=3, backoff=0.01)
+    bodies = [json.dumps({"n": i}).encode() for i in range(5)]
+    for i, body in enumerate(bodies):
+        assert sender.send(body, dedup=i)
+    stats = sender.close(wait=30)
+    assert receiver.bodies == bodies  # all of them, in order
+    assert (stats.queued, stats.sent, stats.retries, stats.failed, stats.dropped) == (5, 5, 10, 0, 0)
+
+
+def test_sending_never_waits_for_a_hanging_receiver_and_a_full_queue_drops(receiver_factory):
+    receiver = receiver_factory()
+    receiver.gate.clear()  # every request hangs until the gate opens
+    sender = WebhookSender(receiver.url, queue_size=2, retries=0, timeout=30)
+    # two posts wait in the queue (and one more if the thread took the first already), the rest find it full;
+    # every send returns while the receiver still hangs: the stream is never held back
+    accepted = [sender.send(f"{i}".encode()) for i in range(10)]
+    assert 2 <= sum(accepted) <= 3 and accepted[:2] == [True, True]
+    assert receiver.bodies == []
+    receiver.gate.set()
+    stats = sender.close(wait=30)
+    assert stats.sent == sum(accepted) and stats.dropped == 10 - sum(accepted)
+    assert receiver.bodies == [f"{i}".encode() for i, ok in enumerate(accepted) if ok]
+
+
+def test_a_receiver_that_is_down_counts_failures_and_retries():
+    sender = WebhookSender(f"http://127.0.0.1:{free_port()}/", retries=2, backoff=0.01, timeout=2)
+    for i in range(3):
+        sender.send(f"{i}".encode())
+    stats = sender.close(wait=30)
+    assert (stats.sent, stats.failed, stats.retries) == (0, 3, 6)
+    assert "0 of 3 post(s) delivered" in stats.summary("http://x/")
+
+
+def test_a_refusal_is_not_retried_and_the_unsent_are_dropped_at_the_deadline(receiver_factory):
+    refusing = receiver_factory(status=400)
+    sender = WebhookSender(refusing.url, retries=5, backoff=0.01)
+    sender.send(b"x")
+    stats = sender.close(wait=30)
+    assert (stats.sent, stats.failed, stats.retries) == (0, 1, 0)
+
+    hanging = receiver_factory()
+    hanging.gate.clear()
+    sender = WebhookSender(hanging.url, retries=0, timeout=1)
+    for i in range(4):
+        sender.send(f"{i}".encode())
+    stats = sender.close(wait=0.2)  # the first post times out; the other three are never attempted
+    assert stats.dropped == 3 and stats.sent == 0
+
+
+def test_duplicates_and_the_cooldown_are_not_posted_but_counted(receiver_factory):
+    receiver = receiver_factory()
+    sender = WebhookSender(receiver.url, cooldown=3600)
+    assert sender.send(b"a", dedup="a", cooldown=("importance", "age", "up"))
+    assert not sender.send(b"a", dedup="a", cooldown=("importance", "age", "up"))  # the same event
+    assert not sender.send(b"b", dedup="b", cooldown=("importance", "age", "up"))  # in the cooldown
+    assert sender.send(b"c", dedup="c", cooldown=("importance", "age", "down"))  # another direction
+    stats = sender.close(wait=30)
+    assert receiver.bodies == [b"a", b"c"]
+    assert (stats.duplicates, stats.suppressed) == (1, 1)
+
+
+# -- through the command ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def drift_stream(tmp_path_factory):
+    """1,100 rows around the abrupt drift of agrawal_drift.csv (at row 601 of this slice)."""
+    header, *rows = sample_lines("agrawal_drift.csv")
+    path = tmp_path_factory.mktemp("webhook") / "drift.csv"
+    path.write_text("\n".join([header, *rows[9400:10500]]) + "\n")
+    return path
+
+
+EXPLAIN = ["-m", HGB, "-t", "class", "--seed", "3", "--repeats", "2", "--alpha", "0.01", "--no-live"]
+
+
+@pytest.fixture(scope="module")
+def plain_run(drift_stream, tmp_path_factory):
+    events = tmp_path_factory.mktemp("plain") / "events.jsonl"
+    result = ipfi("explain", str(drift_stream), *EXPLAIN, "--events", str(events))
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert len(lines) >= 2, "the drift should give change events"
+    return result.stdout, lines
+
+
+@pytest.mark.slow
+def test_every_event_reaches_a_failing_receiver_and_the_traces_do_not_change(drift_stream, plain_run,
+                                                                             receiver_factory):
+    traces, events = plain_run
+    receiver = receiver_factory(fail_first=1, delay=0.05)  # slow, and every post fails once
+    result = ipfi("explain", str(drift_stream), *EXPLAIN, "--webhook", receiver.url, "--webhook-cooldown", "0",
+                  "--metrics-label", "model=hgb")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == traces  # the same bytes
+    posted = receiver.events()
+    assert [p["event"] for p in posted] == events  # every event, in order, as --events writes it
+    assert all(p["labels"] == {"model": "hgb"} and p["version"] == 1 and p["text"].startswith("ipfi: ")
+               for p in posted)
+    assert len({p["id"] for p in posted}) == len(posted)
+    assert f"{len(events)} of {len(events)} post(s) delivered; {len(events)} retried attempt(s)" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_receiver_that_is_down_changes_nothing_but_the_count(drift_stream, plain_run):
+    traces, events = plain_run
+    url = f"http://127.0.0.1:{free_port()}/hook"
+    result = ipfi("explain", str(drift_stream), *EXPLAIN, "--webhook", url, "--webhook-retries", "1",
+                  "--webhook-cooldown", "0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == traces
+    assert f"0 of {len(events)} post(s) delivered" in result.stderr
+    assert f"{len(events)} failed after retries or refused" in result.stderr
+
+
+def test_the_alertmanager_payload_is_one_alert_per_event():
+    from ipfi_cli.core.events import ChangeEvent
+    from ipfi_cli.run.monitor import alertmanager_payload
+
+    event = ChangeEvent(row=10113, feature="salary", kind="importance", direction="down", before=0.34, after=0.05,
+                        before_bound=0.02, after_bound=0.3, n_before=4020, n_after=109, start_row=10004,
+                        rank_before=1, rank_after=3)
+    (alert,) = alertmanager_payload(event, event_id="abc", source="rows.csv", labels={"model": "churn"},
+                                    resolve_after=300)
+    assert alert["labels"] == {"alertname": "IpfiImportanceChanged", "severity": "warning", "model": "churn",
+                               "feature": "salary", "direction": "down"}
+    assert alert["annotations"]["summary"] == ("ipfi: the importance of salary went down at row 10,113 "
+                                               "(from row 10,004): 0.34 -> 0.05")
+    assert alert["startsAt"] < alert["endsAt"] and alert["startsAt"].endswith("Z")
