@@ -529,6 +529,8 @@ class IncrementalSAGE(IncrementalPFI):
                         "reservoir_size": reservoir_size, "groups": groups, "seed": seed, "smoothing": smoothing,
                         "removal": removal}
         self.columns = list(columns) if columns is not None else _columns_of(model)
+        self._labels = _matcher(model, self.loss)  # labels matched and refused as for PFI
+        self._checked = False
         self._core = None
         if self.columns is not None:
             self._start(self.columns)
