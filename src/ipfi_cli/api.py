@@ -92,6 +92,10 @@ class IncrementalPFI:
         Columns permuted jointly and reported under one name.
     seed : int, default=None
         Seeds every random draw: the same seed and rows give the same numbers.
+    bounds_method : {"chebyshev", "normal", "realisations"}, default="chebyshev"
+        How :meth:`bounds` computes half-widths (see :mod:`ipfi_cli.core.bounds`): the
+        paper's Chebyshev bound, a normal interval, or the calibrated ``realisations``
+        (counts reservoir rows reused across steps; needs ``n_repeats >= 2``).
 
     Attributes
     ----------
@@ -104,13 +108,15 @@ class IncrementalPFI:
     def __init__(self, model: Any, columns: Sequence[str] | None = None, *, loss: str | Loss | None = None,
                  alpha: float = 0.001, n_repeats: int = 10, sampling: str = "geometric",
                  reservoir_size: int = 100, features: Sequence[str] | None = None,
-                 groups: Mapping[str, Sequence[str]] | None = None, seed: int | None = None) -> None:
+                 groups: Mapping[str, Sequence[str]] | None = None, seed: int | None = None,
+                 bounds_method: str = "chebyshev") -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
         self.model = model
         self.loss = _default_loss(model, loss)
         self.options: dict[str, Any] = {"alpha": alpha, "n_repeats": n_repeats, "sampling": sampling,
-                        "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed}
+                        "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed,
+                                        "bounds_method": bounds_method}
         self.columns = list(columns) if columns is not None else _columns_of(model)
         self._core: core_incremental.IncrementalPFI | None = None
         if self.columns is not None:
@@ -150,8 +156,8 @@ class IncrementalPFI:
         return self._core.n_explained if self._core is not None else 0
 
     def bounds(self, delta: float = 0.05) -> dict[str, float]:
-        """Chebyshev confidence half-widths at level ``1 - delta`` (approximate: rows share
-        reservoir values, so their contributions are not quite independent)."""
+        """Confidence half-widths at level ``1 - delta`` by ``bounds_method`` (each method's
+        assumptions: :mod:`ipfi_cli.core.bounds`)."""
         return self._core.bounds(delta) if self._core is not None else {}
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeAlias
 
 import typer
 
-from ipfi_cli.core.choices import LOSS_NAMES, SAMPLING_NAMES
+from ipfi_cli.core.choices import BOUNDS_METHODS, LOSS_NAMES, SAMPLING_NAMES
 from ipfi_cli.errors import UsageError
 
 PICKLE_WARNING = ("Loading a joblib/pickle model file runs code stored in it: only load files you trust "
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # to a type checker each choice is the string it carries
     Task: TypeAlias = str
     LossName: TypeAlias = str
     Sampling: TypeAlias = str
+    BoundsMethod: TypeAlias = str
     InputFormat: TypeAlias = str
     OutputFormat: TypeAlias = str
     OnBadRow: TypeAlias = str
@@ -39,6 +40,7 @@ else:
     Task = _choices("Task", ("auto", "classification", "regression"))
     LossName = _choices("LossName", LOSS_NAMES)
     Sampling = _choices("Sampling", SAMPLING_NAMES)
+    BoundsMethod = _choices("BoundsMethod", BOUNDS_METHODS)
     InputFormat = OutputFormat = _choices("Format", ("csv", "jsonl"))
     OnBadRow = _choices("OnBadRow", ("fail", "skip"))
 

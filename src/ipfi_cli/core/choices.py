@@ -5,3 +5,5 @@ checks that they are exactly the registries' keys."""
 
 LOSS_NAMES = ("zero-one", "absolute", "squared", "log")
 SAMPLING_NAMES = ("geometric", "uniform")
+#: confidence half-width methods (:mod:`ipfi_cli.core.bounds`); the first is the default
+BOUNDS_METHODS = ("chebyshev", "normal", "realisations")

@@ -141,7 +141,7 @@ class ExplainSession:
         self.explainer = IncrementalPFI(
             loaded.predictor, self.columns, loss=self.loss, alpha=s.alpha, n_repeats=s.repeats,
             sampling=s.sampling, reservoir_size=s.reservoir_size, features=features, groups=groups or None,
-            seed=self.seed)
+            seed=self.seed, bounds_method=s.bounds_method)
         check_output_names(self.explainer.names, s.bounds, source)
         if s.watch is not None:
             self.watch = ChangeWatch(s.watch, self.explainer, self.loss)
