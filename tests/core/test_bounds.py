@@ -91,10 +91,11 @@ def test_realisations_bound_covers_on_the_oracle():
     the model; 60 streams of 1,500 rows, alpha 0.01 (n_eff ~ 176), M 10, uniform sampling (a
     reservoir row is reused for good, the case the independent-rows bounds get wrong); salary
     and age scored: 120 checks, seed fixed. If the coverage were 95 % the count of misses is
-    Binomial(120, 0.05), sd 2.0 points: the threshold 87 % is 4 sd below. The bound must also
-    not buy coverage with width: its median stays below 1.6x the 95th percentile of the actual
-    error (the Chebyshev bound is about 2.3x the calibrated one). Either failing means the
-    calibration is broken.
+    Binomial(120, 0.05), sd 2.0 points: the threshold 87 % is 4 sd below (measured: 90.0 %; a
+    row's second role, as a later row's replacement, is not counted and costs a few points, see
+    ipfi_cli.core.bounds). The bound must also not buy coverage with width: its median stays
+    below 1.6x the 95th percentile of the actual error (measured 0.92; the Chebyshev bound is
+    about 2.3x the calibrated one). Either failing means the calibration is broken.
     """
     rng = np.random.default_rng(2024)
     errors, widths = [], []
@@ -110,6 +111,5 @@ def test_realisations_bound_covers_on_the_oracle():
     errors, widths = np.array(errors), np.array(widths)
     coverage = np.mean(errors <= widths)
     ratio = np.median(widths) / np.quantile(errors, 0.95)
-    print(f"coverage {coverage:.3f} ratio {ratio:.2f}")
     assert coverage >= 0.87, coverage
     assert ratio <= 1.6, ratio
