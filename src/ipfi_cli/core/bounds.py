@@ -46,9 +46,9 @@ not today's PFI.
 >>> spread = RealisationSpread(alpha=0.5, n_repeats=2, n=1)
 >>> spread.update(np.array([[1.0], [3.0]]))       # row 1: realisations 1 and 2
 >>> spread.update(np.array([[2.0], [2.0]]))       # row 2
->>> [round(v, 6) for v in spread.means.ravel()]   # (0.25 * 1 + 0.5 * 2) / 0.75, (0.25 * 3 + 0.5 * 2) / 0.75
+>>> [round(float(v), 6) for v in spread.means.ravel()] # (0.25 * 1 + 0.5 * 2) / 0.75, (0.25 * 3 + 0.5 * 2) / 0.75
 [1.666667, 2.333333]
->>> [round(v, 6) for v in spread.within]          # (0.25 * 2 + 0.5 * 0) / 0.75
+>>> [round(float(v), 6) for v in spread.within] # (0.25 * 2 + 0.5 * 0) / 0.75
 [0.666667]
 """
 

@@ -45,17 +45,23 @@ def file_digest(path: str) -> str:
     return digest.hexdigest()
 
 
+#: an explainer's parameter -> the option that sets it, where the two names differ
+OPTION_NAMES = {"n_repeats": "--repeats"}
+
+
 def run_settings(session: ExplainSession) -> dict[str, Any]:
     """Everything that must be the same for a run to continue another: option -> value."""
     from ipfi_cli.io.writers import output_format_for
     from ipfi_cli.models.sources import model_digest
 
     s, explainer = session.settings, session.explainer
+    assert explainer is not None
+    params = explainer.params()
+    own = {OPTION_NAMES.get(key, "--" + key.replace("_", "-")): value for key, value in params.items()
+           if key not in ("method", "columns", "names", "groups", "loss")}
     return {
-        "model inputs": list(explainer.columns), "explained (--features/--drop/--group)": list(explainer.names),
-        "--group": {name: list(cols) for name, cols in explainer.groups.items()}, "--loss": explainer.loss.name,
-        "--alpha": explainer.alpha, "--repeats": explainer.n_repeats, "--sampling": explainer.sampling,
-        "--reservoir-size": explainer.reservoir_size, "--seed": explainer.seed,
+        "model inputs": list(params["columns"]), "explained (--features/--drop/--group)": list(params["names"]),
+        "--group": params["groups"], "--loss": params["loss"], "--method": params["method"], **own,
         "--model": model_digest(s.model), "--target": s.target, "--learn": s.learn,
         "--task": "classification" if session.classification else "regression", "--every": s.every,
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
@@ -199,6 +205,7 @@ class StateKeeper:
         except OSError as error:
             raise OutputError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
         self.tracked = tracked
+        assert session.explainer is not None
         tracked.muted = self.resumed is not None  # the header is already there
         writer = WRITERS[output_format_for(s.output, s.output_format)](
             tracked, session.explainer.names, bounds=s.bounds, close=True)
@@ -286,6 +293,9 @@ class StateKeeper:
                        "path": os.path.abspath(s.output) if s.output and s.output != "-" else None},
             "input": session.reader.name, "saved": time.time(),
         }
+        if session.events_file is not None and session.watch is not None:
+            session.watch.written = session.events_file.written
+        assert session.explainer is not None
         detached = copy.copy(session.explainer)
         detached.model = None  # the predictor is rebuilt around the model (saved below when it learns)
         model = pickle.dumps(session.loaded.model, protocol=pickle.HIGHEST_PROTOCOL) if s.learn else None

@@ -28,6 +28,7 @@ class ExplainSettings:
     loss: str | None = None
     learn: bool = False
     save_model: str | None = None
+    method: str = "pfi"  # a key of ipfi_cli.core.explainer.METHODS
     alpha: float = 0.001
     repeats: int = 10
     sampling: str = "geometric"
