@@ -11,6 +11,10 @@ then the L1 distance); the page reports its median and IQR over the orderings.
 
 Results: ``OUT/experiment_a.md`` (rewritten after every data set, so partial results
 exist), ``OUT/experiment_a.json`` (every run's numbers) and ``OUT/experiment_a_<data>.png``.
+Every finished run (data set, sampling, ordering) is also appended to ``--runs-csv`` with
+the script version and its wall and CPU time; with ``--resume`` the runs already there
+(same settings) are not run again, so a stopped run continues where it stopped, and the
+medians are taken over all runs in the file.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+SCRIPT_VERSION = "2"  # 2: runs appended to a CSV, resumable per run
 from _common import DEFAULT_DATA, DEFAULT_OUT, environment, fmt, log, need_files, table, write_json, write_text  # noqa: E402
 
 # the paper's Table 1: model, performance, uniform median (IQR), geometric median (IQR)
@@ -90,6 +95,39 @@ def make_model(name: str, X, seed: int):
     return make_pipeline(encode, MLPClassifier(hidden_layer_sizes=(128, 64), max_iter=50, random_state=seed))
 
 
+RUN_FIELDS = ["script_version", "dataset", "n_rows", "sampling", "ordering", "error", "wall_seconds",
+              "cpu_seconds", "alpha", "repeats", "reservoir", "seed", "max_rows", "estimates"]
+
+
+def read_runs(path: Path, name: str, args) -> list[dict]:
+    """The runs of data set ``name`` in the CSV made with the same settings (estimates parsed)."""
+    import csv
+    import json
+
+    if not path.is_file():
+        return []
+    same = {"alpha": str(args.alpha), "repeats": str(args.repeats), "reservoir": str(args.reservoir),
+            "seed": str(args.seed), "max_rows": str(args.max_rows or "")}
+    with path.open() as f:
+        rows = [r for r in csv.DictReader(f) if r["dataset"] == name and all(r[k] == v for k, v in same.items())]
+    return [{**r, "ordering": int(r["ordering"]), "error": float(r["error"]),
+             "estimates": json.loads(r["estimates"])} for r in rows]
+
+
+def append_run(path: Path, row: dict) -> None:
+    import csv
+    import os
+
+    new = not path.is_file()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, RUN_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def boxplot(path: Path, result, title: str) -> None:
     import matplotlib
 
@@ -99,7 +137,7 @@ def boxplot(path: Path, result, title: str) -> None:
     names = result.names
     groups = [("batch PFI (repeats)", result.batch.values.T), ]
     for sampling in ("geometric", "uniform"):
-        runs = [r.estimates for r in result.runs if r.sampling == sampling]
+        runs = [r["estimates"] for r in result.runs if r["sampling"] == sampling]
         if runs:
             groups.append((f"iPFI {sampling} (orderings)", np.array(runs)))
     fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 0.32 * len(names) + 1.6), sharex=True,
@@ -130,7 +168,8 @@ def page(results: dict, args, total_seconds: float) -> str:
         rows.append([f"{name} ({ours['n_rows']:,})", f"{ours['model_short']} ({ours['performance']})",
                      f"{ours['orderings_done']}", cell(u), cell(g),
                      f"{paper[2]:.3f} ({paper[3]:.3f})", f"{paper[4]:.3f} ({paper[5]:.3f})",
-                     f"{ours['seconds']:.0f} s"])
+                     f"{ours['seconds']:.0f} s" + (f" ({ours['cpu_seconds']:.0f} s CPU, the runs that recorded it)"
+                                                   if ours.get("cpu_seconds", 0) > 0 else "")])
     text = [
         "# Experiment A: iPFI vs batch PFI on a static model",
         "",
@@ -197,6 +236,10 @@ def main() -> None:
     parser.add_argument("--page-only", action="store_true", help="rebuild the page from OUT/experiment_a.json")
     parser.add_argument("--resume", action="store_true",
                         help="keep the data sets already finished in OUT/experiment_a.json and run the others")
+    parser.add_argument("--samplings", default="uniform,geometric",
+                        help="run only these samplings (the page shows every sampling in --runs-csv)")
+    parser.add_argument("--runs-csv", type=Path, default=None,
+                        help="append every finished run here (default OUT/experiment_a_runs.csv)")
     parser.add_argument("--orderings-for", default="",
                         help="per data set orderings, e.g. bank=5,adult=5 (default: --orderings)")
     args = parser.parse_args()
@@ -205,6 +248,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown data set(s): {', '.join(unknown)}")
     json_path = args.out / "experiment_a.json"
+    runs_csv = args.runs_csv or args.out / "experiment_a_runs.csv"
     md_path = args.out / "experiment_a.md"
     notes = []
     if args.notes and args.notes.is_file():
@@ -240,10 +284,14 @@ def main() -> None:
     results["_args"]["orderings_for"] = {**results["_args"].get("orderings_for", {}), **per_dataset}
     started = time.perf_counter() - results.get("_total_seconds", 0.0)
     for name in args.datasets:
-        if args.resume and "summary" in results.get(name, {}):
+        orderings = per_dataset.get(name, args.orderings)
+        earlier = [r for r in read_runs(runs_csv, name, args) if r["ordering"] < orderings] if args.resume else []
+        done = {(r["ordering"], r["sampling"]) for r in earlier}
+        samplings = [s.strip() for s in args.samplings.split(",") if s.strip()]
+        if args.resume and all((k, s) in done for k in range(orderings) for s in samplings) \
+                and "summary" in results.get(name, {}):
             log(f"{name}: already done, kept")
             continue
-        orderings = per_dataset.get(name, args.orderings)
         t0 = time.perf_counter()
         X, y, classification = load(name, args.data, args.seed)
         if args.max_rows and len(X) > args.max_rows:
@@ -261,29 +309,52 @@ def main() -> None:
         entry = {"n_rows": len(X), "model": OUR_MODEL[name], "model_short": PAPER[name][0],
                  "performance": performance, "fit_seconds": fit_seconds, "orderings_done": 0, "runs": []}
 
-        def on_run(run, entry=entry, name=name):
+        clock, n_rows = [time.process_time()], len(X)
+
+        def on_run(run, entry=entry, name=name, clock=clock, n_rows=n_rows):
+            import json
+
+            cpu = time.process_time() - clock[0]   # one process: the CPU since the last run (the first: + batch PFI)
+            clock[0] = time.process_time()
             entry["runs"].append({"sampling": run.sampling, "ordering": run.ordering, "error": run.error,
                                   "seconds": run.seconds, "estimates": run.estimates.tolist()})
-            log(f"{name}: {run.sampling} ordering {run.ordering}: error {run.error:.4f} ({run.seconds:.0f} s)")
+            append_run(runs_csv, {"script_version": SCRIPT_VERSION, "dataset": name, "n_rows": n_rows,
+                                  "sampling": run.sampling, "ordering": run.ordering, "error": repr(run.error),
+                                  "wall_seconds": round(run.seconds, 2), "cpu_seconds": round(cpu, 2),
+                                  "alpha": args.alpha, "repeats": args.repeats, "reservoir": args.reservoir,
+                                  "seed": args.seed, "max_rows": args.max_rows or "",
+                                  "estimates": json.dumps(run.estimates.tolist())})
+            log(f"{name}: {run.sampling} ordering {run.ordering}: error {run.error:.4f} "
+                f"({run.seconds:.0f} s wall, {cpu:.0f} s CPU)")
             write_json(json_path, results)
 
         results[name] = entry
         result = compare_static(predictor, X, y, list(X.columns), orderings=orderings, loss=loss,
                                 alpha=args.alpha, n_repeats=args.repeats, reservoir_size=args.reservoir,
-                                seed=args.seed, n_jobs=args.n_jobs, on_run=on_run)
+                                seed=args.seed, n_jobs=args.n_jobs, on_run=on_run, skip=done,
+                                samplings=samplings)
         log(f"{name}: batch PFI took {result.batch_seconds:.0f} s")
-        summary = result.summary()
+        from ipfi_cli.evaluation.metrics import summarise
+
+        every_run = [r for r in read_runs(runs_csv, name, args) if r["ordering"] < orderings]
+        present = [s for s in ("uniform", "geometric") if any(r["sampling"] == s for r in every_run)]
+        summary = {s: summarise(r["error"] for r in every_run if r["sampling"] == s) for s in present}
         entry.update({
             "names": result.names, "batch_mean": result.batch.mean, "batch_std": result.batch.std,
             "batch_values": result.batch.values.tolist(), "batch_seconds": result.batch_seconds,
             "summary": {s: v.as_dict() for s, v in summary.items()},
-            "orderings_done": orderings,
-            "median_estimates": {s: dict(zip(result.names, np.median([r.estimates for r in result.runs
-                                                                     if r.sampling == s], axis=0).tolist()))
-                                 for s in result.samplings},
+            "orderings_done": " / ".join(str(summary[s].n) for s in present),   # per sampling, from the CSV
+            "median_estimates": {s: dict(zip(result.names, np.median([r["estimates"] for r in every_run
+                                                                     if r["sampling"] == s], axis=0).tolist()))
+                                 for s in present},
             "seconds": time.perf_counter() - t0,
+            "cpu_seconds": float(np.nansum([float(r["cpu_seconds"]) for r in every_run])),
+            "runs": [{k: r[k] for k in ("sampling", "ordering", "error", "estimates")} for r in every_run],
         })
-        boxplot(args.out / f"experiment_a_{name}.png", result,
+
+        class Every:   # what boxplot reads
+            batch, names, runs = result.batch, result.names, every_run
+        boxplot(args.out / f"experiment_a_{name}.png", Every,
                 f"{name}: PFI per feature, batch vs iPFI ({orderings} orderings)")
         results["_total_seconds"] = time.perf_counter() - started
         write_json(json_path, results)

@@ -227,6 +227,10 @@ class IncrementalPFI:
         ``f`` the estimates ``f``, ``f_conditional`` and their gap ``f_gap``.
     conditional_sampler : {"gaussian", "tree"}, default="gaussian"
         The conditional sampler: running Gaussian fit, or a river tree per feature.
+    bounds_method : {"chebyshev", "normal", "realisations"}, default="chebyshev"
+        How :meth:`bounds` computes half-widths (see :mod:`ipfi_cli.core.bounds`): the
+        paper's Chebyshev bound, a normal interval, or the calibrated ``realisations``
+        (counts reservoir rows reused across steps; needs ``n_repeats >= 2``).
 
     Attributes
     ----------
@@ -244,14 +248,15 @@ class IncrementalPFI:
                  reservoir_size: int = 100, features: Sequence[str] | None = None,
                  groups: Mapping[str, Sequence[str]] | None = None, seed: int | None = None,
                  smoothing: str = "exponential", removal: str = "marginal",
-                 conditional_sampler: str = "gaussian") -> None:
+                 conditional_sampler: str = "gaussian", bounds_method: str = "chebyshev") -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
         self.model = model
         self.loss = _default_loss(model, loss)
         self.options: dict[str, Any] = {"alpha": alpha, "n_repeats": n_repeats, "sampling": sampling,
                         "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed,
-                        "smoothing": smoothing, "removal": removal, "conditional_sampler": conditional_sampler}
+                        "smoothing": smoothing, "removal": removal, "conditional_sampler": conditional_sampler,
+                        "bounds_method": bounds_method}
         self.columns = list(columns) if columns is not None else _columns_of(model)
         self._labels = _matcher(model, self.loss)
         self._checked = False
@@ -326,8 +331,8 @@ class IncrementalPFI:
         return self._core.n_explained if self._core is not None else 0
 
     def bounds(self, delta: float = 0.05) -> dict[str, float]:
-        """Chebyshev confidence half-widths at level ``1 - delta`` (approximate: rows share
-        reservoir values, so their contributions are not quite independent)."""
+        """Confidence half-widths at level ``1 - delta`` by ``bounds_method`` (each method's
+        assumptions: :mod:`ipfi_cli.core.bounds`)."""
         return self._core.bounds(delta) if self._core is not None else {}
 
     @property

@@ -164,6 +164,26 @@ def test_bounds_are_those_after_each_written_row(run, static_csv, hgb):
     assert same(as_numbers(records), expected)
 
 
+@pytest.mark.parametrize("method", ["normal", "realisations"])
+def test_bounds_method_gives_the_cores_half_widths(run, static_csv, hgb, method):
+    result = run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "-q", "--bounds", "--every", "13",
+                 "--bounds-method", method)
+    names, expected = core_traces(static_csv, hgb, every=13, bounds=True, n_repeats=2, seed=7, bounds_method=method)
+    chebyshev = parse_csv(run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "-q", "--bounds",
+                              "--every", "13").stdout)
+    records = parse_csv(result.stdout)
+    assert same(as_numbers(records), expected)
+    # the estimates are the Chebyshev run's; only the bound columns differ
+    assert [r[names[0]] for r in records] == [r[names[0]] for r in chebyshev]
+    assert records[-1][f"{names[0]}_bound"] != chebyshev[-1][f"{names[0]}_bound"]
+
+
+def test_realisations_bounds_need_two_repeats(run, static_csv, hgb):
+    result = run("explain", static_csv, "-m", hgb, "-t", "class", "-M", "1", "--bounds",
+                 "--bounds-method", "realisations")
+    assert result.exit_code == 2 and "--repeats 2" in result.output and result.stdout == ""
+
+
 def test_jsonl_output_is_strict_json(run, static_csv, hgb, tmp_path):
     result = run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "-q", "-F", "jsonl", "--bounds")
     lines = result.stdout.splitlines()

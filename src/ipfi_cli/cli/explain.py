@@ -55,6 +55,7 @@ from ipfi_cli.cli.options import (
     PANEL_MODEL,
     PANEL_OUTPUT,
     PICKLE_WARNING,
+    BoundsMethod,
     DebugOpt,
     DelimiterOpt,
     DropOpt,
@@ -182,8 +183,14 @@ def explain(
         "--every", "-e", min=1, help="Write a record every N rows (the last row is always written).",
         rich_help_panel=PANEL_OUTPUT)] = 1,
     bounds: Annotated[bool, typer.Option(
-        "--bounds", help="Add a <feature>_bound column per feature: the Chebyshev confidence half-width "
-        "at level --delta.", rich_help_panel=PANEL_OUTPUT)] = False,
+        "--bounds", help="Add a <feature>_bound column per feature: the confidence half-width at level "
+        "--delta, by --bounds-method.", rich_help_panel=PANEL_OUTPUT)] = False,
+    bounds_method: Annotated[BoundsMethod, typer.Option(
+        "--bounds-method", help="How bounds are computed: chebyshev (the paper's; assumes independent rows, "
+        "no distribution; conservative), normal (independent rows, normal quantile; too narrow when reservoir "
+        "rows are reused for long) or realisations (calibrated: adds the spread of the M realisations, so "
+        "reused reservoir rows are counted; needs --repeats 2 or more).",
+        rich_help_panel=PANEL_OUTPUT)] = "chebyshev",
     delta: Annotated[float, typer.Option(
         "--delta", help="Bounds hold with probability 1 - delta (approximately; see the docs).",
         rich_help_panel=PANEL_OUTPUT)] = 0.05,
@@ -273,6 +280,12 @@ def explain(
     params = pfi_params(alpha, repeats, sampling, reservoir_size)
     if not 0.0 < delta < 1.0:
         raise usage_error(f"must be in (0, 1), got {delta}", "--delta")
+    if value(bounds_method) == "realisations" and repeats < 2:
+        raise usage_error("realisations measures the spread of the M realisations: it needs --repeats 2 or more",
+                          "--bounds-method")
+    if value(bounds_method) != "chebyshev" and (value(method) != "pfi" or value(smoothing) != "exponential"):
+        raise usage_error("is measured for --method pfi with --smoothing exponential; other methods and smoothings "
+                          "give the Chebyshev bound", "--bounds-method")
     if save_model and not learn:
         raise usage_error("needs --learn (without it the model does not change)", "--save-model")
     if not state and checkpoint_every != CHECKPOINT_EVERY:
@@ -337,7 +350,8 @@ def explain(
             inner=inner, sampling=params.sampling,
             reservoir_size=params.reservoir_size, seed=seed, features=split_names(features), drop=split_names(drop),
             groups=parse_groups(group), output=output, output_format=value(output_format),
-            every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),
+            every=every, bounds=bounds, delta=delta, bounds_method=value(bounds_method), meta=meta,
+            batch_size=batch_size, on_bad_row=value(on_bad_row),
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
             checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
             monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow)

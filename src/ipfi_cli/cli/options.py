@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeAlias
 
 import typer
 
-from ipfi_cli.core.choices import LOSS_NAMES, METHOD_NAMES, SAMPLING_NAMES
+from ipfi_cli.core.choices import BOUNDS_METHODS, LOSS_NAMES, METHOD_NAMES, SAMPLING_NAMES
 from ipfi_cli.core.params import PFIParams
 from ipfi_cli.errors import UsageError
 from ipfi_cli.run.plan import InputSpec, Selection
@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # to a type checker each choice is the string it carries
     MethodName: TypeAlias = str
     LossName: TypeAlias = str
     Sampling: TypeAlias = str
+    BoundsMethod: TypeAlias = str
     InputFormat: TypeAlias = str
     OutputFormat: TypeAlias = str
     OnBadRow: TypeAlias = str
@@ -51,6 +52,7 @@ else:
     MethodName = _choices("MethodName", METHOD_NAMES)
     LossName = _choices("LossName", LOSS_NAMES)
     Sampling = _choices("Sampling", SAMPLING_NAMES)
+    BoundsMethod = _choices("BoundsMethod", BOUNDS_METHODS)
     InputFormat = OutputFormat = _choices("Format", ("csv", "jsonl"))
     OnBadRow = _choices("OnBadRow", ("fail", "skip"))
 

@@ -12,3 +12,5 @@ SAMPLING_NAMES = ("geometric", "uniform")
 SMOOTHING_NAMES = ("exponential", "mean")
 REMOVAL_NAMES = ("marginal", "conditional")
 CONDITIONAL_SAMPLER_NAMES = ("gaussian", "tree")
+#: confidence half-width methods (:mod:`ipfi_cli.core.bounds`); the first is the default
+BOUNDS_METHODS = ("chebyshev", "normal", "realisations")

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ipfi_cli.core.bounds import RealisationSpread, check_delta, half_width, needs_realisations
 from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.losses import ABSOLUTE, SQUARED, ZERO_ONE, Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
@@ -105,6 +106,10 @@ class IncrementalPFI:
         the row's other features by ``conditional_sampler``: see :mod:`ipfi_cli.core.removal`).
     conditional_sampler
         ``gaussian`` or ``tree``, for ``removal="conditional"``.
+    bounds_method
+        How :meth:`bounds` computes confidence half-widths: ``chebyshev`` (the paper's),
+        ``normal`` or ``realisations`` (calibrated; needs ``n_repeats >= 2`` and keeps each
+        realisation's estimate, ``M`` numbers per feature); see :mod:`ipfi_cli.core.bounds`.
     """
 
     #: the most cells (rows x columns) one model call of :meth:`explain_many` evaluates;
@@ -129,9 +134,13 @@ class IncrementalPFI:
         smoothing: str = "exponential",
         removal: str = "marginal",
         conditional_sampler: str = "gaussian",
+        bounds_method: str = "chebyshev",
     ) -> None:
         if n_repeats < 1:
             raise ValueError(f"n_repeats must be at least 1, got {n_repeats}")
+        if needs_realisations(bounds_method) and n_repeats < 2:
+            raise ValueError(f"bounds method {bounds_method!r} measures the spread of the realisations: "
+                             f"it needs at least 2 repeats, got {n_repeats}")
         self.model = model
         self.columns = [str(c) for c in columns]
         self.loss = get_loss(loss)
@@ -152,6 +161,10 @@ class IncrementalPFI:
             self._remover = make_conditional_sampler(conditional_sampler, len(self.columns), alpha=self.alpha,
                                                      smoothing=smoothing, seed=seed)
             self._group_columns = [np.array(cols, dtype=np.intp) for cols in self.groups.values()]
+        self._tracker = ExponentialMean(self.alpha, len(self.names))
+        self.bounds_method = bounds_method
+        self._spread = (RealisationSpread(self.alpha, self.n_repeats, len(self.names))
+                        if needs_realisations(bounds_method) else None)
         self._rng = np.random.default_rng(np.random.SeedSequence(seed))
         self._sampler: Reservoir | None = None  # built at the first row, when the value types are known
         self.n_seen = 0
@@ -202,6 +215,8 @@ class IncrementalPFI:
     def __setstate__(self, state: dict[str, Any]) -> None:
         # pickled before smoothing and removal were options: the paper's exponential, marginal
         self.smoothing, self.removal, self._remover = "exponential", "marginal", None
+        state.setdefault("bounds_method", "chebyshev")  # pickled before there was a choice
+        state.setdefault("_spread", None)
         self.__dict__.update(state)
         if "_pair_cell" not in state:  # pickled before these lookup tables existed
             self._build_layout()
@@ -295,13 +310,13 @@ class IncrementalPFI:
     def _save_stream_state(self) -> tuple[Any, ...]:
         sampler = self._sampler
         sampler_state = None if sampler is None else (sampler.rows.copy(), sampler.filled, sampler.n_seen)
-        results = (copy.deepcopy(self._tracker), self.last_contributions, self.last_loss, self._loss_sum,
-                   copy.deepcopy(self._remover))
+        results = (copy.deepcopy(self._tracker), copy.deepcopy(self._spread), self.last_contributions,
+                   self.last_loss, self._loss_sum, copy.deepcopy(self._remover))
         return self._rng.bit_generator.state, sampler_state, self.n_seen, results
 
     def _restore_stream_state(self, saved: tuple[Any, ...]) -> None:
         rng_state, sampler_state, n_seen, results = saved
-        self._tracker, self.last_contributions, self.last_loss, self._loss_sum, self._remover = results
+        self._tracker, self._spread, self.last_contributions, self.last_loss, self._loss_sum, self._remover = results
         self._rng.bit_generator.state = rng_state
         if sampler_state is None:
             self._sampler = None
@@ -314,9 +329,11 @@ class IncrementalPFI:
     _array_path: ClassVar[bool] = True
 
     def _floats_stored(self) -> bool:
-        """The array path applies: the plain estimator (marginal removal, exponential smoothing), a
+        """The array path applies: the plain estimator (marginal removal, exponential smoothing, no
+        per-realisation spread for the bounds), a
         block predictor, and the reservoir (if any yet) holds floats."""
-        return (self._array_path and self._remover is None and type(self._tracker) is ExponentialMean
+        return (self._array_path and self._remover is None and self._spread is None
+                and type(self._tracker) is ExponentialMean
                 and self.use_batch and (self._sampler is None or self._sampler.rows.dtype == np.float64))
 
     def _explain_many_numeric(self, rows: np.ndarray, targets: list[Any],
@@ -450,14 +467,23 @@ class IncrementalPFI:
         """Weighted variance of the per-row contributions (each the mean over the M realisations)."""
         return dict(zip(self.names, self._tracker.variance.tolist()))
 
-    def bound_array(self, delta: float = 0.05) -> np.ndarray:
-        """Chebyshev confidence half-widths (see :meth:`ExponentialMean.confidence_bound`)."""
-        return self._tracker.confidence_bound(delta)
+    def bound_array(self, delta: float = 0.05, method: str | None = None) -> np.ndarray:
+        """Confidence half-widths in ``names`` order by ``method`` (default :attr:`bounds_method`);
+        NaN before two explained rows."""
+        method = self.bounds_method if method is None else method
+        if needs_realisations(method) and self._spread is None:
+            raise ValueError(f"bounds method {method!r} needs the realisations' spread, which this explainer "
+                             f"does not keep: create it with bounds_method={method!r}")
+        tracker = self._tracker
+        if tracker.count < 2:
+            check_delta(delta)
+            return np.full(len(self.names), np.nan)
+        return half_width(method, delta, tracker.variance, tracker.effective_count, self._spread)
 
-    def bounds(self, delta: float = 0.05) -> dict[str, float]:
-        """``P(|estimate - expected estimate| > bound) <= delta`` per feature, for a static model,
-        treating rows' contributions as independent (they share reservoir rows, so it is approximate)."""
-        return dict(zip(self.names, self.bound_array(delta).tolist()))
+    def bounds(self, delta: float = 0.05, method: str | None = None) -> dict[str, float]:
+        """``P(|estimate - expected estimate| > bound) <= delta`` per feature, for a static model, under
+        the assumptions of ``method`` (default :attr:`bounds_method`; see :mod:`ipfi_cli.core.bounds`)."""
+        return dict(zip(self.names, self.bound_array(delta, method).tolist()))
 
     @property
     def last_contribution(self) -> np.ndarray:
@@ -631,3 +657,5 @@ class IncrementalPFI:
         self.last_loss = unperturbed
         self._loss_sum += unperturbed
         self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)  # = last_contribution
+        if self._spread is not None:
+            self._spread.update(contributions)

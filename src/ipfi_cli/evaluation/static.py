@@ -27,7 +27,7 @@ True
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,6 +157,7 @@ def compare_static(
     trace_every: int = 1,
     batch: PFIResult | None = None,
     on_run: Callable[[StaticRun], None] | None = None,
+    skip: Collection[tuple[int, str]] = (),
 ) -> StaticComparison:
     """Experiment A on one model and data set (see the module docstring).
 
@@ -165,6 +166,8 @@ def compare_static(
     already computed on the same rows (it is not recomputed). ``keep_traces`` keeps
     ordering 0's estimates every ``trace_every`` rows, for plotting. ``on_run`` is
     called with each finished run (in submission order), e.g. to write partial results.
+    ``skip`` lists ``(ordering, sampling)`` runs not to do (finished by an earlier, stopped
+    call with the same seed): the others get exactly the numbers they would have had.
     """
     columns = [str(c) for c in columns]
     block = as_block(rows, columns, exact=not getattr(predictor, "supports_batch", False))
@@ -200,6 +203,8 @@ def compare_static(
         order = np.random.default_rng(order_children[k]).permutation(n) if shuffle else np.arange(n)
         for sampling in samplings:
             run_seed = int(run_children[k][sampling_slot(sampling)].generate_state(1)[0])
+            if (k, sampling) in skip:
+                continue
             tasks.append((order, sampling, k, run_seed, keep_traces and k == 0))
     args = (predictor, block, target_array, columns)
     runs: list[StaticRun] = []

@@ -233,6 +233,8 @@ class ExplainSession:
             own["conditional_sampler"] = s.conditional_sampler
         if s.method == "sage":
             own["n_inner"] = s.inner
+        if s.bounds_method != "chebyshev":
+            own["bounds_method"] = s.bounds_method
         return own
 
     def _open_writer(self) -> Any:

@@ -66,6 +66,8 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
         "--model": model_digest(s.model), "--target": s.target, "--learn": s.learn,
         "--task": "classification" if plan.classification else "regression", "--every": s.every,
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
+        # only when not the default, so a state saved before the option resumes as it did
+        **({"--bounds-method": s.bounds_method} if s.bounds_method != "chebyshev" else {}),
         "--output-format": output_format_for(s.output, s.output_format),
         "--detect": None if s.watch is None else {
             "--change-delta": s.watch.delta, "--min-change": s.watch.min_change,

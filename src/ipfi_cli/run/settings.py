@@ -60,6 +60,7 @@ class ExplainSettings:
     every: int = 1
     bounds: bool = False
     delta: float = 0.05
+    bounds_method: str = "chebyshev"
     meta: str | None = None
     batch_size: int = 1000
     on_bad_row: str = "fail"

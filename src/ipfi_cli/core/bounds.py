@@ -1,0 +1,155 @@
+"""Confidence half-widths of iPFI's estimates: what each method assumes, and the sums it reads.
+
+An estimate is ``phi = sum_t w_t c_t / W`` with ``w_t = alpha (1 - alpha) ** age``,
+``W = sum_t w_t`` and ``c_t`` the row's contribution, the mean over the ``M``
+realisations of ``c_t^(m)`` (a loss increase). Each method returns a half-width ``b``
+meant to satisfy ``P(|phi - E[phi]| > b) <= delta`` for a *static* model; the methods
+differ in what they assume about the ``c_t``:
+
+``chebyshev`` (the paper's)
+    The ``c_t`` are independent with the variance the tracker measures (``s^2``);
+    ``b = sqrt(s^2 / n_eff) / sqrt(delta)`` with Kish's effective sample size
+    ``n_eff = W^2 / sum w_t^2`` (``2/alpha - 1`` in the long run). Chebyshev's inequality
+    needs no distribution, so it is conservative by a factor ``1 / (sqrt(delta) z)``
+    (2.3 at ``delta = 0.05``) when the normal approximation holds.
+``normal``
+    As ``chebyshev``, with the normal quantile: ``b = z_{1-delta/2} sqrt(s^2 / n_eff)``.
+    Right when the ``c_t`` are independent and ``n_eff`` is large (the central limit
+    theorem over ``n_eff`` rows). iPFI's contributions are not independent: a row stays
+    in a realisation's reservoir for many steps, so every contribution that drew it
+    shares its deviation. With a uniform reservoir those rows stay for good and
+    this method covers less than ``1 - delta`` (measured in
+    ``benchmarks/bounds_coverage.py``).
+``realisations`` (calibrated)
+    The ``M`` realisations draw from independent reservoirs, so *given the stream*
+    their estimates ``phi^(m)`` (the same weights over ``c_t^(m)``) are independent, and
+    their spread measures everything the reservoirs add, however long a row stays in
+    one. With ``S_b^2`` the sample variance of the ``phi^(m)`` and ``S_w^2`` the weighted
+    mean over rows of the sample variance of ``c_t^(1..M)``::
+
+        Var(phi) = Var(E[phi | stream]) + E[Var(phi | stream)]
+                 ~ (s^2 - S_w^2 / M) / n_eff  +  S_b^2 / M
+
+    (the first term treats the rows' *expected* contributions as independent, true of
+    an i.i.d. stream up to the row's second role as a later row's replacement, which no
+    method here counts: measured, it costs a few points of coverage, most early in the
+    stream). The
+    half-width is the Student-t quantile at Welch-Satterthwaite's degrees of freedom
+    (``n_eff - 1`` for the first term, ``M - 1`` for the second) times the square root.
+    It needs ``M >= 2``.
+
+Every method is about the estimate's spread around its expectation: for a model that
+learns, or a stream that drifts, ``E[phi]`` is the weighted mean of the changing PFI,
+not today's PFI.
+
+>>> import numpy as np
+>>> spread = RealisationSpread(alpha=0.5, n_repeats=2, n=1)
+>>> spread.update(np.array([[1.0], [3.0]]))       # row 1: realisations 1 and 2
+>>> spread.update(np.array([[2.0], [2.0]]))       # row 2
+>>> [round(float(v), 6) for v in spread.means.ravel()] # (0.25 * 1 + 0.5 * 2) / 0.75, (0.25 * 3 + 0.5 * 2) / 0.75
+[1.666667, 2.333333]
+>>> [round(float(v), 6) for v in spread.within] # (0.25 * 2 + 0.5 * 0) / 0.75
+[0.666667]
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+
+from ipfi_cli.core.choices import BOUNDS_METHODS
+
+__all__ = ["BOUNDS_METHODS", "RealisationSpread", "half_width", "needs_realisations"]
+
+
+def needs_realisations(method: str) -> bool:
+    """True for a method that reads a :class:`RealisationSpread` (tracked only when asked)."""
+    check_method(method)
+    return method == "realisations"
+
+
+def check_method(method: str) -> None:
+    if method not in BOUNDS_METHODS:
+        raise ValueError(f"unknown bounds method {method!r}; one of {', '.join(BOUNDS_METHODS)}")
+
+
+def check_delta(delta: float) -> None:
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+
+
+class RealisationSpread:
+    """Each realisation's own smoothed estimate, and the mean spread of a row's ``M`` contributions.
+
+    ``means[m]`` is ``phi^(m)``, the bias-corrected exponentially weighted mean of
+    realisation ``m``'s contributions with the weights of
+    :class:`~ipfi_cli.core.smoothing.ExponentialMean` (their mean over ``m`` is the
+    estimate); ``within`` is the same weighted mean of the per-row sample variance
+    (``ddof=1``) of the ``M`` contributions.
+    """
+
+    def __init__(self, alpha: float, n_repeats: int, n: int) -> None:
+        if n_repeats < 2:
+            raise ValueError(f"the spread of the realisations needs at least 2 of them, got {n_repeats}")
+        self.alpha = float(alpha)
+        self._decay = 1.0 - self.alpha
+        self.means = np.zeros((int(n_repeats), int(n)))
+        self.within = np.zeros(int(n))
+        self.weight = 0.0
+        self.count = 0
+
+    def update(self, contributions: np.ndarray) -> None:
+        """Fold in one row's contributions, shape ``(M, n)``."""
+        self.weight = self.weight * self._decay + self.alpha
+        step = self.alpha / self.weight           # 1 at the first row: the means start at its values
+        self.means += step * (contributions - self.means)
+        self.within += step * (contributions.var(axis=0, ddof=1) - self.within)
+        self.count += 1
+
+    def between(self) -> np.ndarray:
+        """Sample variance (``ddof=1``) of the realisations' estimates, per feature."""
+        return np.asarray(self.means.var(axis=0, ddof=1))
+
+
+def half_width(method: str, delta: float, variance: np.ndarray, effective_count: float,
+               spread: RealisationSpread | None = None) -> np.ndarray:
+    """The confidence half-width of every estimate by ``method`` (see the module docstring).
+
+    ``variance`` is the weighted variance of the contributions and ``effective_count``
+    Kish's ``n_eff``, both as :class:`~ipfi_cli.core.smoothing.ExponentialMean` keeps them;
+    ``spread`` is needed by ``realisations``. NaN where there is not enough yet (fewer
+    than two explained rows).
+
+    >>> import numpy as np
+    >>> v = np.array([0.25])
+    >>> round(float(half_width("chebyshev", 0.05, v, 100.0)[0]), 4)   # 0.05 / sqrt(0.05)
+    0.2236
+    >>> round(float(half_width("normal", 0.05, v, 100.0)[0]), 4)      # 1.96 * 0.05
+    0.098
+    """
+    check_method(method)
+    check_delta(delta)
+    variance = np.asarray(variance, dtype=np.float64)
+    if method == "chebyshev":
+        return np.sqrt(variance / effective_count) / math.sqrt(delta)
+    if method == "normal":
+        return NormalDist().inv_cdf(1.0 - delta / 2.0) * np.sqrt(variance / effective_count)
+    if spread is None or spread.count < 2 or not effective_count > 1.0:
+        return np.full_like(variance, np.nan)
+    n_repeats = spread.means.shape[0]
+    stream_part = np.maximum(variance - spread.within / n_repeats, 0.0) / effective_count
+    draw_part = spread.between() / n_repeats
+    total = stream_part + draw_part
+    # Welch-Satterthwaite: the degrees of freedom of a sum of two estimated variances
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dof = total ** 2 / (stream_part ** 2 / (effective_count - 1.0) + draw_part ** 2 / (n_repeats - 1))
+    dof = np.where(np.isfinite(dof), dof, effective_count - 1.0)
+    return _t_quantile(1.0 - delta / 2.0, dof) * np.sqrt(total)
+
+
+def _t_quantile(p: float, dof: np.ndarray) -> np.ndarray:
+    from scipy.stats import t  # scipy comes with scikit-learn, a dependency (it requires scipy >= 1.5)
+
+    return np.asarray(t.ppf(p, np.maximum(dof, 1.0)), dtype=np.float64)
