@@ -17,6 +17,7 @@ OWN = {
     "learn": "explain learns as it explains; compare compares with interval PFI",
     "input": "explain streams INPUT (optional, stdin); batch and compare read DATA whole",
     "data": "explain streams INPUT (optional, stdin); batch and compare read DATA whole",
+    "method": "explain runs an incremental method (iPFI, iSAGE); batch the batch estimator it approximates",
 }
 
 

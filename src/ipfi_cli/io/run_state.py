@@ -32,7 +32,7 @@ import pickle
 import zlib
 from typing import Any, BinaryIO
 
-from ipfi_cli.errors import StateError
+from ipfi_cli.errors import OutputError, StateError
 from ipfi_cli.io.writers import atomic_write_bytes
 
 MAGIC = b"ipfi explain state\n"
@@ -56,6 +56,9 @@ def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
         _sync_directory(os.path.dirname(os.path.abspath(path)))
     except OSError as error:
         raise StateFileError(path, f"cannot write the state file ({error.strerror or error})") from None
+    except OutputError as error:  # raised by atomic_write_bytes, naming the path: keep its reason
+        reason = str(error).rsplit("cannot write", 1)[-1].strip() or str(error)
+        raise StateFileError(path, f"cannot write the state file {reason}") from None
 
 
 def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
