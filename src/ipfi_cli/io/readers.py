@@ -429,8 +429,13 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
 
     When reading a terminal, prints csvkit's hint to stderr so a user who forgot the
     input knows why nothing happens. Raises :class:`InputError` when the file cannot
-    be opened.
+    be opened. Parquet (a file, a folder of partitions or a glob) is read by
+    :class:`~ipfi_cli.io.parquet.ParquetRowReader`, which has the same interface.
     """
+    from ipfi_cli.io.parquet import is_parquet_input, open_parquet
+
+    if is_parquet_input(path, format):
+        return open_parquet(path, na_values=na_values)  # type: ignore[return-value]
     fmt = detect_format(path, format)
     options: dict[str, Any] = {"na_values": na_values, "delimiter": delimiter or delimiter_for(path)}
     if not path or path == "-":

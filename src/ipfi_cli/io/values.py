@@ -108,7 +108,7 @@ class Row:
 
     __slots__ = ("number", "line", "values", "error")
 
-    def __init__(self, number: int, line: int, values: dict[str, Any] | None,
+    def __init__(self, number: int, line: int | None, values: dict[str, Any] | None,
                  error: InputError | None = None) -> None:
         self.number = number
         self.line = line

@@ -40,7 +40,8 @@ class RowSteps:
             self._explain_static(good)
 
     def _nonfinite_loss(self, row: GoodRow) -> RunError:
-        return RunError(f"{self.source}: row {row.number} (line {row.line}): the loss is "
+        where = f"row {row.number}" + (f" (line {row.line})" if row.line is not None else "")
+        return RunError(f"{self.source}: {where}: the loss is "
                         "not a finite number (the model's prediction is NaN or infinite, or the label is too large); "
                         "every later importance would be NaN, so the run stops here")
 
