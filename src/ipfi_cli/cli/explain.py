@@ -148,8 +148,9 @@ def explain(
     state: Annotated[Optional[str], typer.Option(
         "--state", help="Keep the run's whole state in this file (the explainer, the counters, where the traces "
         "end and, with --learn, the model), saved atomically every --checkpoint-every rows and at exit. If the "
-        "file exists the run continues from it: run the same command again. The file is a pickle: only continue "
-        "from state files you wrote.", rich_help_panel=PANEL_STATE, show_default=False, metavar="PATH")] = None,
+        "file exists the run continues from it: run the same command again. The file is plain data (JSON and NumPy "
+        "arrays, checksummed): loading it runs no code. With --learn the learned model is saved beside it as a "
+        "pickle (STATE.model-*), which the state vouches for by its SHA-256.", rich_help_panel=PANEL_STATE, show_default=False, metavar="PATH")] = None,
     checkpoint_every: Annotated[int, typer.Option(
         "--checkpoint-every", min=1, help="With --state: save the state after this many more input rows (at the "
         "end of the micro-batch that reaches them).", rich_help_panel=PANEL_STATE)] = CHECKPOINT_EVERY,

@@ -447,3 +447,57 @@ class IncrementalPFI:
         self.last_loss = unperturbed
         self._loss_sum += unperturbed
         self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)  # = last_contribution
+
+    # -- state as plain data ------------------------------------------------------------------
+    def settings_dict(self) -> dict[str, Any]:
+        """What an explainer's state depends on: explainers with equal settings can exchange states."""
+        return {"columns": list(self.columns), "groups": {name: [int(c) for c in cols]
+                                                          for name, cols in self.groups.items()},
+                "loss": self.loss.name, "alpha": self.alpha, "n_repeats": self.n_repeats,
+                "sampling": self.sampling, "reservoir_size": self.reservoir_size, "seed": self.seed}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the explainer has learned from the stream, as plain data (dicts, lists, numbers,
+        strings and NumPy arrays; the random generator's state is a dict): loading it runs no code.
+
+        >>> from ipfi_cli.models import FunctionPredictor
+        >>> model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))
+        >>> a = IncrementalPFI(model, ["a", "b"], alpha=0.1, seed=1)
+        >>> for x in (0.2, 0.7, 0.9):
+        ...     _ = a.explain_one({"a": x, "b": 0.0}, int(x > 0.5))
+        >>> b = IncrementalPFI(model, ["a", "b"], alpha=0.1, seed=1)
+        >>> b.load_state_dict(a.state_dict())
+        >>> a.explain_one({"a": 0.1, "b": 1.0}, 0).tolist() == b.explain_one({"a": 0.1, "b": 1.0}, 0).tolist()
+        True
+        """
+        return {"explainer": "ipfi", "settings": self.settings_dict(), "rng": self._rng.bit_generator.state,
+                "tracker": self._tracker.state_dict(),
+                "sampler": None if self._sampler is None else self._sampler.state_dict(),
+                "n_seen": self.n_seen, "last_contributions": self.last_contributions.copy(),
+                "last_loss": self.last_loss, "loss_sum": self._loss_sum}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data; the settings must be this explainer's
+        (a :class:`ValueError` names the first that differs)."""
+        mine = self.settings_dict()
+        theirs = state.get("settings", {})
+        differing = [key for key in mine if theirs.get(key) != mine[key]]
+        if state.get("explainer") != "ipfi" or differing:
+            key = differing[0] if differing else "explainer"
+            raise ValueError(f"the state belongs to an explainer with other settings ({key}: state "
+                             f"{theirs.get(key) if differing else state.get('explainer')!r}, here "
+                             f"{mine.get(key, 'ipfi')!r})")
+        self._rng.bit_generator.state = dict(state["rng"])
+        self._tracker.load_state_dict(state["tracker"])
+        sampler = state["sampler"]
+        if sampler is None:
+            self._sampler = None
+        else:
+            rows = np.asarray(sampler["rows"])
+            self._sampler = make_sampler(self.sampling, self.reservoir_size, self.n_repeats, len(self.columns),
+                                         rows.dtype)
+            self._sampler.load_state_dict(sampler)
+        self.n_seen = int(state["n_seen"])
+        self.last_contributions = np.asarray(state["last_contributions"], dtype=np.float64).copy()
+        self.last_loss = float(state["last_loss"])
+        self._loss_sum = float(state["loss_sum"])

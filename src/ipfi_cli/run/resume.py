@@ -1,7 +1,7 @@
 """Checkpoints and resuming of a long ``ipfi explain`` run (``--state``).
 
-A :class:`StateKeeper` saves the whole run (the explainer without its model, the learned
-model with ``--learn``, the session's counters, where the traces end and their CRC) every
+A :class:`StateKeeper` saves the whole run (the explainer's state as plain data, the learned
+model with ``--learn`` beside it, the session's counters, where the traces end and their CRC) every
 ``checkpoint_every`` input rows and at exit, through :mod:`ipfi_cli.io.run_state` (atomic,
 durable). Running the same command again continues: the state file holds one format with
 one version, and one check of the settings (:func:`run_settings`) refuses a continuation
@@ -12,7 +12,6 @@ byte-identical to an uninterrupted one.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 import pickle
@@ -122,10 +121,13 @@ class StateKeeper:
         return self.resumed["run"]["seed"] if self.resumed is not None else drawn
 
     def saved_model(self) -> Any:
-        """The learned model the resumed run saved (``None`` when starting, or for a static model)."""
+        """The learned model the resumed run saved (``None`` when starting, or for a static model);
+        its file is checked against the SHA-256 the state holds before it is unpickled."""
+        from ipfi_cli.io.run_state import load_model_beside
+
         if self.resumed is None or self.resumed["model"] is None:
             return None
-        return pickle.loads(self.resumed["model"])
+        return pickle.loads(load_model_beside(self.path, self.resumed["model"]))
 
     def continue_reader(self, reader: RowReader) -> None:
         """With ``--no-skip-seen`` the input continues the stream: row numbers and column kinds go on."""
@@ -146,9 +148,10 @@ class StateKeeper:
             raise StateError(f"{self.path}: the state belongs to a run with other settings "
                              f"({'; '.join(differences)}); use that run's options, or a new --state to start a "
                              "new run")
-        explainer = self.resumed["explainer"]
-        explainer.model = session.loaded.predictor
-        session.explainer = explainer
+        try:
+            session.explainer.load_state_dict(self.resumed["explainer"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise StateError(f"{self.path}: the explainer's state cannot be continued ({error})") from None
         run = self.resumed["run"]
         progress = session.progress
         progress.rows, progress.last_written = run["rows"], run["last_written"]
@@ -159,8 +162,7 @@ class StateKeeper:
             if self.resumed.get("watch") is None:
                 raise StateError(f"{self.path}: the state belongs to a run without change detection; use that "
                                  "run's options, or a new --state to start a new run")
-            session.watch = self.resumed["watch"]
-            session.watch.settings = session.settings.watch
+            session.watch.load_state_dict(self.resumed["watch"])
         self.last_print = run["last_print"]
         self.to_skip = progress.input_rows if self.skip_seen else 0
         rows = progress.input_rows
@@ -210,7 +212,7 @@ class StateKeeper:
         """Continuing a run: how many events its events file held at the checkpoint."""
         if self.resumed is None or self.resumed.get("watch") is None:
             return None
-        return int(self.resumed["watch"].written)
+        return int(self.resumed["watch"]["written"])
 
     def watch_signals(self) -> _Signals | None:
         """Defer Ctrl-C/SIGTERM to the end of a micro-batch (only on the main thread)."""
@@ -267,7 +269,7 @@ class StateKeeper:
     def checkpoint(self, session: ExplainSession) -> None:
         """Save the state: traces flushed and synced first, so it never claims a record not in the file."""
         from ipfi_cli import __version__
-        from ipfi_cli.io.run_state import save_state
+        from ipfi_cli.io.run_state import remove_other_models, save_model_beside, save_state
 
         s, progress, writer = session.settings, session.progress, session.writer
         writer.flush()
@@ -284,10 +286,13 @@ class StateKeeper:
                        "path": os.path.abspath(s.output) if s.output and s.output != "-" else None},
             "input": session.reader.name, "saved": time.time(),
         }
-        detached = copy.copy(session.explainer)
-        detached.model = None  # the predictor is rebuilt around the model (saved below when it learns)
-        model = pickle.dumps(session.loaded.model, protocol=pickle.HIGHEST_PROTOCOL) if s.learn else None
-        save_state(self.path, {"ipfi": __version__, "settings": self.settings, "explainer": detached,
-                               "model": model, "run": run, "watch": session.watch})
+        # the learned model is the one part that is not plain data: a pickle beside the state, which
+        # the state vouches for by its SHA-256 (written first, so the state never refers to a missing file)
+        model = save_model_beside(self.path, pickle.dumps(session.loaded.model, protocol=pickle.HIGHEST_PROTOCOL)) \
+            if s.learn else None
+        save_state(self.path, {"ipfi": __version__, "settings": self.settings,
+                               "explainer": session.explainer.state_dict(), "model": model, "run": run,
+                               "watch": None if session.watch is None else session.watch.state_dict()})
+        remove_other_models(self.path, model)
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1

@@ -177,6 +177,15 @@ class ChangeWatch:
                             f"min change {self.settings.min_change})")
         return lines
 
+    def state_dict(self) -> dict[str, Any]:
+        """The watch's state as plain data: the detector's, and how many events the file holds."""
+        return {"written": self.written, "detector": self.detector.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data (the events file is reopened by :meth:`open`)."""
+        self.written = int(state["written"])
+        self.detector.load_state_dict(state["detector"])
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_stream"] = None  # the file is reopened by a resumed run
