@@ -57,11 +57,13 @@ from ipfi_cli.cli import explain as _explain  # noqa: E402
 add_command(_explain.explain)
 from ipfi_cli.cli import batch as _batch  # noqa: E402
 from ipfi_cli.cli import compare as _compare  # noqa: E402
+from ipfi_cli.cli import merge as _merge  # noqa: E402
 from ipfi_cli.cli import plot as _plot  # noqa: E402
 
 add_command(_batch.batch)
 add_command(_compare.compare)
 add_command(_plot.plot)
+add_command(_merge.merge)
 
 
 #: commands that run models: they run with a fixed string-hash seed (see :func:`fixed_hash_seed`)

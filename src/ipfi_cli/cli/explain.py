@@ -116,6 +116,18 @@ def explain(
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
         "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
+    time_column: Annotated[Optional[str], typer.Option(
+        "--time-column", help="With --half-life: the column of each row's event time (seconds, or ISO 8601 "
+        "text such as 2024-05-01 13:00:00, UTC unless it has an offset).", rich_help_panel=PANEL_ESTIMATOR,
+        show_default=False, metavar="COL")] = None,
+    half_life: Annotated[Optional[str], typer.Option(
+        "--half-life", help="Smooth by event time instead of by rows (forward decay): a row half-life older "
+        "weighs half as much, whatever the rows' rate (90s, 30m, 1h, 2d). Replaces --alpha; the state of "
+        "shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR, show_default=False,
+        metavar="DURATION")] = None,
+    running_mean: Annotated[bool, typer.Option(
+        "--running-mean", help="Every row weighs alike (the static setting's estimator) instead of --alpha's "
+        "smoothing; the state of shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR)] = False,
     repeats: RepeatsOpt = 10,
     sampling: Annotated[Sampling, typer.Option(
         "--sampling", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
@@ -215,6 +227,19 @@ def explain(
     from ipfi_cli.io.values import reader_options
     from ipfi_cli.run.watch import WatchSettings
 
+    if (time_column is None) != (half_life is None):
+        raise usage_error("--time-column and --half-life go together (smoothing by event time needs both)",
+                          "--half-life" if half_life is None else "--time-column")
+    if running_mean and half_life is not None:
+        raise usage_error("is one smoothing and --half-life another: choose one", "--running-mean")
+    half_life_seconds = None
+    if half_life is not None:
+        from ipfi_cli.core.decay import parse_duration
+
+        try:
+            half_life_seconds = parse_duration(half_life)
+        except ValueError as error:
+            raise usage_error(str(error), "--half-life") from None
     if not 0.0 < change_delta < 1.0:
         raise usage_error(f"must be in (0, 1), got {change_delta}", "--change-delta")
     if not 0.0 < ndcg_threshold <= 1.0:
@@ -235,7 +260,8 @@ def explain(
             model=model, target=target, input=input, trust=split_names(trust), format=value(format),
             na_values=na_values, no_default_na=no_default_na, delimiter=delimiter, text=split_names(text),
             task=value(task),
-            loss=value(loss), learn=learn, save_model=save_model, alpha=alpha, repeats=repeats,
+            loss=value(loss), learn=learn, save_model=save_model, alpha=alpha, time_column=time_column,
+            half_life=half_life_seconds, running_mean=running_mean, repeats=repeats,
             sampling=value(sampling), reservoir_size=reservoir_size, seed=seed, features=split_names(features),
             drop=split_names(drop), groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from ipfi_cli.core.decay import DecayedMean, merge_reservoir_rows
-from ipfi_cli.core.incremental import IncrementalPFI
+from ipfi_cli.core.decay import DecayedMean, event_time, merge_reservoir_rows
+from ipfi_cli.core.incremental import IncrementalPFI, RowError
 
 
 class MergeablePFI(IncrementalPFI):
@@ -48,25 +48,40 @@ class MergeablePFI(IncrementalPFI):
     (in the unit of the times given) in place of ``alpha``.
     """
 
-    def __init__(self, *args: Any, half_life: float | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, half_life: float | None = None, time_column: str | None = None,
+                 **kwargs: Any) -> None:
         kwargs.pop("alpha", None)
         super().__init__(*args, **kwargs)
         self.half_life = half_life
+        #: where rows carry their event time, when no times are given (see :func:`~ipfi_cli.core.decay.event_time`)
+        self.time_column = time_column
         self._tracker: DecayedMean = DecayedMean(len(self.names), half_life=half_life)  # type: ignore[assignment]
         self._fold_times: list[float | None] = []
         self._fold_next = 0
 
     # -- explaining with times --------------------------------------------------------------------
     def explain_one(self, x: Mapping[str, Any], y: Any, time: float | None = None) -> np.ndarray:
-        self._times_for([time])
+        self._times_for([self._time_of(x) if time is None else time])
         return super().explain_one(x, y)
 
     def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray,
                      targets: Sequence[Any] | np.ndarray, *, times: Sequence[float | None] | None = None,
                      return_contributions: bool = False) -> Any:
         rows = rows if isinstance(rows, np.ndarray) else list(rows)
-        self._times_for(list(times) if times is not None else [None] * len(rows))
+        if times is None:
+            times = [None] * len(rows) if isinstance(rows, np.ndarray) else [self._time_of(x) for x in rows]
+        self._times_for(list(times))
         return super().explain_many(rows, targets, return_contributions=return_contributions)
+
+    def _time_of(self, x: Mapping[str, Any]) -> float | None:
+        if self.time_column is None or self.half_life is None:
+            return None
+        try:
+            return event_time(x[self.time_column])
+        except KeyError:
+            raise RowError("missing from the row (the event time)", column=self.time_column) from None
+        except ValueError as error:
+            raise RowError(str(error), column=self.time_column) from None
 
     def _times_for(self, times: list[float | None]) -> None:
         if self.half_life is not None and any(t is None for t in times):
@@ -143,8 +158,13 @@ def merge_states(states: Sequence[Mapping[str, Any]], *, seed: int | None = None
                 sampler = state["sampler"]
             else:
                 # each shard's share: the rows it saw (uniform), or its decayed weight (by event time)
-                share_a, share_b = (sampler["n_seen"], state["sampler"]["n_seen"]) if half_life is None \
-                    else (merged_tracker.weight, other.weight)
+                # (weights as a number of rows: the rows seen, shared in proportion to the decayed weights)
+                share_a, share_b = sampler["n_seen"], state["sampler"]["n_seen"]
+                if half_life is not None:
+                    aligned_a, aligned_b = _aligned_weights(merged_tracker, other)
+                    rows_seen = share_a + share_b
+                    share_a = rows_seen * aligned_a / (aligned_a + aligned_b) if aligned_a + aligned_b else share_a
+                    share_b = rows_seen - share_a
                 rows, filled = merge_reservoir_rows(np.asarray(sampler["rows"]), sampler["filled"], share_a,
                                                     np.asarray(state["sampler"]["rows"]),
                                                     state["sampler"]["filled"], share_b, rng)
@@ -157,3 +177,16 @@ def merge_states(states: Sequence[Mapping[str, Any]], *, seed: int | None = None
             "n_seen": sum(int(s["n_seen"]) for s in states),
             "last_contributions": np.asarray(later["last_contributions"]).copy(),
             "last_loss": later["last_loss"], "loss_sum": float(sum(float(s["loss_sum"]) for s in states))}
+
+
+def _aligned_weights(a: DecayedMean, b: DecayedMean) -> tuple[float, float]:
+    """The two smoothings' total weights on a common landmark."""
+    merged_landmark = max(x.landmark for x in (a, b) if x.landmark is not None) \
+        if a.landmark is not None or b.landmark is not None else None
+    weights = []
+    for x in (a, b):
+        copy = x._copy()
+        if merged_landmark is not None and copy.landmark is not None:
+            copy._move_landmark(merged_landmark)
+        weights.append(copy.weight)
+    return weights[0], weights[1]

@@ -207,6 +207,11 @@ def file_crc(path: str | os.PathLike[str], length: int, chunk: int = 1 << 20) ->
 def reopen_traces(path: str, size: int, crc: int) -> TrackedOutput:
     """Open the traces file of a resumed run: check it starts with the ``size`` bytes (CRC ``crc``)
     the state vouches for, cut off what follows them, and return it ready to append."""
+    if size == 0 and not os.path.exists(path):  # nothing written yet (a merged state): a new file
+        try:
+            return TrackedOutput(open(path, "wb"), close=True)
+        except OSError as error:
+            raise StateFileError(path, f"cannot write the traces file ({error.strerror or error})") from None
     if not os.path.exists(path):
         raise StateFileError(path, f"the traces file is missing; the state continues a file of {size:,} bytes. "
                                "Restore it, or start a new run with a new --state")

@@ -18,7 +18,7 @@ import secrets
 import time
 from typing import Any
 
-from ipfi_cli.errors import RunError
+from ipfi_cli.errors import RunError, UsageError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import all_zero_warning, check_inputs, check_output_names, labels_match_nothing
 from ipfi_cli.run.report import RateMeter, Reporter, Snapshot
@@ -138,10 +138,18 @@ class ExplainSession:
                                   on_first_row=setup.first_row_hook(loaded, self.labels, self.columns),
                                   known_keys=({*self.input_columns, s.target} if reader.format == "jsonl" and not known
                                               and not s.features else None))
-        self.explainer = IncrementalPFI(
-            loaded.predictor, self.columns, loss=self.loss, alpha=s.alpha, n_repeats=s.repeats,
-            sampling=s.sampling, reservoir_size=s.reservoir_size, features=features, groups=groups or None,
-            seed=self.seed)
+        options = dict(loss=self.loss, n_repeats=s.repeats, sampling=s.sampling, reservoir_size=s.reservoir_size,
+                       features=features, groups=groups or None, seed=self.seed)
+        if s.half_life is not None or s.running_mean:  # smoothing whose state merges (ipfi merge)
+            from ipfi_cli.core.mergeable import MergeablePFI
+
+            if s.time_column is not None and self.input_columns and s.time_column not in self.input_columns:
+                raise UsageError(f"no such input column: {s.time_column} (the columns: "
+                                 f"{', '.join(self.input_columns)})", "--time-column")
+            self.explainer = MergeablePFI(loaded.predictor, self.columns, half_life=s.half_life,
+                                          time_column=s.time_column, **options)
+        else:
+            self.explainer = IncrementalPFI(loaded.predictor, self.columns, alpha=s.alpha, **options)
         check_output_names(self.explainer.names, s.bounds, source)
         if s.watch is not None:
             self.watch = ChangeWatch(s.watch, self.explainer, self.loss)

@@ -53,7 +53,9 @@ def run_settings(session: ExplainSession) -> dict[str, Any]:
     return {
         "model inputs": list(explainer.columns), "explained (--features/--drop/--group)": list(explainer.names),
         "--group": {name: list(cols) for name, cols in explainer.groups.items()}, "--loss": explainer.loss.name,
-        "--alpha": explainer.alpha, "--repeats": explainer.n_repeats, "--sampling": explainer.sampling,
+        "--alpha": None if s.half_life is not None or s.running_mean else explainer.alpha,
+        "--time-column": s.time_column, "--half-life": s.half_life, "--running-mean": s.running_mean,
+        "--repeats": explainer.n_repeats, "--sampling": explainer.sampling,
         "--reservoir-size": explainer.reservoir_size, "--seed": explainer.seed,
         "--model": model_digest(s.model), "--target": s.target, "--learn": s.learn,
         "--task": "classification" if session.classification else "regression", "--every": s.every,
@@ -140,6 +142,9 @@ class StateKeeper:
         self.settings = now = run_settings(session)
         if self.resumed is None:
             return
+        if self.resumed["run"].get("merged") and self.skip_seen:
+            raise StateError(f"{self.path}: a merged state continues with new rows only: add --no-skip-seen (its "
+                             "shards' inputs are not one input to skip)")
         saved = self.resumed["settings"]
         differences = [f"{key}: the model file differs from the one the run started with" if key == "--model"
                        else f"{key}: state {saved.get(key)!r}, now {value!r}"
@@ -199,7 +204,8 @@ class StateKeeper:
         except OSError as error:
             raise OutputError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
         self.tracked = tracked
-        tracked.muted = self.resumed is not None  # the header is already there
+        # the header is already there (unless nothing was written: a merged state's first traces)
+        tracked.muted = self.resumed is not None and self.resumed["run"]["output"]["size"] > 0
         writer = WRITERS[output_format_for(s.output, s.output_format)](
             tracked, session.explainer.names, bounds=s.bounds, close=True)
         tracked.muted = False

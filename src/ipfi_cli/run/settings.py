@@ -29,6 +29,9 @@ class ExplainSettings:
     learn: bool = False
     save_model: str | None = None
     alpha: float = 0.001
+    time_column: str | None = None  # --time-column: smoothing by event time (with half_life, in seconds)
+    half_life: float | None = None
+    running_mean: bool = False  # --running-mean: every row weighs alike (mergeable)
     repeats: int = 10
     sampling: str = "geometric"
     reservoir_size: int = 100
