@@ -129,3 +129,19 @@ def test_stdin_and_unreadable_inputs_are_refused_in_one_line(run, tmp_path, hgb)
     result = run("explain", fake, "-m", hgb, "-t", "class", "--no-live")
     assert result.exit_code == 1 and "fake.parquet" in result.stderr and "Parquet" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_parquet_run_stops_and_continues_as_from_csv(run, agrawal_small, agrawal_parquet, hgb, tmp_path):
+    """--state with Parquet input: a run on the first 120 rows continued on the whole folder gives the
+    bytes of one uninterrupted run on the CSV."""
+    import pandas as pd
+
+    common = ["-m", hgb, "-t", "class", "--seed", "3", "-M", "2", "--no-live", "-q"]
+    expected = run("explain", agrawal_small, *common)
+    first = tmp_path / "first.parquet"
+    pd.read_parquet(agrawal_parquet[0]).iloc[:120].to_parquet(first, index=False)
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+    assert run("explain", first, *common, "-o", out, "--state", state).exit_code == 0
+    result = run("explain", agrawal_parquet[1], *common, "-o", out, "--state", state)
+    assert result.exit_code == 0, result.stderr
+    assert out.read_text() == expected.stdout
