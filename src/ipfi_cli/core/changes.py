@@ -482,7 +482,11 @@ def _adwin_state(adwin: Any) -> dict[str, Any]:
     get_args, get_state = getattr(helper, "__getnewargs__", None), getattr(helper, "__getstate__", None)
     window = get_state() if get_state is not None else None
     if get_args is None or not isinstance(window, bytes):
-        raise ValueError("this river version's ADWIN cannot be saved as plain data (river >= 0.22 can)")
+        from ipfi_cli.errors import StateError
+
+        raise StateError(f"change detection cannot be saved in a --state file with river {_river_version()}: its "
+                         "ADWIN does not export its window as data (river 0.26 does); upgrade river, or run "
+                         "without --state")
     settings = {k: v for k, v in vars(adwin).items() if k != "_helper"}
     return {"settings": settings, "args": list(get_args()), "window": np.frombuffer(window, dtype=np.uint8).copy()}
 
@@ -496,3 +500,17 @@ def _adwin_from_state(state: dict[str, Any]) -> Any:
     helper.__setstate__(np.asarray(state["window"], dtype=np.uint8).tobytes())
     adwin._helper = helper
     return adwin
+
+
+def _river_version() -> str:
+    import river
+
+    return str(getattr(river, "__version__", "?"))
+
+
+def adwin_saves_as_data() -> bool:
+    """True when the installed river's ADWIN can be saved in a plain-data state (``--detect --state``)."""
+    from river.drift import ADWIN
+
+    helper = ADWIN()._helper
+    return hasattr(helper, "__getnewargs__") and isinstance(getattr(helper, "__getstate__", lambda: None)(), bytes)

@@ -140,6 +140,11 @@ class StateKeeper:
     def begin(self, session: ExplainSession) -> None:
         """Note the run's settings; when continuing, check them and restore the explainer and counters."""
         self.settings = now = run_settings(session)
+        if session.watch is not None:
+            from ipfi_cli.core.changes import adwin_saves_as_data
+
+            if not adwin_saves_as_data():  # say so before any row, not at the first checkpoint
+                session.watch.detector.state_dict()  # raises the StateError that explains it
         if self.resumed is None:
             return
         if self.resumed["run"].get("merged") and self.skip_seen:
