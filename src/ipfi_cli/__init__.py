@@ -7,12 +7,13 @@ From Python (see :mod:`ipfi_cli.api`)::
 The package is layered so that each layer only imports the ones below it:
 
 * ``ipfi_cli.errors`` - the one hierarchy of errors every layer raises (one line each)
-* ``ipfi_cli.core``   - the pure estimators (iPFI, batch and interval PFI), samplers, losses
+* ``ipfi_cli.core``   - the pure estimators (iPFI behind the ``Explainer`` protocol and its registry of
+  methods, batch and interval PFI), samplers, losses
 * ``ipfi_cli.models`` - adapters that give scikit-learn, river and plain callables one interface,
   and loading model files
 * ``ipfi_cli.io``     - the one streaming reader (values, sources, rows) and the writers beside it
 * ``ipfi_cli.run``    - a command's session: set-up, row checks, explain-then-write, checkpoints,
-  reporting through a ``Reporter`` (no Typer, no Rich)
+  reporting to a list of observers, the ``Reporter`` first (no Typer, no Rich)
 * ``ipfi_cli.evaluation`` - iPFI against batch and interval PFI (``ipfi compare``, the experiments)
 * ``ipfi_cli.api``    - the Python face: raw models in, dicts and Bunches out
 * ``ipfi_cli.cli``    - the Typer application ``ipfi``: options, exit codes, and the terminal UI (``cli.ui``)

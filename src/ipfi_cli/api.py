@@ -142,6 +142,12 @@ class IncrementalPFI:
         return dict(zip(core.names, core.explain_one(x, y).tolist()))
 
     @property
+    def explainer(self) -> core_incremental.IncrementalPFI | None:
+        """The core explainer (arrays in ``names`` order; the
+        :class:`~ipfi_cli.core.explainer.Explainer` protocol), ``None`` before the first row."""
+        return self._core
+
+    @property
     def importances(self) -> dict[str, float]:
         return self._core.importances if self._core is not None else {}
 

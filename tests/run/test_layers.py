@@ -49,11 +49,13 @@ def test_a_run_session_loads_without_typer_or_rich():
 
 
 def test_option_choices_are_the_core_registries():
-    from ipfi_cli.cli.options import LossName, Sampling
-    from ipfi_cli.core.choices import LOSS_NAMES, SAMPLING_NAMES
+    from ipfi_cli.cli.options import LossName, MethodName, Sampling
+    from ipfi_cli.core.choices import LOSS_NAMES, METHOD_NAMES, SAMPLING_NAMES
+    from ipfi_cli.core.explainer import METHODS
     from ipfi_cli.core.losses import LOSSES
     from ipfi_cli.core.samplers import SAMPLERS
 
     assert set(LOSS_NAMES) == set(LOSSES) and set(SAMPLING_NAMES) == set(SAMPLERS)
     assert [m.value for m in LossName] == list(LOSS_NAMES)
     assert [m.value for m in Sampling] == list(SAMPLING_NAMES)
+    assert list(METHOD_NAMES) == list(METHODS) == [m.value for m in MethodName]

@@ -42,6 +42,7 @@ from ipfi_cli.cli.options import (
     GroupOpt,
     InputArg,
     LossOpt,
+    MethodName,
     NaValuesOpt,
     NoDefaultNaOpt,
     OnBadRowOpt,
@@ -113,6 +114,9 @@ def explain(
     save_model: Annotated[Optional[str], typer.Option(
         "--save-model", help="With --learn: write the learned model here at the end (joblib, atomic).",
         rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")] = None,
+    method: Annotated[MethodName, typer.Option(
+        "--method", help="The explaining method: pfi, incremental permutation feature importance.",
+        rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
         "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
@@ -260,8 +264,8 @@ def explain(
             model=model, target=target, input=input, trust=split_names(trust), format=value(format),
             na_values=na_values, no_default_na=no_default_na, delimiter=delimiter, text=split_names(text),
             task=value(task),
-            loss=value(loss), learn=learn, save_model=save_model, alpha=alpha, time_column=time_column,
-            half_life=half_life_seconds, running_mean=running_mean, repeats=repeats,
+            loss=value(loss), learn=learn, save_model=save_model, method=value(method), alpha=alpha,
+            time_column=time_column, half_life=half_life_seconds, running_mean=running_mean, repeats=repeats,
             sampling=value(sampling), reservoir_size=reservoir_size, seed=seed, features=split_names(features),
             drop=split_names(drop), groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),

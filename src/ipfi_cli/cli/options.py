@@ -1,6 +1,6 @@
 """The options every command shares, defined once: one spelling and one help text everywhere.
 
-The choices of ``--loss`` and ``--sampling`` are built from the core's registries
+The choices of ``--method``, ``--loss`` and ``--sampling`` are built from the core's registries
 (:mod:`ipfi_cli.core.choices`), so a loss added to the core is an option value at once.
 Nothing heavy is imported here: ``ipfi --help`` stays fast.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeAlias
 
 import typer
 
-from ipfi_cli.core.choices import LOSS_NAMES, SAMPLING_NAMES
+from ipfi_cli.core.choices import LOSS_NAMES, METHOD_NAMES, SAMPLING_NAMES
 from ipfi_cli.errors import UsageError
 
 PICKLE_WARNING = ("Loading a joblib/pickle model file runs code stored in it: only load files you trust "
@@ -30,6 +30,7 @@ def _choices(name: str, values: Sequence[str]) -> Any:
 
 if TYPE_CHECKING:  # to a type checker each choice is the string it carries
     Task: TypeAlias = str
+    MethodName: TypeAlias = str
     LossName: TypeAlias = str
     Sampling: TypeAlias = str
     InputFormat: TypeAlias = str
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # to a type checker each choice is the string it carries
     OnBadRow: TypeAlias = str
 else:
     Task = _choices("Task", ("auto", "classification", "regression"))
+    MethodName = _choices("MethodName", METHOD_NAMES)
     LossName = _choices("LossName", LOSS_NAMES)
     Sampling = _choices("Sampling", SAMPLING_NAMES)
     InputFormat = _choices("InputFormat", ("csv", "jsonl", "parquet"))

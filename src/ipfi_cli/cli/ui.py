@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ipfi_cli.run.observers import RunEnd, RunStart
 from ipfi_cli.run.report import PlainReporter, Snapshot
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -230,21 +231,25 @@ class TerminalReporter(PlainReporter):
         self.live = live and not quiet
         self.dashboard: Dashboard | None = None
 
-    def start(self, title: str) -> None:
+    def on_start(self, start: RunStart) -> None:
         if self.live:
-            self.dashboard = Dashboard(title, live=True)
+            self.dashboard = Dashboard(start.title, live=True)
             self.dashboard.start()
 
-    def due(self) -> bool:
-        return self.dashboard is not None and self.dashboard.due()
-
-    def update(self, snapshot: Snapshot) -> None:
-        if self.dashboard is not None:
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        if self.dashboard is not None and self.dashboard.due():
             self.dashboard.update(snapshot)
 
-    def stop(self, snapshot: Snapshot | None) -> None:
-        if self.dashboard is not None:
-            self.dashboard.stop(snapshot)
+    def on_end(self, end: RunEnd) -> None:
+        """Stop the live table on its last state (then the end-of-run notes), or the notes and a summary table."""
+        if self.dashboard is None:
+            super().on_end(end)
+            return
+        try:
+            self.dashboard.stop(end.snapshot)
+        finally:
+            for text, kind in end.notes:
+                self.message(text, kind)
 
     def summary(self, title: str, snapshot: Snapshot) -> None:
         if not self.quiet:

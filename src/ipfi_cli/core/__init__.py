@@ -1,4 +1,5 @@
-"""The pure core: estimators, samplers, losses. No file I/O, no CLI, no display.
+"""The pure core: estimators (behind :class:`~ipfi_cli.core.explainer.Explainer`), samplers, losses.
+No file I/O, no CLI, no display.
 
 Names are imported on first use, so ``ipfi_cli.core.choices`` loads without numpy.
 """
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the names as a type checker sees them
     from ipfi_cli.core.batch import IntervalPFI, PFIResult, batch_pfi
     from ipfi_cli.core.changes import ChangeDetector, ChangeEvent, RankingEvent, ndcg_at_k
+    from ipfi_cli.core.explainer import METHODS, Explainer, make_explainer
     from ipfi_cli.core.groups import resolve_groups
     from ipfi_cli.core.incremental import IncrementalPFI, RowError
     from ipfi_cli.core.losses import LOSSES, Loss, LossMismatchError, Output, default_loss, get_loss
@@ -22,6 +24,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them
 _WHERE = {
     "IntervalPFI": "batch", "PFIResult": "batch", "batch_pfi": "batch",
     "ChangeDetector": "changes", "ChangeEvent": "changes", "RankingEvent": "changes", "ndcg_at_k": "changes",
+    "METHODS": "explainer", "Explainer": "explainer", "make_explainer": "explainer",
     "resolve_groups": "groups",
     "IncrementalPFI": "incremental", "RowError": "incremental",
     "LOSSES": "losses", "Loss": "losses", "LossMismatchError": "losses", "Output": "losses",
@@ -33,10 +36,10 @@ _WHERE = {
 }
 
 __all__ = [
-    "LOSSES", "ChangeDetector", "ChangeEvent", "ExponentialMean", "GeometricReservoir", "IncrementalPFI",
-    "IntervalPFI", "Loss", "LossMismatchError", "Output", "PFIResult", "Predictor", "RankingEvent", "RowError",
-    "UniformReservoir", "batch_pfi", "default_loss", "explain_then_learn", "get_loss", "make_sampler", "ndcg_at_k",
-    "resolve_groups",
+    "LOSSES", "METHODS", "ChangeDetector", "ChangeEvent", "Explainer", "ExponentialMean", "GeometricReservoir",
+    "IncrementalPFI", "IntervalPFI", "Loss", "LossMismatchError", "Output", "PFIResult", "Predictor", "RankingEvent",
+    "RowError", "UniformReservoir", "batch_pfi", "default_loss", "explain_then_learn", "get_loss", "make_explainer",
+    "make_sampler", "ndcg_at_k", "resolve_groups",
 ]
 
 

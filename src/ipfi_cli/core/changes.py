@@ -78,12 +78,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ipfi_cli.core.events import LOSS, ChangeEvent, RankingEvent
 from ipfi_cli.core.ranking import importance_error, ndcg_at_k, top_names
+
+if TYPE_CHECKING:
+    from ipfi_cli.core.explainer import Explainer
 
 
 # -- the detector ------------------------------------------------------------------------------
@@ -203,7 +206,8 @@ class ChangeDetector:
 
     @classmethod
     def from_explainer(cls, explainer: Any, **options: Any) -> ChangeDetector:
-        """A detector for an :class:`IncrementalPFI` (core or API): its names, and its loss's ranges.
+        """A detector for an :class:`~ipfi_cli.core.explainer.Explainer` (or the Python API's
+        ``IncrementalPFI``, through its ``explainer``): its names, and its loss's ranges.
 
         >>> from ipfi_cli.core import IncrementalPFI
         >>> from ipfi_cli.models import FunctionPredictor
@@ -212,14 +216,13 @@ class ChangeDetector:
         >>> detector.names, detector.value_range, detector.loss_range
         (['a', 'b'], 2.0, 1.0)
         """
-        core = _core_of(explainer)
-        if core is None:
+        inner = _explainer_of(explainer)
+        if inner is None:
             raise ValueError("the explainer does not know its columns yet: explain a row first, or give columns")
-        value_range, loss_range = default_ranges(core.loss)
+        value_range, loss_range = default_ranges(inner.params()["loss"])
         options.setdefault("value_range", value_range)
         options.setdefault("loss_range", loss_range)
-        names = core.names
-        return cls(names, **options)
+        return cls(list(inner.names), **options)
 
     # -- feeding -------------------------------------------------------------------------------
     def update(self, row: int, contributions: Sequence[float] | np.ndarray, loss: float,
@@ -267,17 +270,18 @@ class ChangeDetector:
         return events
 
     def update_from(self, explainer: Any, row: int | None = None) -> list[ChangeEvent | RankingEvent]:
-        """Feed the row an explainer (core or API ``IncrementalPFI``) has just explained.
+        """Feed the row an explainer (an :class:`~ipfi_cli.core.explainer.Explainer`, or the Python
+        API's ``IncrementalPFI``) has just explained.
 
         Call it after each ``explain_one``; ``row`` defaults to the explainer's count of rows
         seen minus one (0-based). A call with no newly explained row returns no event.
         """
-        core = _core_of(explainer)
-        if core is None or core.n_explained == self._seen_explained or core.n_explained == 0:
+        inner = _explainer_of(explainer)
+        if inner is None or inner.n_explained == self._seen_explained or inner.n_explained == 0:
             return []
-        self._seen_explained = core.n_explained
-        row = core.n_seen - 1 if row is None else row
-        return self.update(row, core.last_contribution, core.last_loss, core.importance_array())
+        self._seen_explained = inner.n_explained
+        row = inner.n_seen - 1 if row is None else row
+        return self.update(row, inner.last_contribution, inner.last_loss, inner.importance_array())
 
     # -- internals -----------------------------------------------------------------------------
     def _feed(self, rows: np.ndarray, values: np.ndarray,
@@ -469,10 +473,11 @@ class ChangeDetector:
         self.events = [kinds[e["event"]](**e["fields"]) for e in state["events"]]
 
 
-
-def _core_of(explainer: Any) -> Any:
-    """The core ``IncrementalPFI`` of an API one (``None`` before its first row), or the explainer itself."""
-    return explainer._core if hasattr(explainer, "_core") else explainer
+def _explainer_of(explainer: Any) -> Explainer | None:
+    """The :class:`~ipfi_cli.core.explainer.Explainer` itself, or the one a wrapper holds in its
+    public ``explainer`` (the Python API's ``IncrementalPFI``: ``None`` before its first row)."""
+    inner: Explainer | None = getattr(explainer, "explainer", explainer)
+    return inner
 
 
 # -- state as plain data --------------------------------------------------------------------------

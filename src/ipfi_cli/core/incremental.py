@@ -350,6 +350,13 @@ class IncrementalPFI:
     def n_explained(self) -> int:
         return self._tracker.count
 
+    def params(self) -> dict[str, Any]:
+        """The settings a resumed run must share, as plain data (see :class:`~ipfi_cli.core.explainer.Explainer`)."""
+        return {"method": "pfi", "columns": list(self.columns), "names": list(self.names),
+                "groups": {name: list(cols) for name, cols in self.groups.items()}, "loss": self.loss.name,
+                "alpha": self.alpha, "n_repeats": self.n_repeats, "sampling": self.sampling,
+                "reservoir_size": self.reservoir_size, "seed": self.seed}
+
     @property
     def mean_loss(self) -> float:
         """The model's mean loss on the explained rows (unperturbed predictions)."""

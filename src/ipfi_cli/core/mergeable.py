@@ -107,6 +107,12 @@ class MergeablePFI(IncrementalPFI):
         settings["smoothing"] = "running mean" if self.half_life is None else {"half_life": self.half_life}
         return settings
 
+    def params(self) -> dict[str, Any]:
+        params = super().params()
+        params["alpha"] = None
+        params["smoothing"] = "running mean" if self.half_life is None else {"half_life": self.half_life}
+        return params
+
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
         state["explainer"] = "mergeable-ipfi"

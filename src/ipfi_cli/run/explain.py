@@ -10,28 +10,50 @@ The loop reads micro-batches of whatever rows are already available
 one ``explain_many`` call (the numbers are those of ``explain_one`` row by row); with
 ``learn`` each row is explained with the current model and then learned. ``--state``
 checkpoints and resuming live in :mod:`ipfi_cli.run.resume`.
+
+The session reports to a list of observers (:mod:`ipfi_cli.run.observers`): the reporter
+(the live table or the plain summary) first, then ``--events``' file, then any given.
+The explainer is any :class:`~ipfi_cli.core.explainer.Explainer`, built by the method
+registry (:func:`~ipfi_cli.core.explainer.make_explainer`) from ``settings.method``.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import RunError, UsageError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import all_zero_warning, check_inputs, check_output_names, labels_match_nothing
+from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunEnd, RunObserver, RunStart
 from ipfi_cli.run.report import RateMeter, Reporter, Snapshot
 from ipfi_cli.run.settings import ExplainSettings, Progress, RunStatus, StopOnChange
 from ipfi_cli.run.watch import ChangeWatch
 
+if TYPE_CHECKING:
+    from ipfi_cli.core.explainer import Explainer
+
+#: the end-of-run lines of a run that ended without failing
+_ENDED = (RunStatus.OK, RunStatus.INTERRUPTED, RunStatus.STOPPED_ON_CHANGE)
+
 
 class ExplainSession:
-    """One ``ipfi explain`` run; :meth:`run` returns its :class:`RunStatus`."""
+    """One ``ipfi explain`` run; :meth:`run` returns its :class:`RunStatus`.
 
-    def __init__(self, settings: ExplainSettings, reporter: Reporter) -> None:
+    ``reporter`` receives the run's messages and, as its first observer, its snapshots;
+    ``observers`` (see :class:`~ipfi_cli.run.observers.RunObserver`) hear about it too.
+    """
+
+    def __init__(self, settings: ExplainSettings, reporter: Reporter,
+                 observers: Sequence[RunObserver] = ()) -> None:
         self.settings = settings
         self.reporter = reporter
+        self.observers: list[RunObserver] = [reporter, *observers]
+        self.events_file: EventsFile | None = None  # --events: one of the observers
+        self._ended = False
+        self._next_snapshot = 0.0
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
         self.progress = Progress()
         self.status = RunStatus.STARTING
@@ -39,7 +61,7 @@ class ExplainSession:
         self.started = time.time()
         self.first_row_time: float | None = None
         self.meter = RateMeter()
-        self.explainer: Any = None
+        self.explainer: Explainer | None = None
         self.writer: Any = None
         self.reader: RowReader | None = None
         self.loaded: Any = None
@@ -101,7 +123,7 @@ class ExplainSession:
 
     def _prepare(self, reader: RowReader) -> None:
         """Columns, row checks, the explainer, the state and the writer, before the first row."""
-        from ipfi_cli.core import IncrementalPFI
+        from ipfi_cli.core.explainer import make_explainer
         from ipfi_cli.run import setup
         from ipfi_cli.run.rows import RowChecker
 
@@ -138,38 +160,46 @@ class ExplainSession:
                                   on_first_row=setup.first_row_hook(loaded, self.labels, self.columns),
                                   known_keys=({*self.input_columns, s.target} if reader.format == "jsonl" and not known
                                               and not s.features else None))
-        options = dict(loss=self.loss, n_repeats=s.repeats, sampling=s.sampling, reservoir_size=s.reservoir_size,
-                       features=features, groups=groups or None, seed=self.seed)
         if s.half_life is not None or s.running_mean:  # smoothing whose state merges (ipfi merge)
             from ipfi_cli.core.mergeable import MergeablePFI
 
             if s.time_column is not None and self.input_columns and s.time_column not in self.input_columns:
                 raise UsageError(f"no such input column: {s.time_column} (the columns: "
                                  f"{', '.join(self.input_columns)})", "--time-column")
-            self.explainer = MergeablePFI(loaded.predictor, self.columns, half_life=s.half_life,
-                                          time_column=s.time_column, **options)
+            self.explainer = MergeablePFI(
+                loaded.predictor, self.columns, loss=self.loss, n_repeats=s.repeats, sampling=s.sampling,
+                reservoir_size=s.reservoir_size, features=features, groups=groups or None, seed=self.seed,
+                half_life=s.half_life, time_column=s.time_column)
         else:
-            self.explainer = IncrementalPFI(loaded.predictor, self.columns, alpha=s.alpha, **options)
+            self.explainer = make_explainer(
+                s.method, loaded.predictor, self.columns, loss=self.loss, alpha=s.alpha, n_repeats=s.repeats,
+                sampling=s.sampling, reservoir_size=s.reservoir_size, features=features, groups=groups or None,
+                seed=self.seed)
         check_output_names(self.explainer.names, s.bounds, source)
         if s.watch is not None:
             self.watch = ChangeWatch(s.watch, self.explainer, self.loss)
         if self.state is not None:
             self.state.begin(self)
-        if self.watch is not None:
-            self.watch.open(keep=self.state.events_kept() if self.state is not None else None)
+        if s.watch is not None and s.watch.events:
+            self.events_file = EventsFile(s.watch.events,
+                                          keep=self.state.events_kept() if self.state is not None else None)
+            self.observers.insert(1, self.events_file)
         from ipfi_cli.run.steps import RowSteps
 
         self.steps = RowSteps(self)
         if s.verbose:
             self._describe(source, reader.format)
         self.writer = self.state.open_writer(self) if self.state is not None else self._open_writer()
-        if self.reporter.live:
-            self.reporter.start(self.title())
+        start = RunStart(title=self.title(), names=list(self.explainer.names), seed=self.seed, method=s.method,
+                         learning=s.learn, source=source)
+        for observer in self.observers:
+            observer.on_start(start)
 
     def _open_writer(self) -> Any:
         from ipfi_cli.io.writers import open_trace_writer
 
         s = self.settings
+        assert self.explainer is not None
         try:
             writer = open_trace_writer(s.output, self.explainer.names, format=s.output_format, bounds=s.bounds)
             writer.flush()  # the header, for `tail -f`
@@ -187,6 +217,7 @@ class ExplainSession:
 
     def _describe(self, source: str, fmt: str) -> None:
         s, loaded, explainer, say = self.settings, self.loaded, self.explainer, self.reporter.message
+        assert explainer is not None
         task = "classification" if self.classification else "regression"
         mode = "learning (explain each row, then learn it)" if s.learn else "static"
         say(f"model {s.model}: {loaded.description}; {task}, loss {self.loss.name}; {mode}")
@@ -204,7 +235,7 @@ class ExplainSession:
     def _stream(self, reader: RowReader) -> RunStatus:
         s, state = self.settings, self.state
         self.status = RunStatus.RUNNING
-        idle = self.refresh if self.reporter.live else None
+        idle = self.refresh
         signals = state.watch_signals() if state is not None else None
         try:
             for batch in reader.batches(s.batch_size, idle=idle):
@@ -227,8 +258,7 @@ class ExplainSession:
                 self.progress.input_rows += len(batch)
                 if state is not None:
                     state.after_batch(self, batch)
-                if self.reporter.live and self.reporter.due():
-                    self.refresh()
+                self.refresh()
                 if self.watch is not None and self.watch.events and s.watch is not None and s.watch.stop_on_change:
                     raise StopOnChange
             if state is not None:
@@ -258,35 +288,79 @@ class ExplainSession:
         return self._report()
 
     def _close(self) -> None:
-        """Flush and close the output, stop the live view, write ``--meta``; runs whatever happened."""
+        """Close the output, end the observers (the live table stops, the summary shows), write
+        ``--meta``; runs whatever happened."""
         from ipfi_cli.io.writers import silence_stdout
 
-        if self.reporter.live:
-            try:
-                self.reporter.stop(self.snapshot() if self.status is not RunStatus.BROKEN_PIPE else None)
-            except Exception:  # noqa: BLE001 - never hide the real outcome behind a display error
-                pass
-        if self.watch is not None:
-            self.watch.close()
-        if self.writer is not None:
-            try:
-                self.writer.close()
-            except BrokenPipeError:
-                self.status = RunStatus.BROKEN_PIPE
-            except KeyboardInterrupt:
-                self.status = RunStatus.INTERRUPTED
-        if self.status is RunStatus.BROKEN_PIPE:
-            silence_stdout()
-        if self.settings.meta and self.status is not RunStatus.STARTING:
-            from ipfi_cli.run.meta import write_meta
+        notes: list[tuple[str, str | None]] = []
+        try:
+            if self.writer is not None:
+                try:
+                    self.writer.close()
+                except BrokenPipeError:
+                    self.status = RunStatus.BROKEN_PIPE
+                except KeyboardInterrupt:
+                    self.status = RunStatus.INTERRUPTED
+            if self.status is RunStatus.BROKEN_PIPE:
+                silence_stdout()
+            if self.status in _ENDED:
+                notes = self._end_notes()
+        finally:
+            self._end(notes)
+            if self.settings.meta and self.status is not RunStatus.STARTING:
+                from ipfi_cli.run.meta import write_meta
 
+                try:
+                    write_meta(self)
+                except OSError as error:
+                    self.reporter.message(f"{self.settings.meta}: cannot write the metadata file "
+                                          f"({error.strerror or error})", "error")
+                    if self.status is RunStatus.OK:
+                        self.status = RunStatus.ERROR
+
+    def _end_notes(self) -> list[tuple[str, str | None]]:
+        """The end of a run that did not fail: save the learned model; the lines said before the summary."""
+        s, status = self.settings, self.status
+        notes: list[tuple[str, str | None]] = []
+        if status is RunStatus.OK and s.save_model:
+            from ipfi_cli.models.files import save_model
+
+            save_model(s.save_model, self.loaded.model)
+            if s.verbose:
+                notes.append((f"saved the learned model to {s.save_model}", None))
+        skipped = self.checker.skipped_summary()
+        if skipped:
+            notes.append((skipped, "warning"))
+        for line in (self.checker.late_keys_summary(), self.reader.noted_missing_summary() if self.reader else None):
+            if line:
+                notes.append((line, "note"))
+        unknown = self.labels.unknown_summary()
+        if unknown:
+            notes.append((unknown, "warning"))
+        if status is RunStatus.INTERRUPTED:
+            notes.append((f"interrupted after {self.progress.rows:,} rows; every record written is complete"
+                          + ("; the model was not saved" if s.save_model else "")
+                          + (f"; the state is saved in {s.state}: run the same command again to continue"
+                             if s.state else ""), "status"))
+        return notes
+
+    def _end(self, notes: list[tuple[str, str | None]]) -> None:
+        """Tell every observer that the run ended (once). The reporter's display errors never hide
+        the run's outcome; another observer's first error is raised after all have heard."""
+        if self._ended or self.explainer is None:
+            return
+        self._ended = True
+        snapshot = self.snapshot() if self.status is not RunStatus.BROKEN_PIPE else None
+        end = RunEnd(title=self.title(), status=self.status.value, snapshot=snapshot, notes=tuple(notes))
+        failure: Exception | None = None
+        for observer in self.observers:
             try:
-                write_meta(self)
-            except OSError as error:
-                self.reporter.message(f"{self.settings.meta}: cannot write the metadata file "
-                                      f"({error.strerror or error})", "error")
-                if self.status is RunStatus.OK:
-                    self.status = RunStatus.ERROR
+                observer.on_end(end)
+            except Exception as error:  # noqa: BLE001 - every observer hears of the end
+                if observer is not self.reporter and failure is None:
+                    failure = error
+        if failure is not None and self.status in _ENDED:
+            raise failure
 
     def _report(self) -> RunStatus:
         s, say, status = self.settings, self.reporter.message, self.status
@@ -294,28 +368,7 @@ class ExplainSession:
             if self.state is not None:
                 self.state.report_kept(self)
             return status
-        if status is RunStatus.OK and s.save_model:
-            from ipfi_cli.models.files import save_model
-
-            save_model(s.save_model, self.loaded.model)
-            if s.verbose:
-                say(f"saved the learned model to {s.save_model}")
-        skipped = self.checker.skipped_summary()
-        if skipped:
-            say(skipped, "warning")
-        for line in (self.checker.late_keys_summary(), self.reader.noted_missing_summary() if self.reader else None):
-            if line:
-                say(line, "note")
-        unknown = self.labels.unknown_summary()
-        if unknown:
-            say(unknown, "warning")
-        if status is RunStatus.INTERRUPTED:
-            say(f"interrupted after {self.progress.rows:,} rows; every record written is complete"
-                + ("; the model was not saved" if s.save_model else "")
-                + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
-                "status")
-        if not self.reporter.live:
-            self.reporter.summary(self.title(), self.snapshot())
+        assert self.explainer is not None
         if self.watch is not None:
             for line in self.watch.summary_lines(self.explainer.importance_array()):
                 say(line)
@@ -350,6 +403,7 @@ class ExplainSession:
         from ipfi_cli.run.labels import MISMATCH_ROWS, mismatch_example
 
         explainer = self.explainer
+        assert explainer is not None
         needed = MISMATCH_ROWS * (8 if self.settings.learn else 1)  # a learning model starts out wrong
         if self._mismatch_checked or explainer.n_explained < needed:
             return
@@ -365,28 +419,48 @@ class ExplainSession:
         """Always end with the last row's record (``every`` may have skipped it)."""
         last = self.progress.last
         if last is not None and self.progress.last_written != last[0]:
+            assert self.explainer is not None
             bound = self.explainer.bound_array(self.settings.delta).tolist() if self.settings.bounds else None
             self.writer.write(last[0], last[1], bound)
             self.progress.last_written = last[0]
 
     # -- display ----------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        """The run as the reporter shows it now."""
+        """The run as the observers see it now."""
         explainer, progress = self.explainer, self.progress
+        assert explainer is not None
         explained = explainer.n_explained
         self.meter.update(progress.rows, explained, explainer.mean_loss)
         elapsed = time.monotonic() - self.first_row_time if self.first_row_time is not None else 0.0
-        rate = self.meter.rate
-        if self.status not in (RunStatus.RUNNING, RunStatus.STARTING) and elapsed > 0:
-            rate = progress.rows / elapsed  # the whole run's average in the final table
+        rate, recent_loss = self.meter.rate, self.meter.recent_loss if self.settings.learn else float("nan")
+        if self.status not in (RunStatus.RUNNING, RunStatus.STARTING):  # the final one: the whole run's figures
+            recent_loss = float("nan")
+            if elapsed > 0:
+                rate = progress.rows / elapsed
         return Snapshot(names=explainer.names, importances=explainer.importance_array().tolist(),
                         bounds=explainer.bound_array(self.settings.delta).tolist(), rows=progress.rows,
                         explained=explained, skipped=self.checker.skipped, elapsed=elapsed, rate=rate,
                         loss=explainer.mean_loss,
-                        recent_loss=self.meter.recent_loss if self.settings.learn else float("nan"),
+                        recent_loss=recent_loss,
                         seed=self.seed, learning=self.settings.learn,
                         marks=self.watch.marks() if self.watch is not None else {})
 
     def refresh(self) -> None:
-        if self.explainer is not None:
-            self.reporter.update(self.snapshot())
+        """A snapshot to every observer (after each micro-batch, and while the input is idle)."""
+        if self.explainer is None:
+            return
+        snapshot = self.snapshot()
+        self._next_snapshot = time.monotonic() + SNAPSHOT_INTERVAL
+        for observer in self.observers:
+            observer.on_snapshot(snapshot)
+
+    def refresh_when_due(self) -> None:
+        """A snapshot if the last is :data:`~ipfi_cli.run.observers.SNAPSHOT_INTERVAL` old (within a
+        long ``--learn`` micro-batch)."""
+        if time.monotonic() >= self._next_snapshot:
+            self.refresh()
+
+    def report_events(self, events: Sequence[Any]) -> None:
+        """Change events just found, to every observer."""
+        for observer in self.observers:
+            observer.on_events(events)

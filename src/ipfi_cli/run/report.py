@@ -1,9 +1,10 @@
 """How a run reports: the :class:`Reporter` interface, the :class:`Snapshot` it is shown, and
 a plain reporter that writes lines to a stream.
 
-The run layer never draws: it hands messages and snapshots to a reporter, which the
-command line chooses (a live Rich table on a terminal, a summary table at the end, or
-nothing but errors; see :mod:`ipfi_cli.cli.ui`) and tests or Python callers replace (a
+The run layer never draws: it hands messages to a reporter, and snapshots and its end to
+it as its first observer (see :mod:`ipfi_cli.run.observers`). The command line chooses
+the reporter (a live Rich table on a terminal, a summary table at the end, or nothing but
+errors; see :mod:`ipfi_cli.cli.ui`) and tests or Python callers replace it (a
 :class:`PlainReporter` on a ``StringIO``), as httpie injects its ``Environment``.
 
 >>> import io
@@ -20,9 +21,14 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ipfi_cli.run.observers import RunEnd, RunStart
 
 PROG = "ipfi"
+#: the statuses (RunStatus values) of a run that ended without failing: it shows a summary
+ENDED = ("ok", "interrupted", "stopped-on-change")
 
 
 @dataclass
@@ -45,37 +51,22 @@ class Snapshot:
 
 
 class Reporter(Protocol):
-    """What a run tells the person watching it.
-
-    ``live`` reporters are updated while the stream runs (:meth:`update` when :meth:`due`)
-    and stopped at the end; the others show one :meth:`summary` at the end.
-    """
-
-    live: bool
+    """What a run tells the person watching it: messages, and (as the run's first observer,
+    :class:`~ipfi_cli.run.observers.RunObserver`) its start, snapshots, events and end."""
 
     def message(self, text: str, kind: str | None = None) -> None:
         """One line: ``kind`` is ``None`` (information), ``"note"``, ``"warning"``, ``"error"`` or
         ``"status"`` (how the run ended: shown, like errors, even when quiet)."""
         ...
 
-    def start(self, title: str) -> None:
-        """The stream starts (a live view appears)."""
-        ...
+    def on_start(self, start: RunStart) -> None: ...
 
-    def due(self) -> bool:
-        """True when an :meth:`update` is wanted now."""
-        ...
+    def on_snapshot(self, snapshot: Snapshot) -> None: ...
 
-    def update(self, snapshot: Snapshot) -> None:
-        """The run's state while it streams."""
-        ...
+    def on_events(self, events: Sequence[Any]) -> None: ...
 
-    def stop(self, snapshot: Snapshot | None) -> None:
-        """The stream ended (or failed); ``snapshot`` is its last state (``None``: show nothing more)."""
-        ...
-
-    def summary(self, title: str, snapshot: Snapshot) -> None:
-        """The final importances, for a reporter that was not live."""
+    def on_end(self, end: RunEnd) -> None:
+        """The run ended: say its ``end.notes``, and show its last snapshot (a summary)."""
         ...
 
 
@@ -101,19 +92,24 @@ class PlainReporter:
             return
         self._write(f"{PROG}: {kind}: {text}" if kind in ("note", "warning", "error") else f"{PROG}: {text}")
 
-    def start(self, title: str) -> None:
+    def on_start(self, start: RunStart) -> None:
         pass
 
-    def due(self) -> bool:
-        return False
-
-    def update(self, snapshot: Snapshot) -> None:
+    def on_snapshot(self, snapshot: Snapshot) -> None:
         pass
 
-    def stop(self, snapshot: Snapshot | None) -> None:
+    def on_events(self, events: Sequence[Any]) -> None:
         pass
+
+    def on_end(self, end: RunEnd) -> None:
+        """The end-of-run notes, then the final importances (unless the run failed)."""
+        for text, kind in end.notes:
+            self.message(text, kind)
+        if end.snapshot is not None and end.status in ENDED:
+            self.summary(end.title, end.snapshot)
 
     def summary(self, title: str, snapshot: Snapshot) -> None:
+        """The final importances as ``name value ± bound`` lines, most important first."""
         if self.quiet:
             return
         self._write(f"{title}: {snapshot.rows:,} rows, loss {snapshot.loss:.4f}")

@@ -44,19 +44,24 @@ def file_digest(path: str) -> str:
     return digest.hexdigest()
 
 
+#: an explainer's parameter -> the option that sets it, where the two names differ
+OPTION_NAMES = {"n_repeats": "--repeats"}
+
+
 def run_settings(session: ExplainSession) -> dict[str, Any]:
     """Everything that must be the same for a run to continue another: option -> value."""
     from ipfi_cli.io.writers import output_format_for
     from ipfi_cli.models.sources import model_digest
 
     s, explainer = session.settings, session.explainer
+    assert explainer is not None
+    params = explainer.params()
+    own = {OPTION_NAMES.get(key, "--" + key.replace("_", "-")): value for key, value in params.items()
+           if key not in ("method", "columns", "names", "groups", "loss")}
     return {
-        "model inputs": list(explainer.columns), "explained (--features/--drop/--group)": list(explainer.names),
-        "--group": {name: list(cols) for name, cols in explainer.groups.items()}, "--loss": explainer.loss.name,
-        "--alpha": None if s.half_life is not None or s.running_mean else explainer.alpha,
+        "model inputs": list(params["columns"]), "explained (--features/--drop/--group)": list(params["names"]),
+        "--group": params["groups"], "--loss": params["loss"], "--method": params["method"], **own,
         "--time-column": s.time_column, "--half-life": s.half_life, "--running-mean": s.running_mean,
-        "--repeats": explainer.n_repeats, "--sampling": explainer.sampling,
-        "--reservoir-size": explainer.reservoir_size, "--seed": explainer.seed,
         "--model": model_digest(s.model), "--target": s.target, "--learn": s.learn,
         "--task": "classification" if session.classification else "regression", "--every": s.every,
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
@@ -158,6 +163,7 @@ class StateKeeper:
             raise StateError(f"{self.path}: the state belongs to a run with other settings "
                              f"({'; '.join(differences)}); use that run's options, or a new --state to start a "
                              "new run")
+        assert session.explainer is not None
         try:
             session.explainer.load_state_dict(self.resumed["explainer"])
         except (KeyError, TypeError, ValueError) as error:
@@ -209,6 +215,7 @@ class StateKeeper:
         except OSError as error:
             raise OutputError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
         self.tracked = tracked
+        assert session.explainer is not None
         # the header is already there (unless nothing was written: a merged state's first traces)
         tracked.muted = self.resumed is not None and self.resumed["run"]["output"]["size"] > 0
         writer = WRITERS[output_format_for(s.output, s.output_format)](
@@ -297,6 +304,9 @@ class StateKeeper:
                        "path": os.path.abspath(s.output) if s.output and s.output != "-" else None},
             "input": session.reader.name, "saved": time.time(),
         }
+        if session.events_file is not None and session.watch is not None:
+            session.watch.written = session.events_file.written
+        assert session.explainer is not None
         # the learned model is the one part that is not plain data: a pickle beside the state, which
         # the state vouches for by its SHA-256 (written first, so the state never refers to a missing file)
         model = save_model_beside(self.path, pickle.dumps(session.loaded.model, protocol=pickle.HIGHEST_PROTOCOL)) \

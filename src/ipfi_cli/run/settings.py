@@ -28,6 +28,7 @@ class ExplainSettings:
     loss: str | None = None
     learn: bool = False
     save_model: str | None = None
+    method: str = "pfi"  # a key of ipfi_cli.core.explainer.METHODS
     alpha: float = 0.001
     time_column: str | None = None  # --time-column: smoothing by event time (with half_life, in seconds)
     half_life: float | None = None

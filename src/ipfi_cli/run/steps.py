@@ -15,6 +15,7 @@ from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError
 from ipfi_cli.run.rows import GoodRow
 
 if TYPE_CHECKING:
+    from ipfi_cli.core.explainer import Explainer
     from ipfi_cli.run.explain import ExplainSession
 
 
@@ -24,7 +25,8 @@ class RowSteps:
     def __init__(self, session: ExplainSession) -> None:
         self.session = session
         self.settings = session.settings
-        self.explainer = session.explainer
+        assert session.explainer is not None
+        self.explainer: Explainer = session.explainer
         self.predictor = session.loaded.predictor
         self.columns = session.columns
         self.output = session.loss.output
@@ -93,7 +95,9 @@ class RowSteps:
             return
         estimates, contributions, losses = result
         self._emit(part, estimates)
-        watch.rows([p.number for p in part], contributions, losses, estimates)
+        events = watch.rows([p.number for p in part], contributions, losses, estimates)
+        if events:
+            self.session.report_events(events)
 
     def _model_takes(self, row: GoodRow) -> bool:
         from ipfi_cli.core.losses import Output
@@ -179,7 +183,9 @@ class RowSteps:
             if explainer.n_explained and np.isnan(estimates).any():
                 raise self._nonfinite_loss(row)  # before the model learns the row
             if self.session.watch is not None:
-                self.session.watch.row(row.number, explainer)
+                events = self.session.watch.row(row.number, explainer)
+                if events:
+                    self.session.report_events(events)
             try:
                 predictor.learn_one(x, row.label)
             except ServiceError:  # the model cannot be reached: about no row
@@ -199,5 +205,4 @@ class RowSteps:
                 progress.last_written = row.number
             progress.last = (row.number, values)
             self.reference = (x, row.label)
-            if self.session.reporter.live and self.session.reporter.due():
-                self.session.refresh()
+            self.session.refresh_when_due()

@@ -1,21 +1,23 @@
 """Watching a run for changes: ``--detect``, ``--events``, ``--reference``, ``--fail-on-change``.
 
 A :class:`ChangeWatch` feeds every explained row's contributions and loss to a
-:class:`~ipfi_cli.core.changes.ChangeDetector`, writes each event at once as one JSONL line
-(``--events FILE``, or ``-`` for stderr), and keeps what the live table and the final
-summary show. It is part of the run's ``--state``: a resumed run reports the same events
-as an uninterrupted one (the events file is cut back to the events of the checkpoint).
+:class:`~ipfi_cli.core.changes.ChangeDetector`, returns the events it finds (the session
+hands them to its observers: ``--events`` is :class:`~ipfi_cli.run.observers.EventsFile`),
+and keeps what the live table and the final summary show. It is part of the run's
+``--state``: a resumed run reports the same events as an uninterrupted one (the events
+file is cut back to the ``written`` events of the checkpoint).
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.errors import InputError, OutputError
+from ipfi_cli.errors import InputError
+
+if TYPE_CHECKING:
+    from ipfi_cli.core.explainer import Explainer
 
 #: the exit code of a run that saw a change, with --fail-on-change or --stop-on-change
 EXIT_CHANGED = 3
@@ -70,9 +72,9 @@ def read_reference(path: str, names: Sequence[str]) -> list[float]:
 
 
 class ChangeWatch:
-    """The change detector of one run, its events file and what the display shows of it."""
+    """The change detector of one run, and what the display and the summary show of it."""
 
-    def __init__(self, settings: WatchSettings, explainer: Any, loss: Any) -> None:
+    def __init__(self, settings: WatchSettings, explainer: Explainer, loss: Any) -> None:
         from ipfi_cli.core.changes import ChangeDetector, default_ranges
 
         self.settings = settings
@@ -81,59 +83,17 @@ class ChangeWatch:
         self.detector = ChangeDetector(explainer.names, delta=settings.delta, min_change=settings.min_change,
                                        value_range=value_range, loss_range=loss_range, reference=reference,
                                        k=settings.top_k, ndcg_threshold=settings.ndcg_threshold)
-        self.written = 0  # events written to the events file
-        self._stream: IO[bytes] | None = None
-
-    # -- the events file ---------------------------------------------------------------------
-    def open(self, keep: int | None = None) -> None:
-        """Open the events file; ``keep``: continuing a run, keep its first ``keep`` events."""
-        path = self.settings.events
-        if not path:
-            return
-        if path == "-":
-            self._stream = sys.stderr.buffer
-            return
-        try:
-            if keep is not None and os.path.exists(path):
-                with open(path, "rb") as f:
-                    lines = f.read().split(b"\n")[:keep]
-                with open(path, "wb") as f:
-                    f.write(b"".join(line + b"\n" for line in lines if line))
-                self._stream = open(path, "ab")
-            else:
-                self._stream = open(path, "wb")
-        except OSError as error:
-            raise OutputError(f"{path}: cannot write the events file ({error.strerror or error})") from None
-        self.written = keep or 0
-
-    def close(self) -> None:
-        if self._stream is not None and self._stream is not getattr(sys.stderr, "buffer", None):
-            self._stream.close()
-        self._stream = None
-
-    def _write(self, events: list[Any]) -> None:
-        if self._stream is None or not events:
-            return
-        import orjson
-
-        for event in events:
-            self._stream.write(orjson.dumps(event.to_dict()) + b"\n")
-        self._stream.flush()
-        self.written += len(events)
+        self.written = 0  # events in the events file at the last checkpoint (set when saving)
 
     # -- feeding it ------------------------------------------------------------------------------
     def rows(self, numbers: Sequence[int], contributions: Any, losses: Any, estimates: Any) -> list[Any]:
         """A static micro-batch's rows (from ``explain_many(..., return_contributions=True)``)."""
-        events = self.detector.update_many(list(numbers), contributions, losses, estimates)
-        self._write(events)
-        return events
+        return self.detector.update_many(list(numbers), contributions, losses, estimates)
 
-    def row(self, number: int, explainer: Any) -> list[Any]:
+    def row(self, number: int, explainer: Explainer) -> list[Any]:
         """One row just explained with ``explain_one``."""
-        events = self.detector.update(number, explainer.last_contribution, explainer.last_loss,
-                                      explainer.importance_array())
-        self._write(events)
-        return events
+        return self.detector.update(number, explainer.last_contribution, explainer.last_loss,
+                                    explainer.importance_array())
 
     # -- what is shown -------------------------------------------------------------------------------
     @property
@@ -185,8 +145,3 @@ class ChangeWatch:
         """Continue from :meth:`state_dict`'s data (the events file is reopened by :meth:`open`)."""
         self.written = int(state["written"])
         self.detector.load_state_dict(state["detector"])
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_stream"] = None  # the file is reopened by a resumed run
-        return state

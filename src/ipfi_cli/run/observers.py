@@ -1,0 +1,135 @@
+"""Who hears about a run as it goes: the :class:`RunObserver` protocol, and the change-events file.
+
+A session (:class:`~ipfi_cli.run.explain.ExplainSession`) reports to a list of observers.
+Each receives, in this order:
+
+- ``on_start(start)`` once, before the first row is read (a :class:`RunStart`: title, names, seed);
+- ``on_snapshot(snapshot)`` after every micro-batch once its records are written, and in between
+  at most every :data:`SNAPSHOT_INTERVAL` seconds while a ``--learn`` micro-batch runs or the
+  input is idle (a :class:`~ipfi_cli.run.report.Snapshot`), whether or not a terminal is attached;
+- ``on_events(events)`` for each row's change events (``--detect``), as soon as they are found
+  (a list of :class:`~ipfi_cli.core.changes.ChangeEvent` / :class:`~ipfi_cli.core.changes.RankingEvent`);
+- ``on_end(end)`` once, when the stream has ended, whatever happened (a :class:`RunEnd`: the
+  status, the last snapshot, and the end-of-run notes a reporter prints).
+
+The run's reporter (the live table or the plain summary, :mod:`ipfi_cli.cli.ui`) is the first
+observer; :class:`EventsFile` (``--events``) is another. An observer must not raise: what it
+fails on is its own business (an exception stops the run like a failing model would).
+
+A Python observer that keeps the last importances:
+
+>>> from ipfi_cli.run.report import Snapshot
+>>> class LastImportances:
+...     def __init__(self): self.last = {}
+...     def on_start(self, start): pass
+...     def on_snapshot(self, snapshot): self.last = dict(zip(snapshot.names, snapshot.importances))
+...     def on_events(self, events): pass
+...     def on_end(self, end): pass
+>>> keeper = LastImportances()
+>>> isinstance(keeper, RunObserver)
+True
+>>> keeper.on_snapshot(Snapshot(names=["a", "b"], importances=[0.5, 0.25], bounds=[0.1, 0.1]))
+>>> keeper.last
+{'a': 0.5, 'b': 0.25}
+
+Pass it to the session: ``ExplainSession(settings, reporter, observers=[keeper]).run()``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Protocol, runtime_checkable
+
+from ipfi_cli.errors import OutputError
+from ipfi_cli.run.report import Snapshot
+
+#: seconds between snapshots while a ``--learn`` micro-batch runs or the input is idle
+SNAPSHOT_INTERVAL = 0.25
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What a run is, as it starts."""
+
+    title: str  # "ipfi explain · <model type> · static|learning · <loss> loss"
+    names: Sequence[str]  # the explained features and groups
+    seed: int
+    method: str = "pfi"
+    learning: bool = False
+    source: str = ""  # the input's name
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended."""
+
+    title: str
+    status: str  # a RunStatus value: "ok", "interrupted", "stopped-on-change", "broken-pipe", "error"
+    snapshot: Snapshot | None  # the last state (None when stdout was closed: show nothing more)
+    notes: Sequence[tuple[str, str | None]] = field(default_factory=tuple)  # (text, kind) end-of-run lines
+
+
+@runtime_checkable
+class RunObserver(Protocol):
+    """Receives a run's start, snapshots, change events and end (see the module's docstring)."""
+
+    def on_start(self, start: RunStart) -> None: ...
+
+    def on_snapshot(self, snapshot: Snapshot) -> None: ...
+
+    def on_events(self, events: Sequence[Any]) -> None: ...
+
+    def on_end(self, end: RunEnd) -> None: ...
+
+
+class EventsFile:
+    """``--events FILE`` (or ``-`` for stderr): each change event as one JSONL line, written at once.
+
+    ``keep``: continuing a run, keep the file's first ``keep`` events (those of the checkpoint).
+    """
+
+    def __init__(self, path: str, *, keep: int | None = None) -> None:
+        self.path = path
+        self.written = keep or 0  # events in the file
+        self._stream: IO[bytes] | None = None
+        if path == "-":
+            self._stream = sys.stderr.buffer
+            return
+        try:
+            if keep is not None and os.path.exists(path):
+                with open(path, "rb") as f:
+                    lines = f.read().split(b"\n")[:keep]
+                with open(path, "wb") as f:
+                    f.write(b"".join(line + b"\n" for line in lines if line))
+                self._stream = open(path, "ab")
+            else:
+                self._stream = open(path, "wb")
+        except OSError as error:
+            raise OutputError(f"{path}: cannot write the events file ({error.strerror or error})") from None
+
+    def on_start(self, start: RunStart) -> None:
+        pass
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        pass
+
+    def on_events(self, events: Sequence[Any]) -> None:
+        if self._stream is None or not events:
+            return
+        import orjson
+
+        for event in events:
+            self._stream.write(orjson.dumps(event.to_dict()) + b"\n")
+        self._stream.flush()
+        self.written += len(events)
+
+    def on_end(self, end: RunEnd) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._stream is not None and self._stream is not getattr(sys.stderr, "buffer", None):
+            self._stream.close()
+        self._stream = None
