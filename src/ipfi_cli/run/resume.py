@@ -57,7 +57,7 @@ def run_settings(session: ExplainSession) -> dict[str, Any]:
     assert explainer is not None
     params = explainer.params()
     own = {OPTION_NAMES.get(key, "--" + key.replace("_", "-")): value for key, value in params.items()
-           if key not in ("method", "columns", "names", "groups", "loss")}
+           if key not in ("method", "columns", "names", "groups", "loss", "smoothing")}  # smoothing: --half-life etc.
     return {
         "model inputs": list(params["columns"]), "explained (--features/--drop/--group)": list(params["names"]),
         "--group": params["groups"], "--loss": params["loss"], "--method": params["method"], **own,
