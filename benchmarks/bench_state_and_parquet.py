@@ -82,8 +82,8 @@ def bench_state_and_merge(rows: int, rounds: int) -> None:
     import joblib
     import pandas as pd
 
+    from ipfi_cli.core import plain_state
     from ipfi_cli.core.mergeable import MergeablePFI, merge_states
-    from ipfi_cli.io import plain_state
     from ipfi_cli.models import as_predictor
 
     frame = pd.read_csv(SAMPLE / "agrawal_static.csv")

@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ipfi_cli.core import IncrementalPFI
+from ipfi_cli.core import IncrementalPFI, plain_state
 from ipfi_cli.core.keyed import KeyedExplainers
 from ipfi_cli.core.mergeable import MergeablePFI
-from ipfi_cli.io import plain_state
 from ipfi_cli.models import FunctionPredictor
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ipfi_cli.core import plain_state
 from ipfi_cli.core.decay import LANDMARK_STEP, DecayedMean, event_time, merge_reservoir_rows, parse_duration
 from ipfi_cli.core.mergeable import MergeablePFI, merge_states
-from ipfi_cli.io import plain_state
 from ipfi_cli.models import FunctionPredictor
 
 

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from ipfi_cli.io import plain_state
+from ipfi_cli.core import plain_state
 from ipfi_cli.io.run_state import MAGIC, load_state
 
 from .test_resume import LEARN, STATIC, one_error, reference

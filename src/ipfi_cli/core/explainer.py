@@ -12,7 +12,7 @@ the command's ``--method`` choices are built).
 Saving and restoring: a run's ``--state`` holds ``state_dict()``, the explainer's state as plain
 data (dicts, lists, strings, numbers, booleans, ``None`` and NumPy arrays; a random generator's
 state as its dict), and a resumed run builds a new explainer with the same settings and calls
-``load_state_dict()`` on it: loading a state runs no code (:mod:`ipfi_cli.io.plain_state`).
+``load_state_dict()`` on it: loading a state runs no code (:mod:`ipfi_cli.core.plain_state`).
 
 >>> from ipfi_cli.core.incremental import IncrementalPFI
 >>> from ipfi_cli.models import FunctionPredictor

@@ -2,7 +2,7 @@
 
 :class:`KeyedExplainers` keeps an explainer for each key, built by a factory when the key first
 comes. With ``max_keys`` at most that many are live: when one more is needed, the least recently
-seen is saved as plain data (its :meth:`state_dict`, encoded by :mod:`ipfi_cli.io.plain_state`
+seen is saved as plain data (its :meth:`state_dict`, encoded by :mod:`ipfi_cli.core.plain_state`
 into bytes) and dropped; when its key comes back it is rebuilt by the factory and continues from
 that state. The state round trip is exact, so a run with eviction gives the numbers of a run
 without it, and each key's numbers are those of an explainer that saw only that key's rows.
@@ -54,7 +54,7 @@ class KeyedExplainers:
         explainer = self.factory(key)
         saved = self._saved.pop(key, None)
         if saved is not None:
-            from ipfi_cli.io.plain_state import loads
+            from ipfi_cli.core.plain_state import loads
 
             explainer.load_state_dict(loads(saved))
         self._order.setdefault(key, len(self._order))
@@ -65,7 +65,7 @@ class KeyedExplainers:
         return explainer
 
     def _evict(self) -> None:
-        from ipfi_cli.io.plain_state import dumps
+        from ipfi_cli.core.plain_state import dumps
 
         key, explainer = self._live.popitem(last=False)
         self._saved[key] = dumps(explainer.state_dict())
@@ -83,7 +83,7 @@ class KeyedExplainers:
         """The state of ``key``'s explainer (live or saved) as plain data."""
         if key in self._live:
             return self._live[key].state_dict()
-        from ipfi_cli.io.plain_state import loads
+        from ipfi_cli.core.plain_state import loads
 
         return loads(self._saved[key])
 
@@ -93,7 +93,7 @@ class KeyedExplainers:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s data: every key saved, none live until it comes."""
-        from ipfi_cli.io.plain_state import dumps
+        from ipfi_cli.core.plain_state import dumps
 
         self._live.clear()
         self._saved = {_key(key): dumps(value) for key, value in state["keys"]}

@@ -7,7 +7,7 @@ written atomically: a temporary file in the same directory, flushed and ``fsync`
 then renamed over the old state with ``os.replace`` and the directory synced, so a crash
 at any moment leaves either the previous state or the new one, never a torn one.
 
-The state file is **plain data** (:mod:`ipfi_cli.io.plain_state`: a JSON document and NumPy
+The state file is **plain data** (:mod:`ipfi_cli.core.plain_state`: a JSON document and NumPy
 arrays, versioned and checksummed): loading it runs no code, and a file altered after it was
 written is refused. A learning model (``--learn``) is the one part that is not plain data: it is
 saved beside the state (``STATE.model-<digest>``, a pickle like the model file the run started
@@ -36,8 +36,8 @@ import os
 import zlib
 from typing import Any, BinaryIO
 
+from ipfi_cli.core.plain_state import MARKER, VERSION, StateFormatError, dumps, loads
 from ipfi_cli.errors import StateError
-from ipfi_cli.io.plain_state import MARKER, VERSION, StateFormatError, dumps, loads
 from ipfi_cli.io.writers import atomic_write_bytes
 
 MAGIC = MARKER

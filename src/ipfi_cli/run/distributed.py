@@ -3,9 +3,9 @@
 ``ipfi batch`` runs its permutations (one task per feature or group, each with its own random
 stream, :func:`~ipfi_cli.core.batch.batch_pfi`) on the cluster's workers through joblib's Dask
 backend: the numbers do not depend on where a task runs, so the same seed gives the same bytes
-as one process. A worker lost mid-run has its tasks run again by Dask on another worker (they
-are pure functions of their inputs); a cluster that cannot be reached, or that loses every
-worker, is one line.
+as one process. The tasks are pure functions of their inputs, so Dask may run a lost worker's
+tasks again on another (its default; not tested here); a scheduler that cannot be reached is
+one line.
 
 The local cluster binds to 127.0.0.1, one process per worker with one thread each, no dashboard.
 Workers of a remote cluster need ipfi (and the model's libraries) installed: they unpickle the

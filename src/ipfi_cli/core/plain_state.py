@@ -1,4 +1,4 @@
-"""State files as plain data: a JSON document and NumPy arrays, versioned and checksummed.
+"""State as plain data, in bytes: a JSON document and NumPy arrays, versioned and checksummed (no file I/O here).
 
 Loading a state runs no code: the file holds only JSON (dicts, lists, strings, numbers, booleans,
 null) and ``.npy`` arrays of numbers or booleans read with ``allow_pickle=False``, so a state can
