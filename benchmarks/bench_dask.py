@@ -53,8 +53,7 @@ def main() -> None:
     clusters = {}
     for n in (1, 2):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=logging.ERROR,
-                               scheduler_kwargs={"dashboard": False},
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
                                env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
         clusters[n] = (cluster, Client(cluster, set_as_default=False))
     times: dict[str, list[float]] = {"one process": [], "1 worker": [], "2 workers": []}

@@ -7,7 +7,8 @@ as one process. The tasks are pure functions of their inputs, so Dask may run a 
 tasks again on another (its default; not tested here); a scheduler that cannot be reached is
 one line.
 
-The local cluster binds to 127.0.0.1, one process per worker with one thread each, no dashboard.
+The local cluster binds to 127.0.0.1 (its HTTP server on a free port: never 8787, which another
+cluster may hold), one process per worker with one thread each.
 Workers of a remote cluster need ipfi (and the model's libraries) installed: they unpickle the
 model and run ipfi's functions.
 """
@@ -49,8 +50,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
             client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
         else:
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=None, silence_logs=logging.ERROR,
-                                   scheduler_kwargs={"dashboard": False})
+                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
             client = Client(cluster, set_as_default=False)
     except (OSError, TimeoutError) as error:
         where = scheduler or "a local cluster"
