@@ -23,7 +23,8 @@ Importing this package is cheap: nothing heavy is imported until it is used.
 
 from typing import Any
 
-__version__ = "0.1.0"
+from ipfi_cli.version import __version__
+
 __all__ = ["ChangeDetector", "IncrementalPFI", "IntervalPFI", "batch_pfi", "__version__"]
 
 

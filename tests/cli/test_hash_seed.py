@@ -88,3 +88,34 @@ def test_resume_in_another_process_gives_the_same_bytes(union_pipeline, tmp_path
     _explain(union_pipeline, "--state", str(state), "-o", str(traces), data=f"head{split}.csv")
     _explain(union_pipeline, "--state", str(state), "-o", str(traces))
     assert traces.read_bytes() == whole
+
+
+def test_only_models_that_may_depend_on_string_hashing_re_execute(union_pipeline, tmp_path):
+    """The decision reads the pickle's globals without loading it: a river model (its sets of
+    column names) re-executes, a scikit-learn one starts once; so does anything unknown."""
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+
+    from ipfi_cli.cli.hash_seed import hash_seed_needed, pickled_modules
+
+    def needed(model_path, command="explain"):
+        return hash_seed_needed(["ipfi", command, "data.csv", "-t", "y", "--model", str(model_path)])
+
+    river_model = union_pipeline / "model.pkl"
+    assert any(m.startswith("river.") for m in pickled_modules(str(river_model)))
+    assert needed(river_model) and needed(river_model, "compare")
+    sklearn_model = tmp_path / "lr.joblib"
+    joblib.dump(LogisticRegression().fit(np.eye(4), [0, 1, 0, 1]), sklearn_model)
+    modules = pickled_modules(str(sklearn_model))
+    assert "sklearn.linear_model._logistic" in modules and any(m.startswith("numpy") for m in modules)
+    assert not needed(sklearn_model) and not needed(sklearn_model, "batch")
+    assert not hash_seed_needed(["ipfi", "explain", "-m" + str(sklearn_model), "-t", "y"])
+    assert not needed(sklearn_model, "plot") and not hash_seed_needed(["ipfi", "explain", "--help"])
+    for compress, expected in ((3, False), (("gzip", 3), False), (("bz2", 3), True)):
+        compressed = tmp_path / f"lr-{compress}.joblib"
+        joblib.dump(LogisticRegression().fit(np.eye(4), [0, 1, 0, 1]), compressed, compress=compress)
+        assert needed(compressed) is expected   # zlib and gzip are read; others: cannot tell, re-execute
+    with open(tmp_path / "plain.pkl", "wb") as f:
+        pickle.dump(NAMES, f)   # no class at all: nothing to tell a model by, so re-execute
+    assert needed(tmp_path / "plain.pkl")
+    assert needed(tmp_path / "missing.pkl")

@@ -59,3 +59,17 @@ def test_option_choices_are_the_core_registries():
     assert [m.value for m in LossName] == list(LOSS_NAMES)
     assert [m.value for m in Sampling] == list(SAMPLING_NAMES)
     assert list(METHOD_NAMES) == list(METHODS) == [m.value for m in MethodName]
+
+
+def test_no_module_imports_itself_back():
+    """No import cycle between ipfi's modules, counting imports inside functions and the ones
+    only a type checker follows."""
+    grimp = pytest.importorskip("grimp")  # installed with import-linter (the dev extra)
+    graph = grimp.build_graph("ipfi_cli")
+    cycles = set()
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            chain = graph.find_shortest_chain(importer=imported, imported=module) if imported != module else None
+            if chain:
+                cycles.add(" -> ".join((module, *chain)))
+    assert sorted(cycles) == []

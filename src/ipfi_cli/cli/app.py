@@ -8,7 +8,6 @@ at module level (heavy libraries inside the command body), so ``ipfi --help`` st
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -66,31 +65,12 @@ add_command(_plot.plot)
 add_command(_merge.merge)
 
 
-#: commands that run models: they run with a fixed string-hash seed (see :func:`fixed_hash_seed`)
-MODEL_COMMANDS = ("explain", "batch", "compare")
-
-
 def fixed_hash_seed(argv: list[str]) -> None:
-    """Run a model command under ``PYTHONHASHSEED=0`` (re-executing this process once).
+    """Run a model command under ``PYTHONHASHSEED=0`` when its model may depend on string
+    hashing (see :mod:`ipfi_cli.cli.hash_seed`)."""
+    from ipfi_cli.cli.hash_seed import fix_hash_seed
 
-    Python randomises string hashing per process, so the iteration order of a set of
-    strings, such as the columns of river's ``compose.Select``, differs from run to run, and
-    with it the order of floating-point sums inside the model: the last digits of the
-    numbers would change between processes with the same ``--seed``. A fixed hash seed
-    makes every run, and every resume, byte-identical. An explicit ``PYTHONHASHSEED``
-    number is kept (the user chose it); help and ``plot`` need no model and start at once.
-    """
-    current = os.environ.get("PYTHONHASHSEED", "random")
-    if current != "random" or os.name == "nt" or len(argv) < 2 or argv[1] not in MODEL_COMMANDS \
-            or "--help" in argv or "-h" in argv:
-        return
-    os.environ["PYTHONHASHSEED"] = "0"
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "ipfi_cli", *argv[1:]])
-    except OSError:  # cannot re-execute (no interpreter path): run as is
-        del os.environ["PYTHONHASHSEED"]
+    fix_hash_seed(argv)
 
 
 def main() -> None:

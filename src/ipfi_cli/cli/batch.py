@@ -9,6 +9,10 @@ import typer
 
 from ipfi_cli.cli.errors import reporting
 from ipfi_cli.cli.model_options import (
+    DEFAULT_MAX_REQUEST_ROWS,
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_WAIT,
+    DEFAULT_TIMEOUT,
     ClassesOpt,
     HeaderOpt,
     MaxRequestRowsOpt,
@@ -45,10 +49,13 @@ from ipfi_cli.cli.options import (
     ThreadsOpt,
     TrustOpt,
     VerboseOpt,
-    parse_groups,
+    draw_seed,
+    input_spec,
+    selection,
     split_names,
     value,
 )
+from ipfi_cli.core.params import DEFAULT_REPEATS
 
 BatchRepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-M", min=1, help="Random permutations of the whole data per feature (M; the paper uses 10).",
@@ -65,13 +72,13 @@ def batch(
     model_url: ModelUrlOpt = None,
     protocol: ProtocolOpt = Protocol.auto,
     header: HeaderOpt = None,
-    timeout: TimeoutOpt = 30.0,
-    max_request_rows: MaxRequestRowsOpt = 5000,
-    retries: RetriesOpt = 5,
-    retry_wait: RetryWaitOpt = 30.0,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    max_request_rows: MaxRequestRowsOpt = DEFAULT_MAX_REQUEST_ROWS,
+    retries: RetriesOpt = DEFAULT_RETRIES,
+    retry_wait: RetryWaitOpt = DEFAULT_RETRY_WAIT,
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
-    repeats: BatchRepeatsOpt = 10,
+    repeats: BatchRepeatsOpt = DEFAULT_REPEATS,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,
     workers: Annotated[Optional[int], typer.Option(
@@ -104,20 +111,18 @@ def batch(
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter, show_batch_table
         from ipfi_cli.core import batch_pfi
-        from ipfi_cli.io.values import reader_options
         from ipfi_cli.io.writers import write_records
         from ipfi_cli.models.loading import load_predictor
         from ipfi_cli.run.dataset import load_dataset
 
-        reader_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
+        inputs = input_spec(data, input_format, na_values, no_default_na, delimiter, text)
+        chosen = selection(target, task, loss, features, drop, group)
+        seed = draw_seed(seed)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
                                    classes=classes)
         reporter = TerminalReporter(live=False, quiet=quiet)
-        dataset = load_dataset(data, load_predictor(model, trust=split_names(trust), http=http), target, reporter,
-                               format=value(input_format), na_values=na_values, no_default_na=no_default_na,
-                               delimiter=delimiter, text=split_names(text), task=value(task), loss=value(loss),
-                               features=split_names(features), drop=split_names(drop), groups=parse_groups(group),
+        dataset = load_dataset(load_predictor(model, trust=split_names(trust), http=http), inputs, chosen, reporter,
                                on_bad_row=value(on_bad_row), verbose=verbose)
         if verbose:
             reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; columns "

@@ -21,6 +21,10 @@ import typer
 
 from ipfi_cli.cli.errors import reporting, usage_error
 from ipfi_cli.cli.model_options import (
+    DEFAULT_MAX_REQUEST_ROWS,
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_WAIT,
+    DEFAULT_TIMEOUT,
     ClassesOpt,
     HeaderOpt,
     MaxRequestRowsOpt,
@@ -60,10 +64,14 @@ from ipfi_cli.cli.options import (
     ThreadsOpt,
     TrustOpt,
     VerboseOpt,
-    parse_groups,
+    draw_seed,
+    input_spec,
+    pfi_params,
+    selection,
     split_names,
     value,
 )
+from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
 
 PANEL_COMPARE = "Comparison"
 
@@ -81,7 +89,7 @@ SamplingsOpt = Annotated[Optional[list[Sampling]], typer.Option(
     "static model, geometric with --learn.", rich_help_panel=PANEL_COMPARE, show_default=False)]
 AlphasOpt = Annotated[Optional[list[float]], typer.Option(
     "--alpha", "-a", help="Smoothing rate(s) of iPFI (repeatable). With --learn extra alphas cost no extra "
-    "model calls. Default: 0.001.", rich_help_panel=PANEL_ESTIMATOR, show_default=False)]
+    f"model calls. Default: {DEFAULT_ALPHA:g}.", rich_help_panel=PANEL_ESTIMATOR, show_default=False)]
 ReservoirOpt = Annotated[int, typer.Option(
     "--reservoir-size", "-L", min=1, help="Rows each iPFI reservoir keeps.", rich_help_panel=PANEL_ESTIMATOR)]
 IntervalOpt = Annotated[int, typer.Option(
@@ -110,10 +118,10 @@ def compare(
     model_url: ModelUrlOpt = None,
     protocol: ProtocolOpt = Protocol.auto,
     header: HeaderOpt = None,
-    timeout: TimeoutOpt = 30.0,
-    max_request_rows: MaxRequestRowsOpt = 5000,
-    retries: RetriesOpt = 5,
-    retry_wait: RetryWaitOpt = 30.0,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    max_request_rows: MaxRequestRowsOpt = DEFAULT_MAX_REQUEST_ROWS,
+    retries: RetriesOpt = DEFAULT_RETRIES,
+    retry_wait: RetryWaitOpt = DEFAULT_RETRY_WAIT,
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     learn: LearnOpt = False,
@@ -121,8 +129,8 @@ def compare(
     keep_order: KeepOrderOpt = False,
     sampling: SamplingsOpt = None,
     alpha: AlphasOpt = None,
-    repeats: RepeatsOpt = 10,
-    reservoir_size: ReservoirOpt = 100,
+    repeats: RepeatsOpt = DEFAULT_REPEATS,
+    reservoir_size: ReservoirOpt = DEFAULT_RESERVOIR_SIZE,
     interval: IntervalOpt = 1000,
     drift_at: DriftOpt = None,
     normalisation: NormalisationOpt = "sum",
@@ -163,26 +171,22 @@ def compare(
                               "--orderings")
         if keep_order and orderings != 1:
             raise usage_error("--keep-order streams the file's own order: use it with one ordering", "--keep-order")
-        alphas = list(dict.fromkeys(alpha or [0.001]))
-        for a in alphas:
-            if not 0.0 < a <= 1.0:
-                raise usage_error(f"alpha must be in (0, 1], got {a}", "--alpha")
+        alphas = [pfi_params(a, repeats, DEFAULT_SAMPLING, reservoir_size).alpha
+                  for a in dict.fromkeys(alpha or [DEFAULT_ALPHA])]
         samplings = [value(s) for s in sampling] if sampling else (["geometric"] if learn else ["uniform", "geometric"])
         from ipfi_cli.cli.ui import TerminalReporter
-        from ipfi_cli.io.values import reader_options
         from ipfi_cli.models.loading import load_predictor
         from ipfi_cli.run.dataset import load_dataset
 
-        reader_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
+        inputs = input_spec(data, input_format, na_values, no_default_na, delimiter, text)
+        chosen = selection(target, task, loss, features, drop, group)
+        seed = draw_seed(seed)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
                                    classes=classes)
         reporter = TerminalReporter(live=False, quiet=quiet)
-        dataset = load_dataset(data, load_predictor(model, learn=learn, trust=split_names(trust), http=http), target, reporter,
-                               format=value(input_format), na_values=na_values, no_default_na=no_default_na,
-                               delimiter=delimiter, text=split_names(text), task=value(task), loss=value(loss),
-                               features=split_names(features), drop=split_names(drop), groups=parse_groups(group),
-                               learn=learn, on_bad_row=value(on_bad_row), verbose=verbose)
+        dataset = load_dataset(load_predictor(model, learn=learn, trust=split_names(trust), http=http), inputs,
+                               chosen, reporter, learn=learn, on_bad_row=value(on_bad_row), verbose=verbose)
         fmt = value(output_format)
         if verbose:
             reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; loss "

@@ -15,6 +15,10 @@ import typer
 
 from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
 from ipfi_cli.cli.model_options import (
+    DEFAULT_MAX_REQUEST_ROWS,
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_WAIT,
+    DEFAULT_TIMEOUT,
     ClassesOpt,
     HeaderOpt,
     MaxRequestRowsOpt,
@@ -58,11 +62,15 @@ from ipfi_cli.cli.options import (
     ThreadsOpt,
     TrustOpt,
     VerboseOpt,
+    input_spec,
     parse_groups,
+    pfi_params,
+    selection,
     split_names,
     value,
 )
 from ipfi_cli.cli.ui import TerminalReporter, live_display_allowed, stream_is_terminal
+from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
 from ipfi_cli.run.explain import ExplainSession
 from ipfi_cli.run.settings import CHECKPOINT_EVERY, ExplainSettings, RunStatus
 
@@ -95,13 +103,13 @@ def explain(
     model_url: ModelUrlOpt = None,
     protocol: ProtocolOpt = Protocol.auto,
     header: HeaderOpt = None,
-    timeout: TimeoutOpt = 30.0,
-    max_request_rows: MaxRequestRowsOpt = 5000,
-    retries: RetriesOpt = 5,
-    retry_wait: RetryWaitOpt = 30.0,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    max_request_rows: MaxRequestRowsOpt = DEFAULT_MAX_REQUEST_ROWS,
+    retries: RetriesOpt = DEFAULT_RETRIES,
+    retry_wait: RetryWaitOpt = DEFAULT_RETRY_WAIT,
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
-    format: FormatOpt = None,
+    input_format: FormatOpt = None,
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
@@ -119,7 +127,7 @@ def explain(
         rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
-        "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
+        "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_ALPHA,
     time_column: Annotated[Optional[str], typer.Option(
         "--time-column", help="With --half-life: the column of each row's event time (seconds, or ISO 8601 "
         "text such as 2024-05-01 13:00:00, UTC unless it has an offset).", rich_help_panel=PANEL_ESTIMATOR,
@@ -132,13 +140,13 @@ def explain(
     running_mean: Annotated[bool, typer.Option(
         "--running-mean", help="Every row weighs alike (the static setting's estimator) instead of --alpha's "
         "smoothing; the state of shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR)] = False,
-    repeats: RepeatsOpt = 10,
+    repeats: RepeatsOpt = DEFAULT_REPEATS,
     sampling: Annotated[Sampling, typer.Option(
         "--sampling", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
-        "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)] = "geometric",
+        "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_SAMPLING,
     reservoir_size: Annotated[int, typer.Option(
         "--reservoir-size", min=1, help="Earlier rows remembered per permutation.",
-        rich_help_panel=PANEL_ESTIMATOR)] = 100,
+        rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_RESERVOIR_SIZE,
     seed: SeedOpt = None,
     features: FeaturesOpt = None,
     drop: DropOpt = None,
@@ -212,8 +220,7 @@ def explain(
 ) -> None:
     if quiet and verbose:
         raise usage_error("use either --quiet or --verbose, not both", "--quiet")
-    if not 0.0 < alpha <= 1.0:
-        raise usage_error(f"must be in (0, 1], got {alpha}", "--alpha")
+    params = pfi_params(alpha, repeats, sampling, reservoir_size)
     if not 0.0 < delta < 1.0:
         raise usage_error(f"must be in (0, 1), got {delta}", "--delta")
     if save_model and not learn:
@@ -228,7 +235,6 @@ def explain(
                 if path and path != "-" and os.path.abspath(path) == os.path.abspath(state)]
         if same:
             raise usage_error(f"is the same file as {same[0][0]}", "--state")
-    from ipfi_cli.io.values import reader_options
     from ipfi_cli.run.watch import WatchSettings
 
     if (time_column is None) != (half_life is None):
@@ -256,18 +262,19 @@ def explain(
     live = (not no_live and live_display_allowed(quiet)
             and not (output in (None, "-") and stream_is_terminal(sys.stdout)))
     with reporting(debug):
-        reader_options(na_values, no_default_na, delimiter)  # bad values are usage errors, before any work
+        inputs = input_spec(input, input_format, na_values, no_default_na, delimiter, text)
+        chosen = selection(target, task, loss, features, drop, group)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait,
                                    classes=classes)
         settings = ExplainSettings(
-            model=model, target=target, input=input, trust=split_names(trust), format=value(format),
-            na_values=na_values, no_default_na=no_default_na, delimiter=delimiter, text=split_names(text),
-            task=value(task),
-            loss=value(loss), learn=learn, save_model=save_model, method=value(method), alpha=alpha,
-            time_column=time_column, half_life=half_life_seconds, running_mean=running_mean, repeats=repeats,
-            sampling=value(sampling), reservoir_size=reservoir_size, seed=seed, features=split_names(features),
-            drop=split_names(drop), groups=parse_groups(group), output=output, output_format=value(output_format),
+            model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,
+            na_values=na_values, no_default_na=inputs.no_default_na, delimiter=inputs.delimiter,
+            text=split_names(text), task=chosen.task, loss=chosen.loss, learn=learn, save_model=save_model,
+            method=value(method), alpha=params.alpha, time_column=time_column, half_life=half_life_seconds,
+            running_mean=running_mean, repeats=params.n_repeats, sampling=params.sampling,
+            reservoir_size=params.reservoir_size, seed=seed, features=split_names(features), drop=split_names(drop),
+            groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, meta=meta, batch_size=batch_size, on_bad_row=value(on_bad_row),
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
             checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http)

@@ -1,5 +1,13 @@
 """The options every command shares, defined once: one spelling and one help text everywhere.
 
+Typer needs every parameter in each command's signature, so the commands repeat the
+parameters (with the defaults defined here and in :mod:`ipfi_cli.core.params`; a test checks
+that the shared ones have the same names, aliases, defaults and help in every command) and
+turn them into the run layer's option groups with one builder per group:
+:func:`input_spec` (:class:`~ipfi_cli.run.plan.InputSpec`), :func:`selection`
+(:class:`~ipfi_cli.run.plan.Selection`) and :func:`pfi_params`
+(:class:`~ipfi_cli.core.params.PFIParams`), which check them once.
+
 The choices of ``--method``, ``--loss`` and ``--sampling`` are built from the core's registries
 (:mod:`ipfi_cli.core.choices`), so a loss added to the core is an option value at once.
 Nothing heavy is imported here: ``ipfi --help`` stays fast.
@@ -16,7 +24,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeAlias
 import typer
 
 from ipfi_cli.core.choices import LOSS_NAMES, METHOD_NAMES, SAMPLING_NAMES
+from ipfi_cli.core.params import PFIParams
 from ipfi_cli.errors import UsageError
+from ipfi_cli.run.plan import InputSpec, Selection
 
 PICKLE_WARNING = ("Loading a joblib/pickle model file runs code stored in it: only load files you trust "
                   "(a .skops file loads safely, see --trust).")
@@ -201,3 +211,38 @@ def parse_groups(specs: Sequence[str] | None, option: str = "--group") -> dict[s
     return groups
 
 
+
+
+# -- option groups -------------------------------------------------------------------------------
+def input_spec(path: str | None, input_format: Any, na_values: Sequence[str] | None, no_default_na: bool,
+               delimiter: str | None, text: Sequence[str] | None) -> InputSpec:
+    """The input options as one value; bad reader options are usage errors, before any work."""
+    spec = InputSpec(path=path, format=value(input_format), na_values=na_values, no_default_na=no_default_na,
+                     delimiter=delimiter, text=split_names(text))
+    spec.check()
+    return spec
+
+
+def selection(target: str, task: Any, loss: Any, features: Sequence[str] | None, drop: Sequence[str] | None,
+              group: Sequence[str] | None) -> Selection:
+    """What to explain against what, as one value (``--group`` parsed)."""
+    return Selection(target=target, task=value(task), loss=value(loss), features=split_names(features),
+                     drop=split_names(drop), groups=parse_groups(group))
+
+
+def pfi_params(alpha: float, repeats: int, sampling: Any, reservoir_size: int) -> PFIParams:
+    """iPFI's settings, checked once; a bad one is a usage error naming its option (Typer's, exit 2)."""
+    from ipfi_cli.cli.errors import usage_error
+
+    try:
+        return PFIParams(alpha=alpha, n_repeats=repeats, sampling=value(sampling), reservoir_size=reservoir_size)
+    except ValueError as error:  # "alpha must be ...": the option, then what it must be
+        name, rule = str(error).split(" ", 1)
+        raise usage_error(rule, "--repeats" if name == "n_repeats" else "--" + name.replace("_", "-")) from None
+
+
+def draw_seed(seed: int | None) -> int:
+    """``seed``, or a new random one when none is given (each command reports the seed it used)."""
+    import secrets
+
+    return seed if seed is not None else secrets.randbelow(2**31)

@@ -34,12 +34,13 @@ from __future__ import annotations
 import copy
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from ipfi_cli.core.groups import resolve_groups
-from ipfi_cli.core.losses import Loss, Output, get_loss
+from ipfi_cli.core.losses import ABSOLUTE, SQUARED, ZERO_ONE, Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.samplers import Reservoir, make_sampler
 from ipfi_cli.core.smoothing import ExponentialMean
@@ -51,6 +52,9 @@ class RowError(InputError):
 
 
 _PLAIN_NUMBERS = (int, float)
+_PLAIN_TYPES = frozenset(_PLAIN_NUMBERS)
+#: built-in losses that give the same numbers for int64/float64 targets as for the Python objects
+_NUMERIC_TARGET_LOSSES = (ZERO_ONE, ABSOLUTE, SQUARED)
 
 
 def _is_number(value: Any) -> bool:
@@ -61,6 +65,11 @@ def _all_numbers(values: Sequence[Any]) -> bool:
     """True when every value is a real number (not a bool), so it can live in a float array."""
     plain = _PLAIN_NUMBERS
     return all(type(v) in plain for v in values) or all(_is_number(v) for v in values)
+
+
+def _all_rows_numbers(rows: list[list[Any]]) -> bool:
+    """True when every value of every row is a real number (not a bool)."""
+    return set(map(type, chain.from_iterable(rows))) <= _PLAIN_TYPES or all(_all_numbers(row) for row in rows)
 
 
 class IncrementalPFI:
@@ -217,18 +226,30 @@ class IncrementalPFI:
         :attr:`last_contribution`) and the unperturbed loss (shape ``(T,)``); both are NaN
         on a row that was not explained (the stream's first).
         """
-        if isinstance(rows, np.ndarray):
-            value_rows = [list(r) for r in rows.tolist()] if rows.ndim == 2 else []
+        numeric: np.ndarray | None = None  # the rows as floats, when all are numbers (the array path)
+        if isinstance(rows, np.ndarray) and rows.ndim == 2 and rows.dtype.kind in "fiu" and self._floats_stored():
+            numeric = rows
+            value_rows: list[list[Any]] = []
+            n_rows = len(rows)
         else:
-            value_rows = [self._row_values(x) for x in rows]
+            if isinstance(rows, np.ndarray):
+                value_rows = [list(r) for r in rows.tolist()] if rows.ndim == 2 else []
+            else:
+                value_rows = [self._row_values(x) for x in rows]
+            n_rows = len(value_rows)
         targets = list(targets)
-        if len(targets) != len(value_rows):
-            raise ValueError(f"{len(value_rows)} rows but {len(targets)} targets")
+        if len(targets) != n_rows:
+            raise ValueError(f"{n_rows} rows but {len(targets)} targets")
         saved = self._save_stream_state()
-        contributions = np.full((len(value_rows), len(self.names)), np.nan) if return_contributions else None
-        losses = np.full(len(value_rows), np.nan) if return_contributions else None
+        contributions = np.full((n_rows, len(self.names)), np.nan) if return_contributions else None
+        losses = np.full(n_rows, np.nan) if return_contributions else None
         try:
-            if not self.use_batch:
+            if numeric is None and self.use_batch and self._floats_stored() and _all_rows_numbers(value_rows):
+                numeric = np.array(value_rows, dtype=np.float64).reshape(n_rows, len(self.columns))
+            if numeric is not None:
+                out = self._explain_many_numeric(np.asarray(numeric, dtype=np.float64), targets,
+                                                 contributions, losses)
+            elif not self.use_batch:
                 estimates = []
                 for t, (v, y) in enumerate(zip(value_rows, targets)):
                     explained = self.n_explained
@@ -259,6 +280,82 @@ class IncrementalPFI:
         else:
             self._reservoir.rows, self._reservoir.filled, self._reservoir.n_seen = sampler_state
         self.n_seen = n_seen
+
+    def _floats_stored(self) -> bool:
+        """The array path applies: a block predictor, and the reservoir (if any yet) holds floats."""
+        return self.use_batch and (self._sampler is None or self._sampler.rows.dtype == np.float64)
+
+    def _explain_many_numeric(self, rows: np.ndarray, targets: list[Any],
+                              contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
+                              ) -> np.ndarray:
+        """:meth:`explain_many` for rows of numbers, a micro-batch at a time with array operations.
+
+        Per model call (at most ``max_block_cells`` cells), the reservoir's draws and
+        insertions (:meth:`Reservoir.draw_insert_many`), the evaluation blocks, the loss
+        differences and their means over the realisations are computed for all its rows at
+        once, and the smoothing folds them in (:meth:`ExponentialMean.update_many`): the
+        same random numbers and the same arithmetic as :meth:`explain_one` row by row.
+        """
+        n_rows, n_groups = len(rows), len(self.names)
+        n_block, n_columns = self.block_rows, len(self.columns)
+        out = np.full((n_rows, n_groups), np.nan)
+        if not n_rows:
+            return out
+        begin = 0
+        if self._sampler is None:
+            self._ensure_sampler(rows[0].tolist())
+        if self._reservoir.filled == 0:  # the stream's first row: nothing to draw from yet
+            out[0] = self._tracker.mean
+            self._store(rows[0])
+            begin = 1
+        per_call = max(1, self.max_block_cells // (n_block * max(1, n_columns)))
+        draw_index = np.arange(len(self._pair_col)) if self._pair_draw is None else self._pair_draw
+        # one buffer for every call: a fresh block per call costs its page faults again (wide rows)
+        buffer = np.empty((min(per_call, n_rows - begin), n_block, n_columns))
+        for start in range(begin, n_rows, per_call):
+            end = min(start + per_call, n_rows)
+            part = rows[start:end]
+            replaced = self._reservoir.draw_insert_many(self._rng, part, n_groups, draw_index, self._pair_col)
+            self.n_seen += len(part)
+            blocks = buffer[:len(part)]
+            blocks[...] = part[:, None, :]
+            blocks.reshape(len(part), n_block * n_columns)[:, self._pair_cell] = replaced
+            block = blocks.reshape(len(part) * n_block, n_columns)
+            part_targets = targets[start:end]
+            losses = self._losses(self._predict_block(block, part_targets), part_targets)
+            self._fold_many(losses, out[start:end],
+                            None if contributions is None else contributions[start:end],
+                            None if row_losses is None else row_losses[start:end])
+        return out
+
+    def _fold_many(self, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray | None,
+                   row_losses: np.ndarray | None) -> None:
+        """:meth:`_fold` for the losses of consecutive time steps (shape ``(T, block_rows)``);
+        the estimates after each go to ``out``.
+
+        The array form is :class:`ExponentialMean`'s (:meth:`ExponentialMean.update_many`);
+        another smoother, or a subclass that folds otherwise (event times), folds row by row
+        with :meth:`_fold`, so its numbers are those of :meth:`explain_one`."""
+        if type(self._tracker) is not ExponentialMean or type(self)._fold is not IncrementalPFI._fold:
+            for t, step in enumerate(losses):
+                self._fold(step)
+                out[t] = self._tracker.mean
+                if contributions is not None and row_losses is not None:
+                    contributions[t], row_losses[t] = self.last_contribution, self.last_loss
+            return
+        unperturbed = losses[:, 0]
+        per_repeat = (losses[:, 1:] - losses[:, :1]).reshape(len(losses), self.n_repeats, len(self.names))
+        per_row = np.add.reduce(per_repeat, axis=1) / self.n_repeats  # = last_contribution, row by row
+        out[...] = self._tracker.update_many(per_row)
+        self.last_contributions = per_repeat[-1].copy()
+        self.last_loss = float(unperturbed[-1])
+        total = self._loss_sum
+        for loss in unperturbed.tolist():  # summed in order, as row by row
+            total += loss
+        self._loss_sum = total
+        if contributions is not None and row_losses is not None:
+            contributions[...] = per_row
+            row_losses[...] = unperturbed
 
     def _explain_many_batched(self, value_rows: list[list[Any]], targets: list[Any],
                               contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
@@ -432,18 +529,33 @@ class IncrementalPFI:
 
     def _repeat_targets(self, targets: list[Any]) -> np.ndarray:
         """Each step's target repeated for every row of its evaluation block (object array)."""
-        n = self.block_rows
-        repeated = np.empty(len(targets) * n, dtype=object)
+        once = np.empty(len(targets), dtype=object)
         for i, y in enumerate(targets):
-            repeated[i * n:(i + 1) * n].fill(y)
-        return repeated
+            once[i] = y
+        return np.repeat(once, self.block_rows)
+
+    def _loss_targets(self, targets: list[Any], predicted: np.ndarray) -> np.ndarray:
+        """The targets for :meth:`_losses`: as int64 (float64) when every target is an ``int``
+        (``float``) and the predictions are integers (floats), so a built-in loss compares
+        numbers in bulk with exactly the result of comparing the Python objects; else objects."""
+        kind = predicted.dtype.kind
+        if self.loss in _NUMERIC_TARGET_LOSSES and len(targets):
+            kinds = set(map(type, targets))
+            try:
+                if kinds == {int} and kind in "ib":
+                    return np.repeat(np.array(targets, dtype=np.int64), self.block_rows)
+                if kinds == {float} and kind == "f":
+                    return np.repeat(np.array(targets, dtype=np.float64), self.block_rows)
+            except OverflowError:  # an int beyond 64 bits: compared as a Python object
+                pass
+        return self._repeat_targets(targets)
 
     def _losses(self, predicted: Any, targets: list[Any]) -> np.ndarray:
         """Loss of every evaluation, shape ``(len(targets), block_rows)``."""
         predicted = np.asarray(predicted)
         if predicted.dtype.kind in "US":
             predicted = predicted.astype(object)
-        losses = self.loss.compute(self._repeat_targets(targets), predicted)
+        losses = self.loss.compute(self._loss_targets(targets, predicted), predicted)
         return losses.reshape(len(targets), self.block_rows)
 
     def _fold(self, losses: np.ndarray) -> None:

@@ -8,7 +8,11 @@ share their memory of the past. Rows are stored as arrays in column order. Memor
 The order of random draws is fixed: for each row, first :meth:`draw` (when the row
 is explained), then :meth:`insert`. Both the row-by-row and the batched paths of
 :class:`~ipfi_cli.core.incremental.IncrementalPFI` follow it, which is what makes
-them give the same numbers.
+them give the same numbers. :meth:`Reservoir.draw_insert_many` does both for many
+rows at once with array operations, from the very same random numbers: numpy's
+bounded integers below ``2**32`` are Lemire's method on the generator's stream of
+32-bit words (:func:`bounded_integers`), so one request for all of a micro-batch's
+words, split afterwards, gives what one request per row gives.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -24,6 +28,47 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import numpy as np
+
+_WORD = 1 << 32  # numpy draws bounded integers below 2**32 from 32-bit words
+
+
+def bounded_integers(rng: np.random.Generator, highs: np.ndarray, counts: np.ndarray | None = None
+                     ) -> np.ndarray | None:
+    """``rng.integers(0, high)`` for every ``high`` in turn (each ``counts`` times), with one
+    request to ``rng``.
+
+    numpy (since 1.17) draws an integer in ``[0, high)``, ``1 < high <= 2**32``, as
+    Lemire's multiply-shift of one 32-bit word of the generator's stream (``high == 1``
+    takes no word), and rejects the word when the low half of the product is below
+    ``2**32 mod high`` (a chance of ``high / 2**32`` at most). Returns ``None`` when a word
+    would be rejected: the caller then restores the generator and takes the slow path.
+
+    >>> highs = np.array([5, 1, 100, 7])
+    >>> a, b = np.random.default_rng(3), np.random.default_rng(3)
+    >>> bounded_integers(a, highs).tolist() == [int(b.integers(0, h)) for h in highs]
+    True
+    >>> a.bit_generator.state == b.bit_generator.state
+    True
+    """
+    highs = np.asarray(highs, dtype=np.uint64)
+    if counts is not None:
+        highs = np.repeat(highs, counts)
+    takes_word = highs > 1
+    every = bool(takes_word.all())
+    bounds = highs if every else highs[takes_word]
+    if not len(bounds):
+        return np.zeros(len(highs), dtype=np.intp)
+    product = np.multiply(rng.integers(0, _WORD, size=len(bounds), dtype=np.uint32), bounds, dtype=np.uint64)
+    low = product & np.uint64(_WORD - 1)
+    near = low < bounds  # the threshold 2**32 mod high is below high: only these can be rejected
+    if near.any() and np.any(low[near] < np.uint64(_WORD) % bounds[near]):
+        return None
+    drawn = (product >> np.uint64(32)).view(np.int64)
+    if every:
+        return drawn
+    out = np.zeros(len(highs), dtype=np.intp)
+    out[takes_word] = drawn
+    return out
 
 
 class Reservoir(ABC):
@@ -66,6 +111,86 @@ class Reservoir(ABC):
     def _replace(self, rng: np.random.Generator, row: np.ndarray) -> None:
         """Insert ``row`` into full reservoirs."""
 
+    @abstractmethod
+    def _replacement_bounds(self, n_seen: np.ndarray) -> np.ndarray:
+        """Per row inserted into full reservoirs after ``n_seen`` rows: the bound of the
+        :meth:`_replace` draws (1: no draw, slot 0)."""
+
+    @abstractmethod
+    def _replacement_slots(self, drawn: np.ndarray) -> np.ndarray:
+        """The slots the :meth:`_replace` draws write to (``size``: not written)."""
+
+    def draw_insert_many(self, rng: np.random.Generator, rows: np.ndarray, n_draws: int,
+                         draw_index: np.ndarray, column: np.ndarray) -> np.ndarray:
+        """For each of ``rows`` in turn, :meth:`draw` then :meth:`insert`, with array operations.
+
+        The random numbers, the slots and the reservoirs afterwards are exactly those of
+        the row-by-row calls. Returns the drawn values, shape ``(len(rows), len(column))``:
+        ``out[t, p]`` is column ``column[p]`` of the stored row that draw ``draw_index[p]``
+        (a flat index into :meth:`draw`'s ``(n_realisations, n_draws)`` result) picked at
+        row ``t``. Needs at least one stored row.
+        """
+        if self.filled == 0:
+            raise ValueError("the reservoir is empty: insert a row before drawing")
+        rows = np.asarray(rows, dtype=self.rows.dtype)
+        n_rows, n_real, size = len(rows), self.n_realisations, self.size
+        if not n_rows:
+            return np.empty((0, len(column)), dtype=self.rows.dtype)
+        step = np.arange(n_rows)
+        filled = np.minimum(self.filled + step, size)  # slots in use at each row's draw
+        full = filled == size
+        insert_bounds = np.where(full, self._replacement_bounds(self.n_seen + step), 1)
+        per_draw = n_real * n_draws
+        bounds = np.stack([filled, insert_bounds], axis=1).reshape(-1)
+        state = rng.bit_generator.state
+        drawn = bounded_integers(rng, bounds, np.tile([per_draw, n_real], n_rows)) \
+            if int(bounds.max(initial=1)) <= _WORD else None
+        if drawn is None:  # a word numpy would reject (rare) or a bound beyond 32 bits
+            rng.bit_generator.state = state
+            return self._draw_insert_stepwise(rng, rows, n_draws, draw_index, column)
+        drawn = drawn.reshape(n_rows, per_draw + n_real)
+        # where each realisation's row goes: the next free slot, or the replacement's slot
+        writes = np.where(full[:, None], self._replacement_slots(drawn[:, per_draw:]), filled[:, None])
+        cell_base = np.arange(n_real) * size
+        write_cells = np.where(writes < size, writes + cell_base, n_real * size)  # the last cell: a sink
+        draw_cells = drawn[:, :per_draw] + np.repeat(cell_base, n_draws)
+        # owner[c]: where the row now in cell c (realisation * size + slot) comes from: itself
+        # (stored before these rows) or n_real * size + t for rows[t]; replayed row by row
+        owner = np.arange(n_real * size + 1)
+        sources = np.empty((n_rows, per_draw), dtype=np.intp)
+        take, put = owner.take, owner.put
+        for t, (cells, row_cells) in enumerate(zip(draw_cells, write_cells)):
+            take(cells, out=sources[t])
+            put(row_cells, n_real * size + t)
+        out = self._gather(rows, sources[:, draw_index], column)
+        owner = owner[:-1]
+        written = np.flatnonzero(owner >= n_real * size)
+        self.rows[written // size, written % size] = rows[owner[written] - n_real * size]
+        self.filled = int(filled[-1]) + (0 if full[-1] else 1)
+        self.n_seen += n_rows
+        return out
+
+    def _gather(self, rows: np.ndarray, sources: np.ndarray, column: np.ndarray) -> np.ndarray:
+        """Values of ``column`` in the source rows: stored cells (below ``n_realisations *
+        size``) as they were before ``rows``, then ``rows`` themselves."""
+        n_stored, n_columns = self.n_realisations * self.size, self.rows.shape[2]
+        cells = sources * n_columns + column
+        stored = cells < n_stored * n_columns
+        from_store = self.rows.reshape(-1).take(np.where(stored, cells, 0))
+        from_rows = np.ascontiguousarray(rows).reshape(-1).take(np.where(stored, 0, cells - n_stored * n_columns))
+        return np.where(stored, from_store, from_rows)
+
+    def _draw_insert_stepwise(self, rng: np.random.Generator, rows: np.ndarray, n_draws: int,
+                              draw_index: np.ndarray, column: np.ndarray) -> np.ndarray:
+        """:meth:`draw_insert_many` with one :meth:`draw` and :meth:`insert` call per row."""
+        out = np.empty((len(rows), len(column)), dtype=self.rows.dtype)
+        realisation = draw_index // n_draws
+        for t, row in enumerate(rows):
+            slots = self.draw(rng, n_draws).reshape(-1)[draw_index]
+            out[t] = self.rows[realisation, slots, column]
+            self.insert(rng, row)
+        return out
+
     def as_dtype(self, dtype: type | np.dtype) -> None:
         """Convert the stored rows (e.g. to ``object`` when a non-numeric value arrives)."""
         self.rows = self.rows.astype(dtype)
@@ -102,6 +227,12 @@ class UniformReservoir(Reservoir):
         if keep.any():
             self.rows[self._realisation_ids[keep], slots[keep]] = row
 
+    def _replacement_bounds(self, n_seen: np.ndarray) -> np.ndarray:
+        return n_seen + 1
+
+    def _replacement_slots(self, drawn: np.ndarray) -> np.ndarray:
+        return np.where(drawn < self.size, drawn, self.size)
+
 
 class GeometricReservoir(Reservoir):
     """The paper's geometric sampling: every new row enters, replacing a uniform slot.
@@ -116,6 +247,12 @@ class GeometricReservoir(Reservoir):
     def _replace(self, rng: np.random.Generator, row: np.ndarray) -> None:
         slots = rng.integers(0, self.size, size=self.n_realisations)
         self.rows[self._realisation_ids, slots] = row
+
+    def _replacement_bounds(self, n_seen: np.ndarray) -> np.ndarray:
+        return np.full(len(n_seen), self.size)
+
+    def _replacement_slots(self, drawn: np.ndarray) -> np.ndarray:
+        return drawn
 
 
 SAMPLERS: dict[str, type[Reservoir]] = {"uniform": UniformReservoir, "geometric": GeometricReservoir}

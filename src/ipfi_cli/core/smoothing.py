@@ -35,6 +35,10 @@ import numpy as np
 class ExponentialMean:
     """Bias-corrected exponentially weighted mean and variance of ``n`` parallel series."""
 
+    #: up to this many series :meth:`update_many` runs each series' recursion in Python
+    #: floats (the same IEEE operations as numpy's); beyond it, one row of vectors at a time
+    few_series: int = 16
+
     def __init__(self, alpha: float, n: int) -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
@@ -61,6 +65,74 @@ class ExponentialMean:
             self._sum_sq_dev = self._sum_sq_dev * self._decay + alpha * delta * (values - self.mean)
         self.count += 1
         return self.mean
+
+    def update_many(self, values: np.ndarray) -> np.ndarray:
+        """Fold the rows of ``values`` (shape ``(T, n)``) in, in order; returns the means after
+        each row, shape ``(T, n)``.
+
+        Exactly :meth:`update` row by row, to the last bit: the same operations on the same
+        numbers in the same order (a closed form over the block, with weights ``(1 - alpha)
+        ** k``, rounds differently, and its result would depend on where the blocks begin).
+        Only the recursion itself runs per row (per series in Python floats when there are
+        few, else as a few vector operations per row); the rest is done for the whole block.
+
+        >>> a, b = ExponentialMean(0.3, 2), ExponentialMean(0.3, 2)
+        >>> values = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.25]])
+        >>> np.array_equal(a.update_many(values), [b.update(v).copy() for v in values])
+        True
+        """
+        values = np.asarray(values, dtype=np.float64)
+        means = np.empty_like(values)
+        if not len(values):
+            return means
+        alpha, decay = self.alpha, self._decay
+        start = 0
+        if self.count == 0:
+            means[0] = self.update(values[0])
+            start = 1
+        weight, sum_sq_weights = self.weight, self.sum_sq_weights
+        rates = []
+        for _ in range(start, len(values)):
+            weight = weight * decay + alpha
+            sum_sq_weights = sum_sq_weights * decay * decay + alpha * alpha
+            rates.append(alpha / weight)
+        if len(self.mean) <= self.few_series:  # per series, in Python floats: fewer calls
+            for g, column in enumerate(values[start:].T.tolist()):
+                series_mean = float(self.mean[g])
+                out: list[float] = []
+                append = out.append
+                for value, rate in zip(column, rates):
+                    series_mean = series_mean + rate * (value - series_mean)
+                    append(series_mean)
+                means[start:, g] = out
+        else:  # per row, as vectors
+            mean, step = self.mean, np.empty_like(self.mean)
+            subtract, multiply, add = np.subtract, np.multiply, np.add
+            for value, rate, new_mean in zip(values[start:], rates, means[start:]):
+                subtract(value, mean, out=step)
+                multiply(rate, step, out=step)
+                add(mean, step, out=new_mean)
+                mean = new_mean
+        if start < len(values):
+            previous = np.concatenate([self.mean[None, :], means[start:-1]]) if start == 0 else means[:-1]
+            increments = (alpha * (values[start:] - previous)) * (values[start:] - means[start:])
+            if len(self.mean) <= self.few_series:
+                sums = []
+                for g, column in enumerate(increments.T.tolist()):
+                    total = float(self._sum_sq_dev[g])
+                    for increment in column:
+                        total = total * decay + increment
+                    sums.append(total)
+                self._sum_sq_dev = np.array(sums)
+            else:
+                sum_sq_dev = self._sum_sq_dev
+                for increment in increments:
+                    sum_sq_dev = sum_sq_dev * decay + increment
+                self._sum_sq_dev = sum_sq_dev
+            self.mean = means[-1].copy()
+            self.weight, self.sum_sq_weights = weight, sum_sq_weights
+            self.count += len(values) - start
+        return means
 
     @property
     def variance(self) -> np.ndarray:

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -94,12 +93,6 @@ def sniff_delimiter(header_line: str) -> str:
     counts = {d: header_line.count(d) for d in SNIFFED_DELIMITERS}
     best = max(counts, key=lambda d: counts[d])
     return best if counts[best] else ","
-
-
-def is_missing(value: Any) -> bool:
-    """True for the missing marker (NaN) and ``None``."""
-    return value is None or (type(value) is float and math.isnan(value))
-
 
 
 class Row:

@@ -50,15 +50,19 @@ class SklearnPredictor:
 
     When the model was fitted on a DataFrame (it has ``feature_names_in_``) it gets a
     DataFrame with those names, so pipelines with string categorical columns work.
+    ``categories`` (column -> categories, ``None``: unknown) are the columns an XGBoost or
+    LightGBM model was fitted on as pandas categoricals (see
+    :func:`~ipfi_cli.models.boosting.fitted_categories`): they are cast to those categories.
     """
 
     supports_batch = True
     can_learn = False
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, categories: dict[str, list[Any] | None] | None = None) -> None:
         if not hasattr(model, "predict"):
             raise ModelError("the model has no predict method")
         self.model = model
+        self.categories = categories or {}
         names = getattr(model, "feature_names_in_", None)
         self.columns: list[str] | None = [str(c) for c in names] if names is not None else None
         self.n_features: int | None = getattr(model, "n_features_in_", None)
@@ -79,14 +83,19 @@ class SklearnPredictor:
         return list(classes) if classes is not None else None
 
     def _frame(self, block: np.ndarray, columns: Sequence[str]) -> Any:
-        if self.columns is None:
+        if self.columns is None and not self.categories:
             return block
         import pandas as pd
 
         frame = pd.DataFrame(block, columns=list(columns), copy=False)
         if block.dtype == object:
             frame = frame.infer_objects()
-        return frame[self.columns] if list(columns) != self.columns else frame
+        if self.columns is not None and list(columns) != self.columns:
+            frame = frame[self.columns]
+        for column, categories in self.categories.items():
+            if column in frame.columns:
+                frame[column] = pd.Categorical(frame[column], categories=categories)
+        return frame
 
     def predict_block(self, block: np.ndarray, columns: Sequence[str], output: Output,
                       targets: np.ndarray | None) -> np.ndarray:
@@ -253,10 +262,9 @@ def as_predictor(model: Any, *, use_many: bool = False) -> SklearnPredictor | Ri
     if hasattr(model, "predict_one"):
         return RiverPredictor(model, use_many=use_many)
     if hasattr(model, "predict") and (hasattr(model, "fit") or hasattr(model, "get_params")):
-        from ipfi_cli.models.boosting import CategoricalSklearnPredictor, fitted_categories
+        from ipfi_cli.models.boosting import fitted_categories
 
-        categories = fitted_categories(model)  # XGBoost/LightGBM fitted on pandas categoricals
-        return CategoricalSklearnPredictor(model, categories) if categories else SklearnPredictor(model)
+        return SklearnPredictor(model, fitted_categories(model))  # XGBoost/LightGBM fitted on categoricals
     if callable(model):
         return FunctionPredictor(model)
     raise ModelError(

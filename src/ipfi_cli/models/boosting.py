@@ -3,9 +3,10 @@
 Both libraries take a categorical feature only as a pandas ``category`` column: fed the
 plain values (numbers or text, as a file gives them) they refuse the frame (XGBoost: "must
 be int, float, bool or category"; LightGBM: "categorical_feature do not match"). The
-predictor here casts those columns to ``category`` with the categories the model was fitted
-with, read from the model, so codes mean what they meant in training; a value the model never
-saw becomes missing, which both libraries handle as missing.
+scikit-learn adapter (:class:`~ipfi_cli.models.adapters.SklearnPredictor`) casts those columns
+to ``category`` with the categories :func:`fitted_categories` reads from the model, so codes
+mean what they meant in training; a value the model never saw becomes missing, which both
+libraries handle as missing.
 
 Found by capability, not by type: XGBoost's ``get_booster().feature_types`` (``"c"``) and
 ``get_categories()`` (XGBoost 3.1+; older versions get the categories present in each
@@ -14,12 +15,7 @@ block, which XGBoost 3.1+ would re-code anyway), LightGBM's ``booster_.pandas_ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
-
-from ipfi_cli.models.adapters import SklearnPredictor
 
 
 def _xgboost_categories(model: Any) -> dict[str, list[Any] | None]:
@@ -61,22 +57,3 @@ def fitted_categories(model: Any) -> dict[str, list[Any] | None]:
     if getattr(getattr(model, "_Booster", None), "pandas_categorical", None):
         return _lightgbm_categories(model)
     return {}
-
-
-class CategoricalSklearnPredictor(SklearnPredictor):
-    """A scikit-learn-API model whose categorical columns are cast to the fitted categories."""
-
-    def __init__(self, model: Any, categories: dict[str, list[Any] | None]) -> None:
-        super().__init__(model)
-        self.categories = categories
-
-    def _frame(self, block: np.ndarray, columns: Sequence[str]) -> Any:
-        import pandas as pd
-
-        frame = super()._frame(block, columns)
-        if not isinstance(frame, pd.DataFrame):
-            frame = pd.DataFrame(block, columns=list(columns))
-        for column, categories in self.categories.items():
-            if column in frame.columns:
-                frame[column] = pd.Categorical(frame[column], categories=categories)
-        return frame

@@ -51,7 +51,6 @@ def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | Non
     With ``learn``, the model must learn one row at a time (river's ``learn_one``).
     ``trust``: the types a ``.skops`` file may hold (``--trust``).
     """
-    from ipfi_cli.models.adapters import RiverPredictor, SklearnPredictor, as_predictor
     from ipfi_cli.models.files import load_model
     from ipfi_cli.models.sources import open_model
 
@@ -63,13 +62,23 @@ def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | Non
         return LoadedModel(path, *opened)
 
     model, warnings = load_model(path, trust or ())
+    return wrap_model(model, name=path, learn=learn, warnings=warnings)
+
+
+def wrap_model(model: Any, *, name: str | None = None, learn: bool = False,
+               warnings: Sequence[str] = ()) -> LoadedModel:
+    """A model object (scikit-learn, river, a function) as a :class:`LoadedModel`; errors name it
+    (``name``: how messages call it, by default ``<TypeName>``)."""
+    from ipfi_cli.models.adapters import RiverPredictor, SklearnPredictor, as_predictor
+
+    name = name if name is not None else f"<{type(model).__name__}>"
     try:
         predictor = as_predictor(model)
     except ModelError as error:
-        raise ModelError(f"{path}: {first_line(error)}") from None
+        raise ModelError(f"{name}: {first_line(error)}") from None
     kind = ("river" if isinstance(predictor, RiverPredictor)
             else "scikit-learn" if isinstance(predictor, SklearnPredictor) else "function")
     if learn and not predictor.can_learn:
-        raise ModelError(f"{path}: --learn needs a model that learns one row at a time (river's learn_one); "
+        raise ModelError(f"{name}: --learn needs a model that learns one row at a time (river's learn_one); "
                          f"this {kind} {type(model).__name__} cannot")
-    return LoadedModel(path, model, predictor, kind, warnings)
+    return LoadedModel(name, model, predictor, kind, list(warnings))

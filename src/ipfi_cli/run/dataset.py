@@ -11,91 +11,74 @@ The good rows are then screened with the model (:func:`screen_rows`): a row it c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ipfi_cli.core.losses import Loss, Output
 from ipfi_cli.errors import InputError, RunError, ServiceError
 from ipfi_cli.models.loading import LoadedModel
-from ipfi_cli.run.checks import check_inputs, labels_match_nothing
+from ipfi_cli.run.checks import labels_match_nothing
+from ipfi_cli.run.plan import InputSpec, RunPlan, Selection, plan_run
 from ipfi_cli.run.report import Reporter
 
 
 @dataclass
 class Dataset:
-    """A whole data file made ready for the core: the model, its columns, rows and labels."""
+    """A whole data file made ready for the core: the run's plan, its rows and labels."""
 
-    loaded: LoadedModel
+    plan: RunPlan
     frame: Any  # pandas DataFrame of the model's columns
     targets: list[Any]
-    columns: list[str]
-    features: list[str] | None
-    groups: dict[str, list[str]]
-    loss: Loss
-    classification: bool
-    source: str
+
+    @property
+    def loaded(self) -> LoadedModel:
+        return self.plan.loaded
+
+    @property
+    def columns(self) -> list[str]:
+        return self.plan.columns
+
+    @property
+    def features(self) -> list[str] | None:
+        return self.plan.features
+
+    @property
+    def groups(self) -> dict[str, list[str]]:
+        return self.plan.groups
+
+    @property
+    def loss(self) -> Loss:
+        return self.plan.loss
+
+    @property
+    def source(self) -> str:
+        return self.plan.source
 
 
-def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: Reporter, *,
-                 format: str | None = None, na_values: Sequence[str] | None = None, no_default_na: bool = False,
-                 delimiter: str | None = None, text: Sequence[str] | None = None, task: str = "auto",
-                 loss: str | None = None,
-                 features: Sequence[str] | None = None, drop: Sequence[str] | None = None,
-                 groups: dict[str, list[str]] | None = None, learn: bool = False, on_bad_row: str = "fail",
-                 verbose: bool = False) -> Dataset:
-    """Read the whole input for ``loaded``: check columns, options and rows, convert the labels.
+def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, reporter: Reporter, *,
+                 learn: bool = False, on_bad_row: str = "fail", verbose: bool = False) -> Dataset:
+    """Read the whole input for ``loaded``: the run's plan (:func:`~ipfi_cli.run.plan.plan_run`), then
+    every row, checked and screened with the model, and the labels converted.
 
-    ``data`` is a path, or ``None``/``-`` for stdin; ``format``, ``na_values``, ``no_default_na``
-    and ``delimiter`` are the reader's options (:func:`~ipfi_cli.io.values.reader_options`), ``text``
-    the CSV columns read as text. Bad rows stop with their
-    :class:`~ipfi_cli.errors.InputError` (``on_bad_row="fail"``) or are counted and left out.
+    Bad rows stop with their :class:`~ipfi_cli.errors.InputError` (``on_bad_row="fail"``) or are
+    counted and left out.
     """
-    from ipfi_cli.io.readers import open_rows
-    from ipfi_cli.io.values import reader_options
-    from ipfi_cli.run import setup
-    from ipfi_cli.run.rows import RowChecker, rows_frame
+    from ipfi_cli.run.rows import rows_frame
 
-    groups = dict(groups or {})
-    for line in loaded.warnings:
-        reporter.message(line, "warning")
-    classification = setup.choose_task(loaded, task)
-    chosen_loss = setup.choose_loss(loaded, classification, loss)
-    matcher = setup.label_matcher(loaded, classification, learn)
-    with open_rows(None if data == "-" else data, format=format, hint=False,
-                   **reader_options(na_values, no_default_na, delimiter)) as reader:
-        reader.keep_as_text(text)
-        source = reader.name
-        notes: list[str] = []
-        input_columns = reader.columns
-        if not input_columns:
-            bad = [row.error for row in reader]
-            if bad and on_bad_row == "fail" and bad[0] is not None:
-                raise bad[0]
-            raise InputError("no data rows" + (f" ({len(bad):,} bad row(s); the first: {bad[0]})" if bad else ""),
-                             source=source)
-        if reader.format == "jsonl":
-            known = loaded.predictor.columns
-            input_columns = [*(known or [c for c in input_columns if c != target]), target]
-        columns = setup.model_columns(loaded, input_columns, target, source, features=features, drop=drop,
-                                      groups=groups, notes=notes)
-        selected, groups = setup.explained_columns(loaded, columns, features, drop, groups)
-        check_inputs(loaded, columns, source)
-        for line in notes:
-            reporter.message(line, "note")
+    plan, reader = plan_run(loaded, inputs, selection, learn=learn, say=reporter.message, streaming=False,
+                            on_bad_row=on_bad_row)
 
-        def on_skip(error: Any) -> None:
-            if verbose:
-                reporter.message(f"skipped {error}", "warning")
+    def on_skip(error: Any) -> None:
+        if verbose:
+            reporter.message(f"skipped {error}", "warning")
 
-        checker = RowChecker(source=source, target=target, columns=columns, to_label=matcher,
-                             check_columns=reader.format == "jsonl", learn=learn, on_bad_row=on_bad_row,
-                             on_skip=on_skip, on_first_row=setup.first_row_hook(loaded, matcher, columns))
+    with reader:
+        checker = plan.row_checker(on_bad_row=on_bad_row, on_skip=on_skip)
         rows: list[Any] = []
         for batch in reader.batches(SCREEN_ROWS):
             good, failure = checker.check(batch)
             # a row the model cannot take before the bad row `failure` is the first to report
-            rows.extend(screen_rows(good, loaded.predictor, columns, chosen_loss.output, source, checker))
+            rows.extend(screen_rows(good, plan.predictor, plan.columns, plan.loss.output, plan.source, checker))
             if failure is not None:
                 raise failure
         noted = reader.noted_missing_summary()
@@ -104,17 +87,16 @@ def load_dataset(data: str | None, loaded: LoadedModel, target: str, reporter: R
     skipped = checker.skipped_summary()
     if skipped:
         reporter.message(skipped, "warning")
-    unknown = matcher.unknown_summary()
+    unknown = plan.labels.unknown_summary()
     if unknown:
         reporter.message(unknown, "warning")
-    if matcher.none_matched:
-        raise RunError(f"{source}: {labels_match_nothing(matcher)}")
+    if plan.labels.none_matched:
+        raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
     if len(rows) < 2:
         why = f"all {checker.skipped:,} row(s) were bad" if checker.skipped and not rows else \
             f"{len(rows)} good row(s); batch PFI needs at least 2"
-        raise RunError(f"{source}: no data to explain: {why}")
-    return Dataset(loaded, rows_frame(rows, columns), [r.label for r in rows], columns, selected, groups,
-                   chosen_loss, classification, source)
+        raise RunError(f"{plan.source}: no data to explain: {why}")
+    return Dataset(plan, rows_frame(rows, plan.columns), [r.label for r in rows])
 
 
 #: rows read, checked and screened with the model at a time

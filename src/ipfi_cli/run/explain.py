@@ -21,22 +21,58 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.errors import RunError, UsageError
+from ipfi_cli.errors import IpfiError, RunError, UsageError
 from ipfi_cli.io.readers import RowReader
-from ipfi_cli.run.checks import all_zero_warning, check_inputs, check_output_names, labels_match_nothing
+from ipfi_cli.run.checks import all_zero_warning, check_output_names, labels_match_nothing
 from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunEnd, RunObserver, RunStart
-from ipfi_cli.run.report import RateMeter, Reporter, Snapshot
-from ipfi_cli.run.settings import ExplainSettings, Progress, RunStatus, StopOnChange
+from ipfi_cli.run.plan import RunPlan, plan_run
+from ipfi_cli.run.report import PlainReporter, RateMeter, Reporter, Snapshot
+from ipfi_cli.run.settings import ExplainSettings, Progress, RunParts, RunStatus, StopOnChange
 from ipfi_cli.run.watch import ChangeWatch
 
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
+    from ipfi_cli.run.resume import StateKeeper
+    from ipfi_cli.run.steps import RowSteps
 
 #: the end-of-run lines of a run that ended without failing
 _ENDED = (RunStatus.OK, RunStatus.INTERRUPTED, RunStatus.STOPPED_ON_CHANGE)
+
+
+def explain_rows(model: Any, rows: Iterable[Mapping[str, Any]], *, target: str, reporter: Reporter | None = None,
+                 observers: Sequence[RunObserver] = (), **options: Any) -> ExplainSession:
+    """Run a streaming session from objects: ``model`` (scikit-learn, river, a function) on
+    ``rows`` (mappings column -> value, the label under ``target``), with ``options`` those of
+    :class:`~ipfi_cli.run.settings.ExplainSettings` (``learn``, ``alpha``, ``repeats``,
+    ``seed``, ``output``, ``every``, ``state``, ``watch``...). The traces are the command's on
+    the same rows (written to ``output``, by default stdout); ``observers`` hear the run as it
+    goes. Returns the finished session (its ``status``, ``explainer``, ``plan``); errors raise.
+
+    A model that learns is copied first (as ``ipfi explain --learn`` learns a loaded copy); the
+    rows are read in micro-batches of ``batch_size`` rows (1 for a live generator).
+
+    >>> from sklearn.linear_model import LinearRegression
+    >>> import io
+    >>> model = LinearRegression().fit([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [0.0, 2.0, 0.0])
+    >>> rows = [{"a": float(i % 3), "b": float(i % 2), "y": 2.0 * (i % 3)} for i in range(50)]
+    >>> out = io.StringIO()
+    >>> session = explain_rows(model, rows, target="y", seed=0, output="/dev/null",
+    ...                        reporter=PlainReporter(out, quiet=True))
+    >>> session.status.value, session.parts.progress.rows
+    ('ok', 50)
+    >>> a, b = session.explainer.importance_array()   # the model ignores b
+    >>> round(float(a), 2), abs(float(b)) < 1e-12
+    (1.81, True)
+    """
+    settings = ExplainSettings(model=f"<{type(model).__name__}>", target=target, input="<rows>", **options)
+    session = ExplainSession(settings, reporter if reporter is not None else PlainReporter(quiet=True), observers,
+                             model=model, rows=rows)
+    session.run()
+    return session
 
 
 class ExplainSession:
@@ -44,47 +80,50 @@ class ExplainSession:
 
     ``reporter`` receives the run's messages and, as its first observer, its snapshots;
     ``observers`` (see :class:`~ipfi_cli.run.observers.RunObserver`) hear about it too.
+    The set-up is one value (:attr:`plan`, a :class:`~ipfi_cli.run.plan.RunPlan`); what
+    changes as rows stream is in :attr:`parts` (the explainer, the counters, the row
+    checker, the writer, the change watch), which :class:`~ipfi_cli.run.steps.RowSteps`,
+    :class:`~ipfi_cli.run.resume.StateKeeper` and :func:`~ipfi_cli.run.meta.write_meta`
+    receive as arguments.
     """
 
-    def __init__(self, settings: ExplainSettings, reporter: Reporter,
-                 observers: Sequence[RunObserver] = ()) -> None:
+    def __init__(self, settings: ExplainSettings, reporter: Reporter, observers: Sequence[RunObserver] = (), *,
+                 model: Any = None, rows: Iterable[Mapping[str, Any]] | None = None) -> None:
         self.settings = settings
+        self._model = model  # a model object instead of settings.model's file
+        self._rows = rows  # rows as objects instead of settings.input
         self.reporter = reporter
         self.observers: list[RunObserver] = [reporter, *observers]
-        self.events_file: EventsFile | None = None  # --events: one of the observers
-        self._ended = False
-        self._next_snapshot = 0.0
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
-        self.progress = Progress()
         self.status = RunStatus.STARTING
         self.error: str | None = None
         self.started = time.time()
         self.first_row_time: float | None = None
         self.meter = RateMeter()
-        self.explainer: Explainer | None = None
-        self.writer: Any = None
+        self.plan: RunPlan | None = None
         self.reader: RowReader | None = None
-        self.loaded: Any = None
-        self.loss: Any = None
-        self.classification: bool | None = None
-        self.input_columns: list[str] = []
-        self.columns: list[str] = []
-        self.checker: Any = None
-        self.labels: Any = None
-        self.state: Any = None  # a StateKeeper with --state
-        self.steps: Any = None  # the RowSteps that explain good rows and write their records
-        self.watch: ChangeWatch | None = None  # change detection, with settings.watch
+        self.parts: RunParts | None = None
+        self.state: StateKeeper | None = None  # with --state
+        self.steps: RowSteps | None = None  # explain good rows and write their records
+        self._ended = False
+        self._next_snapshot = 0.0
         self._mismatch_checked = False
+
+    @property
+    def watch(self) -> ChangeWatch | None:
+        """The run's change detection (``--detect``), once the run is set up."""
+        return self.parts.watch if self.parts is not None else None
+
+    @property
+    def explainer(self) -> Explainer | None:
+        return self.parts.explainer if self.parts is not None else None
 
     # -- set-up -------------------------------------------------------------------------------
     def run(self) -> RunStatus:
         """Set up, stream the input to its end (or an interruption), report; errors propagate."""
         import numpy as np
 
-        from ipfi_cli.io.readers import open_rows
-        from ipfi_cli.io.values import reader_options
-        from ipfi_cli.models.loading import load_predictor
-        from ipfi_cli.run import setup
+        from ipfi_cli.models.loading import load_predictor, wrap_model
 
         s = self.settings
         if s.state:
@@ -92,7 +131,8 @@ class ExplainSession:
 
             self.state = StateKeeper.open(s.state, skip_seen=s.skip_seen)
             self.seed = self.state.seed(s.seed, self.seed)
-        self.loaded = loaded = load_predictor(s.model, learn=s.learn, trust=s.trust, http=s.http)
+        loaded = (wrap_model(self._model, name=s.model, learn=s.learn) if self._model is not None
+                  else load_predictor(s.model, learn=s.learn, trust=s.trust, http=s.http))
         if s.learn:
             # a learning model is checkpointed and unpickled on resume: the sets inside it (river's
             # Select) must iterate in the same order in both copies (see ipfi_cli.run.canonical)
@@ -100,108 +140,69 @@ class ExplainSession:
 
             saved = self.state.saved_model() if self.state is not None else None
             loaded.rewrap(canonical_copy(saved if saved is not None else loaded.model))
-        for line in loaded.warnings:
-            self.reporter.message(line, "warning")
-        self.classification = setup.choose_task(loaded, s.task)
-        self.loss = setup.choose_loss(loaded, self.classification, s.loss)
-        self.labels = setup.label_matcher(loaded, self.classification, s.learn)
-        if loaded.kind == "river" and not s.learn:
-            self.reporter.message("note: the river model is explained as it is and does not learn; add --learn "
-                                  "to explain each row and then learn it")
-        self.reader = reader = open_rows(s.input, format=s.format,
-                                         **reader_options(s.na_values, s.no_default_na, s.delimiter))
+        inputs = s.inputs if self._rows is None else replace(s.inputs, rows=self._rows)
+        self.plan, self.reader = plan_run(
+            loaded, inputs, s.selection, learn=s.learn, say=self.reporter.message, on_bad_row=s.on_bad_row,
+            before_rows=self.state.continue_reader if self.state is not None else None)
         try:
-            reader.keep_as_text(s.text)
-            if self.state is not None:
-                self.state.continue_reader(reader)
             # an overflowing loss is reported as one line naming the row, not as numpy warnings
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                self._prepare(reader)
-                return self._stream(reader)
+                self._prepare(self.plan, self.reader)
+                return self._stream(self.reader)
         finally:
-            reader.close()
+            self.reader.close()
 
-    def _prepare(self, reader: RowReader) -> None:
-        """Columns, row checks, the explainer, the state and the writer, before the first row."""
+    def _prepare(self, plan: RunPlan, reader: RowReader) -> None:
+        """The explainer, the state, the change watch and the writer, before the first row."""
         from ipfi_cli.core.explainer import make_explainer
-        from ipfi_cli.run import setup
-        from ipfi_cli.run.rows import RowChecker
+        from ipfi_cli.run.steps import RowSteps
 
-        s, loaded = self.settings, self.loaded
-        source = reader.name
-        self.input_columns = reader.columns
-        known = loaded.predictor.columns
-        if not self.input_columns and reader.format == "jsonl" and not known:
-            bad = [row.error for row in reader]  # no good row at all: only bad ones, if any
-            if bad and s.on_bad_row == "fail" and bad[0] is not None:
-                raise bad[0]
-            raise RunError(f"{source}: no row was explained: the input has no rows"
-                           + (f" but {len(bad):,} bad one(s); the first: {bad[0]}" if bad else ""))
-        notes: list[str] = []
-        if reader.format == "jsonl":
-            # JSONL objects need not share keys: a model that names its inputs gets those, else
-            # the first object's keys are the inputs; each row is checked for them and the target
-            named = [*(s.features or []), *(c for members in s.groups.values() for c in members)]
-            inputs = (list(known) if known else list(dict.fromkeys(named)) if s.features
-                      else [c for c in self.input_columns if c != s.target])
-            columns = [*inputs, s.target]
-            check_target = True
-        else:
-            columns, check_target = self.input_columns or list(known or []), bool(self.input_columns)
-        self.columns = setup.model_columns(loaded, columns, s.target, source, check_target=check_target,
-                                           features=s.features, drop=s.drop, groups=s.groups, notes=notes)
-        features, groups = setup.explained_columns(loaded, self.columns, s.features, s.drop, s.groups)
-        check_inputs(loaded, self.columns, source)
-        for line in notes:
-            self.reporter.message(line, "note")
-        self.checker = RowChecker(source=source, target=s.target, columns=self.columns, to_label=self.labels,
-                                  check_columns=reader.format == "jsonl", learn=s.learn, on_bad_row=s.on_bad_row,
-                                  on_skip=self._on_skip,
-                                  on_first_row=setup.first_row_hook(loaded, self.labels, self.columns),
-                                  known_keys=({*self.input_columns, s.target} if reader.format == "jsonl" and not known
-                                              and not s.features else None))
+        s = self.settings
+        checker = plan.row_checker(on_bad_row=s.on_bad_row, on_skip=self._on_skip)
+        explainer: Explainer
         if s.half_life is not None or s.running_mean:  # smoothing whose state merges (ipfi merge)
             from ipfi_cli.core.mergeable import MergeablePFI
 
-            if s.time_column is not None and self.input_columns and s.time_column not in self.input_columns:
+            if s.time_column is not None and plan.input_columns and s.time_column not in plan.input_columns:
                 raise UsageError(f"no such input column: {s.time_column} (the columns: "
-                                 f"{', '.join(self.input_columns)})", "--time-column")
-            self.explainer = MergeablePFI(
-                loaded.predictor, self.columns, loss=self.loss, n_repeats=s.repeats, sampling=s.sampling,
-                reservoir_size=s.reservoir_size, features=features, groups=groups or None, seed=self.seed,
-                half_life=s.half_life, time_column=s.time_column)
+                                 f"{', '.join(plan.input_columns)})", "--time-column")
+            explainer = MergeablePFI(
+                plan.predictor, plan.columns, loss=plan.loss, n_repeats=s.repeats, sampling=s.sampling,
+                reservoir_size=s.reservoir_size, features=plan.features, groups=plan.groups or None,
+                seed=self.seed, half_life=s.half_life, time_column=s.time_column)
         else:
-            self.explainer = make_explainer(
-                s.method, loaded.predictor, self.columns, loss=self.loss, alpha=s.alpha, n_repeats=s.repeats,
-                sampling=s.sampling, reservoir_size=s.reservoir_size, features=features, groups=groups or None,
-                seed=self.seed)
-        check_output_names(self.explainer.names, s.bounds, source)
-        if s.watch is not None:
-            self.watch = ChangeWatch(s.watch, self.explainer, self.loss)
+            explainer = make_explainer(
+                s.method, plan.predictor, plan.columns, loss=plan.loss, alpha=s.alpha, n_repeats=s.repeats,
+                sampling=s.sampling, reservoir_size=s.reservoir_size, features=plan.features,
+                groups=plan.groups or None, seed=self.seed)
+        check_output_names(explainer.names, s.bounds, plan.source)
+        watch = ChangeWatch(s.watch, explainer, plan.loss) if s.watch is not None else None
+        parts = RunParts(explainer=explainer, progress=Progress(), checker=checker, watch=watch)
         if self.state is not None:
-            self.state.begin(self)
+            restored = self.state.begin(plan, s, parts, seed=self.seed, reader=reader, say=self.reporter.message)
+            if restored is not None:
+                parts = restored
+        self.parts = parts
         if s.watch is not None and s.watch.events:
-            self.events_file = EventsFile(s.watch.events,
-                                          keep=self.state.events_kept() if self.state is not None else None)
-            self.observers.insert(1, self.events_file)
-        from ipfi_cli.run.steps import RowSteps
-
-        self.steps = RowSteps(self)
+            parts.events_file = EventsFile(s.watch.events,
+                                           keep=self.state.events_kept() if self.state is not None else None)
+            self.observers.insert(1, parts.events_file)
+        self.steps = RowSteps(plan, s, parts, report_events=self.report_events, refresh=self.refresh_when_due)
         if s.verbose:
-            self._describe(source, reader.format)
-        self.writer = self.state.open_writer(self) if self.state is not None else self._open_writer()
-        start = RunStart(title=self.title(), names=list(self.explainer.names), seed=self.seed, method=s.method,
-                         learning=s.learn, source=source)
+            self._describe(plan)
+        parts.writer = self.state.open_writer(plan, s, parts) if self.state is not None else self._open_writer()
+        start = RunStart(title=self.title(), names=list(explainer.names), seed=self.seed, method=s.method,
+                         learning=s.learn, source=plan.source)
         for observer in self.observers:
             observer.on_start(start)
 
     def _open_writer(self) -> Any:
         from ipfi_cli.io.writers import open_trace_writer
 
-        s = self.settings
-        assert self.explainer is not None
+        s, parts = self.settings, self.parts
+        assert parts is not None
         try:
-            writer = open_trace_writer(s.output, self.explainer.names, format=s.output_format, bounds=s.bounds)
+            writer = open_trace_writer(s.output, parts.explainer.names, format=s.output_format, bounds=s.bounds)
             writer.flush()  # the header, for `tail -f`
         except OSError as error:
             if isinstance(error, BrokenPipeError):
@@ -212,33 +213,35 @@ class ExplainSession:
         return writer
 
     def title(self) -> str:
+        assert self.plan is not None
         mode = "learning" if self.settings.learn else "static"
-        return f"ipfi explain · {type(self.loaded.model).__name__} · {mode} · {self.loss.name} loss"
+        return f"ipfi explain · {type(self.plan.loaded.model).__name__} · {mode} · {self.plan.loss.name} loss"
 
-    def _describe(self, source: str, fmt: str) -> None:
-        s, loaded, explainer, say = self.settings, self.loaded, self.explainer, self.reporter.message
-        assert explainer is not None
-        task = "classification" if self.classification else "regression"
+    def _describe(self, plan: RunPlan) -> None:
+        s, say = self.settings, self.reporter.message
+        assert self.parts is not None
+        names, loaded, columns = self.parts.explainer.names, plan.loaded, plan.columns
+        task = "classification" if plan.classification else "regression"
         mode = "learning (explain each row, then learn it)" if s.learn else "static"
-        say(f"model {s.model}: {loaded.description}; {task}, loss {self.loss.name}; {mode}")
-        unused = [c for c in self.input_columns if c not in self.columns and c != s.target]
-        say(f"input {source} ({fmt}); target {s.target!r}; model inputs ({len(self.columns)}): "
-            f"{', '.join(self.columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
+        say(f"model {s.model}: {loaded.description}; {task}, loss {plan.loss.name}; {mode}")
+        unused = [c for c in plan.input_columns if c not in columns and c != s.target]
+        say(f"input {plan.source} ({plan.input_format}); target {s.target!r}; model inputs ({len(columns)}): "
+            f"{', '.join(columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
         if loaded.predictor.n_features is not None and not loaded.predictor.columns:
-            say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(self.columns)))
-        say(f"explaining ({len(explainer.names)}): "
-            + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in explainer.names))
+            say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(columns)))
+        say(f"explaining ({len(names)}): "
+            + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in names))
         say(f"alpha {s.alpha}, repeats {s.repeats}, sampling {s.sampling}, reservoir {s.reservoir_size}, "
             f"seed {self.seed} (--seed {self.seed} repeats this run)")
 
     # -- the loop ---------------------------------------------------------------------------------
     def _stream(self, reader: RowReader) -> RunStatus:
-        s, state = self.settings, self.state
+        s, state, plan, parts, steps = self.settings, self.state, self.plan, self.parts, self.steps
+        assert plan is not None and parts is not None and steps is not None
         self.status = RunStatus.RUNNING
-        idle = self.refresh
         signals = state.watch_signals() if state is not None else None
         try:
-            for batch in reader.batches(s.batch_size, idle=idle):
+            for batch in reader.batches(s.batch_size, idle=self.refresh):
                 if state is not None:
                     batch = state.drop_seen(batch, reader.name)
                     if not batch:
@@ -246,35 +249,37 @@ class ExplainSession:
                     state.busy = True
                 if self.first_row_time is None:
                     self.first_row_time = time.monotonic()
-                good, failure = self.checker.check(batch)
+                good, bad_row = parts.checker.check(batch)
+                failure: IpfiError | None = bad_row
                 if good:
-                    self.steps.explain(good)
-                    self.writer.flush()
-                if self.steps.failure is not None:  # the model failed on a good row: it comes first
-                    failure = self.steps.failure
+                    steps.explain(good)
+                    parts.writer.flush()
+                if steps.failure is not None:  # the model failed on a good row: it comes first
+                    failure = steps.failure
                 if failure is not None:  # after the rows before it are explained and written
                     raise failure
-                self._check_labels_match()
-                self.progress.input_rows += len(batch)
+                self._check_labels_match(plan, parts)
+                parts.progress.input_rows += len(batch)
                 if state is not None:
-                    state.after_batch(self, batch)
+                    state.after_batch(parts, batch)
                 self.refresh()
-                if self.watch is not None and self.watch.events and s.watch is not None and s.watch.stop_on_change:
+                if parts.watch is not None and parts.watch.events and s.watch is not None \
+                        and s.watch.stop_on_change:
                     raise StopOnChange
             if state is not None:
-                state.at_end(self, reader.name)  # before the end-of-input record
-            self._write_last()
-            self.writer.flush()
+                state.at_end(parts, reader.name)  # before the end-of-input record
+            self._write_last(parts)
+            parts.writer.flush()
             self.status = RunStatus.OK
         except KeyboardInterrupt:
             self.status = RunStatus.INTERRUPTED
             if state is not None:
-                state.on_interrupt(self)
+                state.on_interrupt(parts)
         except StopOnChange:
             self.status = RunStatus.STOPPED_ON_CHANGE
             if state is not None:
-                state.on_interrupt(self)
-            self._write_last()
+                state.on_interrupt(parts)
+            self._write_last(parts)
         except BrokenPipeError:
             self.status = RunStatus.BROKEN_PIPE
         except BaseException as error:
@@ -284,19 +289,19 @@ class ExplainSession:
         finally:
             if signals is not None:
                 signals.restore()
-            self._close()
-        return self._report()
+            self._close(plan, parts)
+        return self._report(plan, parts)
 
-    def _close(self) -> None:
+    def _close(self, plan: RunPlan, parts: RunParts) -> None:
         """Close the output, end the observers (the live table stops, the summary shows), write
         ``--meta``; runs whatever happened."""
         from ipfi_cli.io.writers import silence_stdout
 
         notes: list[tuple[str, str | None]] = []
         try:
-            if self.writer is not None:
+            if parts.writer is not None:
                 try:
-                    self.writer.close()
+                    parts.writer.close()
                 except BrokenPipeError:
                     self.status = RunStatus.BROKEN_PIPE
                 except KeyboardInterrupt:
@@ -304,41 +309,44 @@ class ExplainSession:
             if self.status is RunStatus.BROKEN_PIPE:
                 silence_stdout()
             if self.status in _ENDED:
-                notes = self._end_notes()
+                notes = self._end_notes(plan, parts)
         finally:
             self._end(notes)
             if self.settings.meta and self.status is not RunStatus.STARTING:
                 from ipfi_cli.run.meta import write_meta
 
                 try:
-                    write_meta(self)
+                    write_meta(self.settings.meta, plan=plan, settings=self.settings, parts=parts,
+                               status=self.status, error=self.error, seed=self.seed, started=self.started,
+                               state=self.state)
                 except OSError as error:
                     self.reporter.message(f"{self.settings.meta}: cannot write the metadata file "
                                           f"({error.strerror or error})", "error")
                     if self.status is RunStatus.OK:
                         self.status = RunStatus.ERROR
 
-    def _end_notes(self) -> list[tuple[str, str | None]]:
+    def _end_notes(self, plan: RunPlan, parts: RunParts) -> list[tuple[str, str | None]]:
         """The end of a run that did not fail: save the learned model; the lines said before the summary."""
         s, status = self.settings, self.status
         notes: list[tuple[str, str | None]] = []
         if status is RunStatus.OK and s.save_model:
             from ipfi_cli.models.files import save_model
 
-            save_model(s.save_model, self.loaded.model)
+            save_model(s.save_model, plan.loaded.model)
             if s.verbose:
                 notes.append((f"saved the learned model to {s.save_model}", None))
-        skipped = self.checker.skipped_summary()
+        skipped = parts.checker.skipped_summary()
         if skipped:
             notes.append((skipped, "warning"))
-        for line in (self.checker.late_keys_summary(), self.reader.noted_missing_summary() if self.reader else None):
+        for line in (parts.checker.late_keys_summary(),
+                     self.reader.noted_missing_summary() if self.reader is not None else None):
             if line:
                 notes.append((line, "note"))
-        unknown = self.labels.unknown_summary()
+        unknown = plan.labels.unknown_summary()
         if unknown:
             notes.append((unknown, "warning"))
         if status is RunStatus.INTERRUPTED:
-            notes.append((f"interrupted after {self.progress.rows:,} rows; every record written is complete"
+            notes.append((f"interrupted after {parts.progress.rows:,} rows; every record written is complete"
                           + ("; the model was not saved" if s.save_model else "")
                           + (f"; the state is saved in {s.state}: run the same command again to continue"
                              if s.state else ""), "status"))
@@ -347,7 +355,7 @@ class ExplainSession:
     def _end(self, notes: list[tuple[str, str | None]]) -> None:
         """Tell every observer that the run ended (once). The reporter's display errors never hide
         the run's outcome; another observer's first error is raised after all have heard."""
-        if self._ended or self.explainer is None:
+        if self._ended or self.parts is None:
             return
         self._ended = True
         snapshot = self.snapshot() if self.status is not RunStatus.BROKEN_PIPE else None
@@ -362,73 +370,72 @@ class ExplainSession:
         if failure is not None and self.status in _ENDED:
             raise failure
 
-    def _report(self) -> RunStatus:
-        s, say, status = self.settings, self.reporter.message, self.status
+    def _report(self, plan: RunPlan, parts: RunParts) -> RunStatus:
+        s, say, status, explainer, watch = self.settings, self.reporter.message, self.status, parts.explainer, \
+            parts.watch
         if status in (RunStatus.BROKEN_PIPE, RunStatus.ERROR):
             if self.state is not None:
-                self.state.report_kept(self)
+                self.state.report_kept(say)
             return status
-        assert self.explainer is not None
-        if self.watch is not None:
-            for line in self.watch.summary_lines(self.explainer.importance_array()):
+        if watch is not None:
+            for line in watch.summary_lines(explainer.importance_array()):
                 say(line)
-        if status is RunStatus.STOPPED_ON_CHANGE and self.watch is not None:
-            say(f"stopped at the first change (row {self.watch.events[0].row:,}); every record written is complete"
+        if status is RunStatus.STOPPED_ON_CHANGE and watch is not None:
+            say(f"stopped at the first change (row {watch.events[0].row:,}); every record written is complete"
                 + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
                 "status")
         if s.verbose:
-            say(f"wrote {self.writer.records:,} record(s) to {s.output or '<stdout>'}")
-        if status is RunStatus.OK and self.explainer.n_explained > 0:
-            source = self.reader.name if self.reader else s.input
-            if self.labels.none_matched:
-                raise RunError(f"{source}: {labels_match_nothing(self.labels)}")
-            zero = all_zero_warning(self.explainer.importance_array(), self.explainer.n_explained)
+            say(f"wrote {parts.writer.records:,} record(s) to {s.output or '<stdout>'}")
+        if status is RunStatus.OK and explainer.n_explained > 0:
+            if plan.labels.none_matched:
+                raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
+            zero = all_zero_warning(explainer.importance_array(), explainer.n_explained)
             if zero:
                 say(zero, "warning")
-        if status is RunStatus.OK and self.explainer.n_explained == 0:
-            skipped_rows, rows = self.checker.skipped, self.progress.rows
+        if status is RunStatus.OK and explainer.n_explained == 0:
+            skipped_rows, rows = parts.checker.skipped, parts.progress.rows
             why = (f"all {skipped_rows:,} row(s) were bad" if skipped_rows and not rows
                    else "the input has no rows" if not rows
                    else "one row only fills the reservoir; a row is explained against earlier rows")
-            raise RunError(f"{self.reader.name if self.reader else s.input}: no row was explained: {why}")
+            raise RunError(f"{plan.source}: no row was explained: {why}")
         return status
 
     def _on_skip(self, error: Any) -> None:
         if self.settings.verbose:
             self.reporter.message(f"skipped {error}", "warning")
 
-    def _check_labels_match(self) -> None:
+    def _check_labels_match(self, plan: RunPlan, parts: RunParts) -> None:
         """Once enough rows are explained: a zero-one loss of 1 on every one of them means the
         labels and the model's outputs are probably of different kinds; say so."""
         from ipfi_cli.run.labels import MISMATCH_ROWS, mismatch_example
 
-        explainer = self.explainer
-        assert explainer is not None
+        explainer = parts.explainer
         needed = MISMATCH_ROWS * (8 if self.settings.learn else 1)  # a learning model starts out wrong
         if self._mismatch_checked or explainer.n_explained < needed:
             return
         self._mismatch_checked = True
-        if self.loss.name == "zero-one" and explainer.mean_loss == 1.0:
-            example = mismatch_example(self.loaded.predictor, self.columns, self.steps.reference)
+        if plan.loss.name == "zero-one" and explainer.mean_loss == 1.0:
+            assert self.steps is not None
+            example = mismatch_example(plan.predictor, plan.columns, self.steps.reference)
             self.reporter.message(
                 f"every one of the first {explainer.n_explained:,} explained rows has a wrong prediction (loss 1): "
                 f"the labels probably do not match the model's outputs{example}; check --target and the "
                 "label values", "warning")
 
-    def _write_last(self) -> None:
+    def _write_last(self, parts: RunParts) -> None:
         """Always end with the last row's record (``every`` may have skipped it)."""
-        last = self.progress.last
-        if last is not None and self.progress.last_written != last[0]:
-            assert self.explainer is not None
-            bound = self.explainer.bound_array(self.settings.delta).tolist() if self.settings.bounds else None
-            self.writer.write(last[0], last[1], bound)
-            self.progress.last_written = last[0]
+        progress = parts.progress
+        last = progress.last
+        if last is not None and progress.last_written != last[0]:
+            bound = parts.explainer.bound_array(self.settings.delta).tolist() if self.settings.bounds else None
+            parts.writer.write(last[0], last[1], bound)
+            progress.last_written = last[0]
 
     # -- display ----------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """The run as the observers see it now."""
-        explainer, progress = self.explainer, self.progress
-        assert explainer is not None
+        assert self.parts is not None
+        explainer, progress, watch = self.parts.explainer, self.parts.progress, self.parts.watch
         explained = explainer.n_explained
         self.meter.update(progress.rows, explained, explainer.mean_loss)
         elapsed = time.monotonic() - self.first_row_time if self.first_row_time is not None else 0.0
@@ -439,15 +446,13 @@ class ExplainSession:
                 rate = progress.rows / elapsed
         return Snapshot(names=explainer.names, importances=explainer.importance_array().tolist(),
                         bounds=explainer.bound_array(self.settings.delta).tolist(), rows=progress.rows,
-                        explained=explained, skipped=self.checker.skipped, elapsed=elapsed, rate=rate,
-                        loss=explainer.mean_loss,
-                        recent_loss=recent_loss,
-                        seed=self.seed, learning=self.settings.learn,
-                        marks=self.watch.marks() if self.watch is not None else {})
+                        explained=explained, skipped=self.parts.checker.skipped, elapsed=elapsed, rate=rate,
+                        loss=explainer.mean_loss, recent_loss=recent_loss, seed=self.seed,
+                        learning=self.settings.learn, marks=watch.marks() if watch is not None else {})
 
     def refresh(self) -> None:
         """A snapshot to every observer (after each micro-batch, and while the input is idle)."""
-        if self.explainer is None:
+        if self.parts is None:
             return
         snapshot = self.snapshot()
         self._next_snapshot = time.monotonic() + SNAPSHOT_INTERVAL

@@ -27,9 +27,9 @@ PER_SHARD = ("--seed",)
 
 def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = None) -> dict[str, Any]:
     """Merge the state files ``paths`` into a new state file ``output``; returns its ``run`` counters."""
-    from ipfi_cli import __version__
     from ipfi_cli.core.mergeable import merge_states
     from ipfi_cli.io.run_state import load_state, save_state
+    from ipfi_cli.version import __version__
 
     if len(paths) < 2:
         raise StateError("give at least two state files to merge")

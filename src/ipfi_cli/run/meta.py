@@ -8,7 +8,9 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ipfi_cli.run.explain import ExplainSession
+    from ipfi_cli.run.plan import RunPlan
+    from ipfi_cli.run.resume import StateKeeper
+    from ipfi_cli.run.settings import ExplainSettings, RunParts, RunStatus
 
 
 def library_versions() -> dict[str, str]:
@@ -29,50 +31,46 @@ def _iso(seconds: float) -> str:
     return _dt.datetime.fromtimestamp(seconds, _dt.UTC).isoformat(timespec="seconds")
 
 
-def write_meta(session: ExplainSession) -> None:
-    """Write the session's ``--meta`` file (JSON, atomically)."""
+def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: RunParts, status: RunStatus,
+               error: str | None, seed: int, started: float, state: StateKeeper | None) -> None:
+    """Write a run's ``--meta`` file (JSON, atomically) to ``path``."""
     from ipfi_cli.io.writers import write_json
 
-    s, explainer, reader, progress = session.settings, session.explainer, session.reader, session.progress
-    settings = asdict(s)
-    settings["seed"] = session.seed
-    settings["http"] = s.http.for_meta() if s.http is not None else None  # never a header's value
-    settings["loss"] = session.loss.name if session.loss is not None else s.loss
-    settings["task"] = (("classification" if session.classification else "regression")
-                        if session.classification is not None else s.task)
+    s, explainer, progress = settings, parts.explainer, parts.progress
+    names = explainer.names
+    meta_settings = asdict(s)
+    meta_settings["seed"] = seed
+    meta_settings["http"] = s.http.for_meta() if s.http is not None else None  # never a header's value
+    meta_settings["loss"] = plan.loss.name
+    meta_settings["task"] = "classification" if plan.classification else "regression"
     finished = time.time()
     meta: dict[str, Any] = {
         "command": "explain",
-        "status": session.status.value,
-        "error": session.error,
-        "seed": session.seed,
-        "settings": settings,
-        "model": {"path": s.model, "type": type(session.loaded.model).__name__, "kind": session.loaded.kind}
-        if session.loaded is not None else None,
-        "input": {"source": reader.name if reader else s.input,
-                  "format": reader.known_format if reader and reader.known_format else s.format,
-                  "columns": session.input_columns},
-        "model_columns": session.columns,
-        "names": explainer.names if explainer is not None else None,
-        "rows": {"processed": progress.rows, "skipped": session.checker.skipped if session.checker else 0,
-                 "explained": explainer.n_explained if explainer is not None else 0,
-                 "records_written": session.writer.records if session.writer is not None else 0},
-        "final": {"importances": dict(zip(explainer.names, explainer.importance_array().tolist())),
-                  "bounds": dict(zip(explainer.names, explainer.bound_array(s.delta).tolist())),
-                  "mean_loss": explainer.mean_loss} if explainer is not None else None,
+        "status": status.value,
+        "error": error,
+        "seed": seed,
+        "settings": meta_settings,
+        "model": {"path": s.model, "type": type(plan.loaded.model).__name__, "kind": plan.loaded.kind},
+        "input": {"source": plan.source, "format": plan.input_format, "columns": plan.input_columns},
+        "model_columns": plan.columns,
+        "names": names,
+        "rows": {"processed": progress.rows, "skipped": parts.checker.skipped,
+                 "explained": explainer.n_explained,
+                 "records_written": parts.writer.records if parts.writer is not None else 0},
+        "final": {"importances": dict(zip(names, explainer.importance_array().tolist())),
+                  "bounds": dict(zip(names, explainer.bound_array(s.delta).tolist())),
+                  "mean_loss": explainer.mean_loss},
         "versions": library_versions(),
-        "started": _iso(session.started),
+        "started": _iso(started),
         "finished": _iso(finished),
-        "elapsed_seconds": round(finished - session.started, 3),
+        "elapsed_seconds": round(finished - started, 3),
     }
-    if s.http is not None and session.loaded is not None:
-        meta["http"] = session.loaded.predictor.stats()  # requests, rows sent, seconds: never a header
-    if session.watch is not None:
-        meta["changes"] = [event.to_dict() for event in session.watch.events]
-    if session.state is not None:
-        state = session.state
+    if s.http is not None:
+        meta["http"] = plan.predictor.stats()  # requests, rows sent, seconds: never a header
+    if parts.watch is not None:
+        meta["changes"] = [event.to_dict() for event in parts.watch.events]
+    if state is not None:
         meta["state"] = {"path": s.state, "checkpoints_saved": state.checkpoints,
                          "continued_after_input_row": state.resumed["run"]["input_rows"] if state.resumed else None,
                          "input_rows_handled": progress.input_rows}
-    assert s.meta is not None
-    write_json(s.meta, meta)
+    write_json(path, meta)

@@ -6,7 +6,7 @@ Each receives, in this order:
 - ``on_start(start)`` once, before the first row is read (a :class:`RunStart`: title, names, seed);
 - ``on_snapshot(snapshot)`` after every micro-batch once its records are written, and in between
   at most every :data:`SNAPSHOT_INTERVAL` seconds while a ``--learn`` micro-batch runs or the
-  input is idle (a :class:`~ipfi_cli.run.report.Snapshot`), whether or not a terminal is attached;
+  input is idle (a :class:`Snapshot`), whether or not a terminal is attached;
 - ``on_events(events)`` for each row's change events (``--detect``), as soon as they are found
   (a list of :class:`~ipfi_cli.core.changes.ChangeEvent` / :class:`~ipfi_cli.core.changes.RankingEvent`);
 - ``on_end(end)`` once, when the stream has ended, whatever happened (a :class:`RunEnd`: the
@@ -18,7 +18,6 @@ fails on is its own business (an exception stops the run like a failing model wo
 
 A Python observer that keeps the last importances:
 
->>> from ipfi_cli.run.report import Snapshot
 >>> class LastImportances:
 ...     def __init__(self): self.last = {}
 ...     def on_start(self, start): pass
@@ -44,10 +43,30 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol, runtime_checkable
 
 from ipfi_cli.errors import OutputError
-from ipfi_cli.run.report import Snapshot
 
 #: seconds between snapshots while a ``--learn`` micro-batch runs or the input is idle
 SNAPSHOT_INTERVAL = 0.25
+#: the statuses (RunStatus values) of a run that ended without failing: it shows a summary
+ENDED = ("ok", "interrupted", "stopped-on-change")
+
+
+@dataclass
+class Snapshot:
+    """What a run shows of itself at one moment."""
+
+    names: Sequence[str]
+    importances: Sequence[float]
+    bounds: Sequence[float]
+    rows: int = 0  # rows read and explained (the first row of a stream is only stored)
+    explained: int = 0
+    skipped: int = 0
+    elapsed: float = 0.0
+    rate: float = float("nan")  # recent rows per second
+    loss: float = float("nan")  # the model's mean loss over the explained rows
+    recent_loss: float = float("nan")  # ... over recent rows
+    seed: int | None = None
+    learning: bool = False
+    marks: dict[str, str] = field(default_factory=dict)  # feature -> its latest change ("↓ row 10,231")
 
 
 @dataclass(frozen=True)

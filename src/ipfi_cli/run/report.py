@@ -20,34 +20,13 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, Any, Protocol
 
-if TYPE_CHECKING:
-    from ipfi_cli.run.observers import RunEnd, RunStart
+from ipfi_cli.run.observers import ENDED, RunEnd, RunStart, Snapshot
+
+__all__ = ["ENDED", "PROG", "PlainReporter", "RateMeter", "Reporter", "RunEnd", "RunStart", "Snapshot"]
 
 PROG = "ipfi"
-#: the statuses (RunStatus values) of a run that ended without failing: it shows a summary
-ENDED = ("ok", "interrupted", "stopped-on-change")
-
-
-@dataclass
-class Snapshot:
-    """What a run shows of itself at one moment."""
-
-    names: Sequence[str]
-    importances: Sequence[float]
-    bounds: Sequence[float]
-    rows: int = 0  # rows read and explained (the first row of a stream is only stored)
-    explained: int = 0
-    skipped: int = 0
-    elapsed: float = 0.0
-    rate: float = float("nan")  # recent rows per second
-    loss: float = float("nan")  # the model's mean loss over the explained rows
-    recent_loss: float = float("nan")  # ... over recent rows
-    seed: int | None = None
-    learning: bool = False
-    marks: dict[str, str] = field(default_factory=dict)  # feature -> its latest change ("↓ row 10,231")
 
 
 class Reporter(Protocol):

@@ -24,9 +24,12 @@ from typing import TYPE_CHECKING, Any
 from ipfi_cli.errors import InputError, StateError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ipfi_cli.io.readers import RowReader
     from ipfi_cli.io.values import Row
-    from ipfi_cli.run.explain import ExplainSession
+    from ipfi_cli.run.plan import RunPlan
+    from ipfi_cli.run.settings import ExplainSettings, RunParts
 
 
 def fingerprint(row: Row) -> int:
@@ -48,14 +51,12 @@ def file_digest(path: str) -> str:
 OPTION_NAMES = {"n_repeats": "--repeats"}
 
 
-def run_settings(session: ExplainSession) -> dict[str, Any]:
+def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str, Any]:
     """Everything that must be the same for a run to continue another: option -> value."""
     from ipfi_cli.io.writers import output_format_for
     from ipfi_cli.models.sources import model_digest
 
-    s, explainer = session.settings, session.explainer
-    assert explainer is not None
-    params = explainer.params()
+    params = parts.explainer.params()
     own = {OPTION_NAMES.get(key, "--" + key.replace("_", "-")): value for key, value in params.items()
            if key not in ("method", "columns", "names", "groups", "loss", "smoothing")}  # smoothing: --half-life etc.
     return {
@@ -63,7 +64,7 @@ def run_settings(session: ExplainSession) -> dict[str, Any]:
         "--group": params["groups"], "--loss": params["loss"], "--method": params["method"], **own,
         "--time-column": s.time_column, "--half-life": s.half_life, "--running-mean": s.running_mean,
         "--model": model_digest(s.model), "--target": s.target, "--learn": s.learn,
-        "--task": "classification" if session.classification else "regression", "--every": s.every,
+        "--task": "classification" if plan.classification else "regression", "--every": s.every,
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
         "--output-format": output_format_for(s.output, s.output_format),
         "--detect": None if s.watch is None else {
@@ -106,12 +107,13 @@ class StateKeeper:
         self.last_print: int | None = None  # fingerprint of the last input row handled
         self.busy = False  # in the middle of a micro-batch: Ctrl-C/SIGTERM wait for its end
         self.stop_requested = False
+        self._run: tuple[ExplainSettings, int, RowReader, Any] | None = None  # what begin() was told
 
     @classmethod
     def open(cls, path: str, *, skip_seen: bool) -> StateKeeper:
         """The keeper of ``path``: continuing from it if it exists (the ipfi version checked first)."""
-        from ipfi_cli import __version__
         from ipfi_cli.io.run_state import load_state
+        from ipfi_cli.version import __version__
 
         resumed = load_state(path) if os.path.exists(path) else None
         if resumed is not None and resumed.get("ipfi") != __version__:
@@ -142,16 +144,22 @@ class StateKeeper:
             reader.rows_read = self.resumed["run"]["input_rows"]
             reader.assume_kinds(self.resumed["run"]["kinds"])
 
-    def begin(self, session: ExplainSession) -> None:
-        """Note the run's settings; when continuing, check them and restore the explainer and counters."""
-        self.settings = now = run_settings(session)
-        if session.watch is not None:
+    def begin(self, plan: RunPlan, settings: ExplainSettings, parts: RunParts, *, seed: int, reader: RowReader,
+              say: Callable[[str], None]) -> RunParts | None:
+        """Note the run's settings (for the checkpoints); when continuing, check them and return the
+        resumed run's pieces (its explainer and change watch restored from the state's plain data, its
+        counters), else ``None``."""
+        from dataclasses import replace
+
+        self.settings = now = run_settings(plan, settings, parts)
+        self._run = (settings, seed, reader, plan.loaded)
+        if parts.watch is not None:
             from ipfi_cli.core.changes import adwin_saves_as_data
 
             if not adwin_saves_as_data():  # say so before any row, not at the first checkpoint
-                session.watch.detector.state_dict()  # raises the StateError that explains it
+                parts.watch.detector.state_dict()  # raises the StateError that explains it
         if self.resumed is None:
-            return
+            return None
         if self.resumed["run"].get("merged") and self.skip_seen:
             raise StateError(f"{self.path}: a merged state continues with new rows only: add --no-skip-seen (its "
                              "shards' inputs are not one input to skip)")
@@ -163,32 +171,33 @@ class StateKeeper:
             raise StateError(f"{self.path}: the state belongs to a run with other settings "
                              f"({'; '.join(differences)}); use that run's options, or a new --state to start a "
                              "new run")
-        assert session.explainer is not None
+        explainer = parts.explainer
         try:
-            session.explainer.load_state_dict(self.resumed["explainer"])
+            explainer.load_state_dict(self.resumed["explainer"])
         except (KeyError, TypeError, ValueError) as error:
             raise StateError(f"{self.path}: the explainer's state cannot be continued ({error})") from None
         run = self.resumed["run"]
-        progress = session.progress
-        progress.rows, progress.last_written = run["rows"], run["last_written"]
-        progress.last = (run["last"][0], list(run["last"][1])) if run["last"] else None
-        progress.input_rows = self.checkpoint_rows = run["input_rows"]
-        session.checker.skipped, session.checker.first_skip = run["skipped"], run["first_skip"]
-        if session.watch is not None:
+        progress = replace(parts.progress, rows=run["rows"], last_written=run["last_written"],
+                           last=(run["last"][0], list(run["last"][1])) if run["last"] else None,
+                           input_rows=run["input_rows"])
+        self.checkpoint_rows = run["input_rows"]
+        parts.checker.skipped, parts.checker.first_skip = run["skipped"], run["first_skip"]
+        watch = parts.watch
+        if watch is not None:
             if self.resumed.get("watch") is None:
                 raise StateError(f"{self.path}: the state belongs to a run without change detection; use that "
                                  "run's options, or a new --state to start a new run")
-            session.watch.load_state_dict(self.resumed["watch"])
+            watch.load_state_dict(self.resumed["watch"])
         self.last_print = run["last_print"]
         self.to_skip = progress.input_rows if self.skip_seen else 0
         rows = progress.input_rows
-        session.reporter.message(
-            f"continuing from {self.path}: {rows:,} input row(s) already handled; "
+        say(f"continuing from {self.path}: {rows:,} input row(s) already handled; "
             + (f"skipping the first {rows:,} row(s) of the input" if self.skip_seen
                else f"the input continues the stream at row {rows + 1:,}")
             + (f"; traces continue at row {rows + 1:,}" if rows else ""))
+        return replace(parts, explainer=explainer, progress=progress, watch=watch)
 
-    def open_writer(self, session: ExplainSession) -> Any:
+    def open_writer(self, plan: RunPlan, s: ExplainSettings, parts: RunParts) -> Any:
         """The trace writer on a :class:`~ipfi_cli.io.run_state.TrackedOutput`: a new file, stdout,
         or (continuing) the traces file cut back to where the state says it ends."""
         import sys
@@ -197,7 +206,6 @@ class StateKeeper:
         from ipfi_cli.io.run_state import TrackedOutput, reopen_traces
         from ipfi_cli.io.writers import WRITERS, output_format_for
 
-        s = session.settings
         path = s.output if s.output and s.output != "-" else None
         try:
             if self.resumed is not None:
@@ -215,11 +223,10 @@ class StateKeeper:
         except OSError as error:
             raise OutputError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
         self.tracked = tracked
-        assert session.explainer is not None
         # the header is already there (unless nothing was written: a merged state's first traces)
         tracked.muted = self.resumed is not None and self.resumed["run"]["output"]["size"] > 0
         writer = WRITERS[output_format_for(s.output, s.output_format)](
-            tracked, session.explainer.names, bounds=s.bounds, close=True)
+            tracked, parts.explainer.names, bounds=s.bounds, close=True)
         tracked.muted = False
         if self.resumed is not None:
             writer.records = self.resumed["run"]["records"]
@@ -254,66 +261,67 @@ class StateKeeper:
                              "read)", source=source)
         return rest
 
-    def after_batch(self, session: ExplainSession, batch: list[Row]) -> None:
+    def after_batch(self, parts: RunParts, batch: list[Row]) -> None:
         """A micro-batch is done: checkpoint when due; an interruption asked for during it stops now."""
         self.last_print = fingerprint(batch[-1])
-        if session.progress.input_rows - self.checkpoint_rows >= session.settings.checkpoint_every:
-            self.checkpoint(session)
+        assert self._run is not None
+        if parts.progress.input_rows - self.checkpoint_rows >= self._run[0].checkpoint_every:
+            self.checkpoint(parts)
         self.busy = False
         if self.stop_requested:
             raise KeyboardInterrupt
 
-    def at_end(self, session: ExplainSession, source: str) -> None:
+    def at_end(self, parts: RunParts, source: str) -> None:
         """The input ended: it must hold every row the state has read; then the last checkpoint."""
         if self.to_skip:
-            handled = session.progress.input_rows
+            handled = parts.progress.input_rows
             raise InputError(f"the input ends after {handled - self.to_skip:,} row(s), but the state {self.path} "
                              f"has read {handled:,}: is this the same input? (with --no-skip-seen the input holds "
                              "only the rows after those)", source=source)
-        self.checkpoint(session)
+        self.checkpoint(parts)
 
-    def on_interrupt(self, session: ExplainSession) -> None:
+    def on_interrupt(self, parts: RunParts) -> None:
         if not self.busy:  # between micro-batches: the state is consistent
             self.busy = True  # a second Ctrl-C waits for the save
-            self.checkpoint(session)
+            self.checkpoint(parts)
 
-    def report_kept(self, session: ExplainSession) -> None:
+    def report_kept(self, say: Callable[[str], None]) -> None:
         """After a failure: say that the state stays at its last checkpoint."""
         if self.checkpoints or self.resumed is not None:
-            session.reporter.message(f"the state in {self.path} stays at its last checkpoint (input row "
+            say(f"the state in {self.path} stays at its last checkpoint (input row "
                                      f"{self.checkpoint_rows:,}); running the command again continues from there")
 
     # -- saving ---------------------------------------------------------------------------------
-    def checkpoint(self, session: ExplainSession) -> None:
+    def checkpoint(self, parts: RunParts) -> None:
         """Save the state: traces flushed and synced first, so it never claims a record not in the file."""
-        from ipfi_cli import __version__
         from ipfi_cli.io.run_state import remove_other_models, save_model_beside, save_state
+        from ipfi_cli.version import __version__
 
-        s, progress, writer = session.settings, session.progress, session.writer
+        assert self._run is not None
+        s, seed, reader, loaded = self._run
+        progress, writer, checker = parts.progress, parts.writer, parts.checker
         writer.flush()
         self.tracked.sync()
         last = progress.last
-        assert session.reader is not None
         run = {
-            "seed": session.seed, "input_rows": progress.input_rows, "rows": progress.rows,
-            "skipped": session.checker.skipped, "first_skip": session.checker.first_skip,
+            "seed": seed, "input_rows": progress.input_rows, "rows": progress.rows,
+            "skipped": checker.skipped, "first_skip": checker.first_skip,
             "last_written": progress.last_written,
             "last": [last[0], [float(v) for v in last[1]]] if last is not None else None,
-            "records": writer.records, "kinds": session.reader.column_kinds(), "last_print": self.last_print,
+            "records": writer.records, "kinds": reader.column_kinds(), "last_print": self.last_print,
             "output": {"size": self.tracked.size, "crc": self.tracked.crc,
                        "path": os.path.abspath(s.output) if s.output and s.output != "-" else None},
-            "input": session.reader.name, "saved": time.time(),
+            "input": reader.name, "saved": time.time(),
         }
-        if session.events_file is not None and session.watch is not None:
-            session.watch.written = session.events_file.written
-        assert session.explainer is not None
+        if parts.events_file is not None and parts.watch is not None:
+            parts.watch.written = parts.events_file.written
         # the learned model is the one part that is not plain data: a pickle beside the state, which
         # the state vouches for by its SHA-256 (written first, so the state never refers to a missing file)
-        model = save_model_beside(self.path, pickle.dumps(session.loaded.model, protocol=pickle.HIGHEST_PROTOCOL)) \
+        model = save_model_beside(self.path, pickle.dumps(loaded.model, protocol=pickle.HIGHEST_PROTOCOL)) \
             if s.learn else None
         save_state(self.path, {"ipfi": __version__, "settings": self.settings,
-                               "explainer": session.explainer.state_dict(), "model": model, "run": run,
-                               "watch": None if session.watch is None else session.watch.state_dict()})
+                               "explainer": parts.explainer.state_dict(), "model": model, "run": run,
+                               "watch": None if parts.watch is None else parts.watch.state_dict()})
         remove_other_models(self.path, model)
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1

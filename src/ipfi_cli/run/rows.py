@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-from ipfi_cli.io.readers import MISSING, InputError, Row, RowReader
+from ipfi_cli.io.readers import MISSING, InputError, Row
 
 
 class GoodRow(NamedTuple):
@@ -143,20 +143,6 @@ class RowChecker:
                 return self._error(f"{v} is not a finite number (a number too large for a float, such as 1e400, "
                                    "reads as inf); models cannot use it", row, c)
         return None
-
-
-def read_good_rows(reader: RowReader, checker: RowChecker, *, batch_size: int = 1000) -> list[GoodRow]:
-    """Every good row of the whole input (the batch commands read it whole).
-
-    With ``on_bad_row="fail"`` the first bad row raises its :class:`InputError`.
-    """
-    rows: list[GoodRow] = []
-    for batch in reader.batches(batch_size):
-        good, failure = checker.check(batch)
-        rows.extend(good)
-        if failure is not None:
-            raise failure
-    return rows
 
 
 def rows_frame(rows: Sequence[GoodRow], columns: Sequence[str]) -> Any:

@@ -1,12 +1,18 @@
-"""What an ``ipfi explain`` session is asked to do, how it ended, and the counters it keeps."""
+"""What an ``ipfi explain`` session is asked to do, how it ended, and what changes as it runs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.run.watch import WatchSettings
+from ipfi_cli.run.plan import InputSpec, Selection
+from ipfi_cli.run.watch import ChangeWatch, WatchSettings
+
+if TYPE_CHECKING:
+    from ipfi_cli.core.explainer import Explainer
+    from ipfi_cli.run.observers import EventsFile
+    from ipfi_cli.run.rows import RowChecker
 
 CHECKPOINT_EVERY = 10_000
 
@@ -58,6 +64,18 @@ class ExplainSettings:
     watch: WatchSettings | None = None  # change detection (--detect and its options)
     http: Any = None  # HttpOptions of a served model (--model-url); --meta gets it without header values
 
+    @property
+    def inputs(self) -> InputSpec:
+        """Where the rows come from and how they are read."""
+        return InputSpec(path=self.input, format=self.format, na_values=self.na_values,
+                         no_default_na=self.no_default_na, delimiter=self.delimiter, text=self.text)
+
+    @property
+    def selection(self) -> Selection:
+        """What is explained, against what."""
+        return Selection(target=self.target, task=self.task, loss=self.loss, features=self.features,
+                         drop=self.drop, groups=self.groups)
+
 
 class StopOnChange(Exception):
     """Raised between micro-batches to stop the run at its first change (``stop_on_change``)."""
@@ -83,3 +101,16 @@ class Progress:
     input_rows: int = 0  # input rows handled, good and bad: where a resumed run starts
     last_written: int = 0  # row number of the last record written
     last: tuple[int, list[float]] | None = None  # the last row's number and estimates
+
+
+@dataclass
+class RunParts:
+    """What changes as a session streams: the pieces its collaborators (the row steps, the state
+    keeper, ``--meta``) receive, beside the immutable :class:`~ipfi_cli.run.plan.RunPlan`."""
+
+    explainer: Explainer
+    progress: Progress
+    checker: RowChecker
+    watch: ChangeWatch | None = None  # change detection, with --detect
+    writer: Any = None  # the trace writer
+    events_file: EventsFile | None = None  # --events

@@ -9,28 +9,36 @@ fails on, which is named with its column and skipped or made the run's failure.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError
 from ipfi_cli.run.rows import GoodRow
 
 if TYPE_CHECKING:
-    from ipfi_cli.core.explainer import Explainer
-    from ipfi_cli.run.explain import ExplainSession
+    from ipfi_cli.run.plan import RunPlan
+    from ipfi_cli.run.settings import ExplainSettings, RunParts
 
 
 class RowSteps:
-    """Explain good rows for ``session`` and write the due records of its trace."""
+    """Explain good rows of the run ``plan`` and write the due records of its trace.
 
-    def __init__(self, session: ExplainSession) -> None:
-        self.session = session
-        self.settings = session.settings
-        assert session.explainer is not None
-        self.explainer: Explainer = session.explainer
-        self.predictor = session.loaded.predictor
-        self.columns = session.columns
-        self.output = session.loss.output
-        self.source = session.reader.name if session.reader is not None else ""
+    ``parts`` are the run's mutable pieces (the explainer, the counters, the row checker, the
+    writer, the change watch: read from it at each step, so a resumed run's are the ones used);
+    ``report_events`` hears each row's change events; ``refresh`` is called after each row of a
+    learning model (a snapshot when one is due).
+    """
+
+    def __init__(self, plan: RunPlan, settings: ExplainSettings, parts: RunParts, *,
+                 report_events: Callable[[Sequence[Any]], None], refresh: Callable[[], None]) -> None:
+        self.settings = settings
+        self.parts = parts
+        self.report_events = report_events
+        self.refresh = refresh
+        self.predictor = plan.predictor
+        self.columns = plan.columns
+        self.output = plan.loss.output
+        self.source = plan.source
         self.failure: IpfiError | None = None  # a row the model failed on (on_bad_row "fail")
         self.reference: tuple[dict[str, Any], Any] | None = None  # a row the model took, and its label
 
@@ -56,7 +64,7 @@ class RowSteps:
         s = self.settings
         begin = 0
         while begin < len(good):
-            size = s.every - self.session.progress.rows % s.every if s.bounds else len(good) - begin
+            size = s.every - self.parts.progress.rows % s.every if s.bounds else len(good) - begin
             self._explain_part(good[begin:begin + size])
             begin += size
 
@@ -67,7 +75,8 @@ class RowSteps:
         Leading rows the model cannot take are dropped in a loop (thousands of them must not
         deepen the stack); only the bisection recurses, log2(len(part)) deep."""
         start = 0
-        while self.failure is None and start < len(part) and self.explainer.n_seen == 0:
+        explainer = self.parts.explainer
+        while self.failure is None and start < len(part) and explainer.n_seen == 0:
             # the first row only fills the reservoir: checked alone, so a row the model cannot
             # take never becomes a replacement value for later rows
             if self._model_takes(part[start]):
@@ -76,9 +85,9 @@ class RowSteps:
         part = part[start:]
         if self.failure is not None or not part:
             return
-        watch = self.session.watch
+        watch = self.parts.watch
         try:
-            result = self.explainer.explain_many([p.values for p in part], [p.label for p in part],
+            result = explainer.explain_many([p.values for p in part], [p.label for p in part],
                                                  return_contributions=watch is not None)
         except ServiceError:  # the model cannot be reached: about no row
             raise
@@ -97,7 +106,7 @@ class RowSteps:
         self._emit(part, estimates)
         events = watch.rows([p.number for p in part], contributions, losses, estimates)
         if events:
-            self.session.report_events(events)
+            self.report_events(events)
 
     def _model_takes(self, row: GoodRow) -> bool:
         from ipfi_cli.core.losses import Output
@@ -116,13 +125,13 @@ class RowSteps:
         """The model cannot take ``row``: name it (and its column); skip it or stop after the rows before it."""
         from ipfi_cli.run.failures import failing_column, failure_message
 
-        time_column = getattr(self.explainer, "time_column", None)
+        time_column = getattr(self.parts.explainer, "time_column", None)
         if isinstance(error, InputError) and time_column is not None and error.column == time_column:
             # the row's event time (--time-column) is missing or not a time: about the row, not the model
             message = str(InputError(error.message, source=self.source, row=row.number, line=row.line,
                                      column=time_column))
             if self.settings.on_bad_row == "skip":
-                self.session.checker.skip(message)
+                self.parts.checker.skip(message)
             else:
                 self.failure = InputError(message)
             return
@@ -132,7 +141,7 @@ class RowSteps:
         message = failure_message(self.source, row.number, row.line, row.values,
                                   self.columns, error, column)
         if self.settings.on_bad_row == "skip":
-            self.session.checker.skip(message)
+            self.parts.checker.skip(message)
         else:
             self.failure = InputError(message)
 
@@ -140,7 +149,8 @@ class RowSteps:
         """Write the due records of an explained part; a non-finite loss stops the run there."""
         import numpy as np
 
-        explainer, writer, s, progress = self.explainer, self.session.writer, self.settings, self.session.progress
+        parts, s = self.parts, self.settings
+        explainer, writer, progress = parts.explainer, parts.writer, parts.progress
         fresh = explainer.n_explained == 0 or progress.rows == 0
         broken = np.isnan(array).any(axis=1)
         if fresh:
@@ -161,7 +171,8 @@ class RowSteps:
     def _learn_rows(self, good: list[GoodRow]) -> None:
         import numpy as np
 
-        explainer, writer, s, progress = self.explainer, self.session.writer, self.settings, self.session.progress
+        parts, s = self.parts, self.settings
+        explainer, writer, progress, watch = parts.explainer, parts.writer, parts.progress, parts.watch
         predictor, columns = self.predictor, self.columns
         for row in good:
             x = {c: row.values[c] for c in columns}
@@ -182,10 +193,10 @@ class RowSteps:
                 continue
             if explainer.n_explained and np.isnan(estimates).any():
                 raise self._nonfinite_loss(row)  # before the model learns the row
-            if self.session.watch is not None:
-                events = self.session.watch.row(row.number, explainer)
+            if watch is not None:
+                events = watch.row(row.number, explainer)
                 if events:
-                    self.session.report_events(events)
+                    self.report_events(events)
             try:
                 predictor.learn_one(x, row.label)
             except ServiceError:  # the model cannot be reached: about no row
@@ -205,4 +216,4 @@ class RowSteps:
                 progress.last_written = row.number
             progress.last = (row.number, values)
             self.reference = (x, row.label)
-            self.session.refresh_when_due()
+            self.refresh()

@@ -19,9 +19,6 @@ from ipfi_cli.errors import InputError
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
 
-#: the exit code of a run that saw a change, with --fail-on-change or --stop-on-change
-EXIT_CHANGED = 3
-
 
 @dataclass
 class WatchSettings:

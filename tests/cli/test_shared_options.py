@@ -1,0 +1,47 @@
+"""The options explain, batch and compare share are one option: the same parameter name,
+spellings, default and help in every command (Typer needs each in each signature)."""
+
+from __future__ import annotations
+
+import typer.main
+
+from ipfi_cli.cli.app import app
+
+COMMANDS = ("explain", "batch", "compare")
+#: options that differ on purpose: what they mean differs by command
+OWN = {
+    "alpha": "compare takes several rates (a list); explain one",
+    "sampling": "compare runs several strategies (a list); explain one",
+    "repeats": "batch permutes whole columns M times; iPFI averages M realisations per row",
+    "reservoir_size": "compare has a short alias, -L",
+    "learn": "explain learns as it explains; compare compares with interval PFI",
+    "input": "explain streams INPUT (optional, stdin); batch and compare read DATA whole",
+    "data": "explain streams INPUT (optional, stdin); batch and compare read DATA whole",
+}
+
+
+def _params() -> dict[str, dict[str, object]]:
+    group = typer.main.get_command(app)
+    found: dict[str, dict[str, object]] = {}
+    for command in COMMANDS:
+        click_command = group.commands[command]  # type: ignore[attr-defined]
+        for param in click_command.params:
+            found.setdefault(param.name, {})[command] = (
+                tuple(param.opts), tuple(param.secondary_opts), param.default, getattr(param, "help", None),
+                param.required)
+    return found
+
+
+def test_shared_options_are_one_option_in_every_command():
+    shared = {name: by_command for name, by_command in _params().items()
+              if len(by_command) > 1 and name not in OWN}
+    assert {"input_format", "model", "target", "seed", "features", "group", "loss", "task", "output",
+            "timeout", "retries", "threads", "on_bad_row"} <= set(shared)
+    different = {name: by_command for name, by_command in shared.items() if len(set(by_command.values())) > 1}
+    assert different == {}
+
+
+def test_the_input_format_has_one_parameter_name():
+    params = _params()
+    assert "format" not in params
+    assert set(params["input_format"]) == set(COMMANDS)
