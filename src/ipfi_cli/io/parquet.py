@@ -37,7 +37,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ipfi_cli.errors import InputError, UsageError
-from ipfi_cli.io.values import DEFAULT_NA_VALUES, MISSING, NOT_PANDAS_NA, NUMBER, STRING, Row, parse_value
+from ipfi_cli.io.values import (
+    DEFAULT_NA_VALUES,
+    MISSING,
+    NOT_PANDAS_NA,
+    NUMBER,
+    STRING,
+    Row,
+    noted_missing_summary,
+    parse_value,
+)
 
 #: rows per Arrow record batch: memory is bounded by one batch, not by the file
 BATCH_ROWS = 8192
@@ -325,9 +334,7 @@ class ParquetRowReader:
 
     def noted_missing_summary(self) -> str | None:
         """The note about ``?`` read as missing (see :meth:`RowReader.noted_missing_summary`)."""
-        from ipfi_cli.io.readers import RowReader
-
-        return RowReader.noted_missing_summary(self)  # type: ignore[arg-type]
+        return noted_missing_summary(self.name, self.noted_missing)
 
     # -- column kinds (for a run that continues in another input) -----------------------------
     def column_kinds(self) -> dict[str, str]:

@@ -51,6 +51,7 @@ from ipfi_cli.io.values import (
     Row,
     delimiter_for,
     detect_format,
+    noted_missing_summary,
     number_parser,
     parse_value,
     sniff_delimiter,
@@ -343,15 +344,7 @@ class RowReader:
     def noted_missing_summary(self) -> str | None:
         """One line about values read as missing through a token pandas keeps as text (``?``),
         or ``None``: a model trained on data pandas read may have learned them as a category."""
-        counts = {column: sum(tokens.values()) for column, tokens in self.noted_missing.items() if tokens}
-        if not counts:
-            return None
-        tokens = sorted({t for found in self.noted_missing.values() for t in found})
-        shown = ", ".join(f"{column!r} ({n:,})" for column, n in sorted(counts.items(), key=lambda kv: -kv[1])[:4])
-        more = ", ..." if len(counts) > 4 else ""
-        return (f"{self.name}: {' '.join(repr(t) for t in tokens)} read as missing (UCI's token) in {shown}{more}; "
-                "pandas keeps it as text, so a model trained on a frame pandas read may have learned it as a "
-                "category: then use --no-default-na (and --na-values for the real tokens)")
+        return noted_missing_summary(self.name, self.noted_missing)
 
     # -- column kinds (for a run that continues in another input) ----------------------------
     def column_kinds(self) -> dict[str, str]:

@@ -149,6 +149,7 @@ class StateKeeper:
         """Note the run's settings (for the checkpoints); when continuing, check them and return the
         resumed run's pieces (its explainer and change watch restored from the state's plain data, its
         counters), else ``None``."""
+        import copy
         from dataclasses import replace
 
         self.settings = now = run_settings(plan, settings, parts)
@@ -171,7 +172,9 @@ class StateKeeper:
             raise StateError(f"{self.path}: the state belongs to a run with other settings "
                              f"({'; '.join(differences)}); use that run's options, or a new --state to start a "
                              "new run")
-        explainer = parts.explainer
+        # the restored pieces are new (the given ones stay as they were); the model is shared
+        model = parts.explainer.model
+        explainer = copy.deepcopy(parts.explainer, {id(model): model})
         try:
             explainer.load_state_dict(self.resumed["explainer"])
         except (KeyError, TypeError, ValueError) as error:
@@ -187,6 +190,7 @@ class StateKeeper:
             if self.resumed.get("watch") is None:
                 raise StateError(f"{self.path}: the state belongs to a run without change detection; use that "
                                  "run's options, or a new --state to start a new run")
+            watch = copy.deepcopy(watch)
             watch.load_state_dict(self.resumed["watch"])
         self.last_print = run["last_print"]
         self.to_skip = progress.input_rows if self.skip_seen else 0
