@@ -145,6 +145,14 @@ class FirstDifferences:
                 "groups": {n: [n] for n in self.names}, "loss": self.loss_name, "alpha": self.alpha,
                 "seed": self.seed}
 
+    def state_dict(self) -> dict[str, Any]:  # plain data, as the protocol asks
+        return {"previous": self._previous, "mean": self._mean, "last": self._last, "count": self._count,
+                "n_seen": self.n_seen, "last_loss": self.last_loss}
+
+    def load_state_dict(self, state: Any) -> None:
+        self._previous, self._mean, self._last = state["previous"], state["mean"], state["last"]
+        self._count, self.n_seen, self.last_loss = state["count"], state["n_seen"], state["last_loss"]
+
 
 def test_a_second_method_plugs_in_through_the_protocol_and_the_registry(rows, tmp_path, monkeypatch):
     monkeypatch.setitem(METHODS, "first-differences", FirstDifferences)

@@ -74,6 +74,7 @@ from ipfi_cli.cli import explain as _explain  # noqa: E402
 add_command(_explain.explain)
 from ipfi_cli.cli import batch as _batch  # noqa: E402
 from ipfi_cli.cli import compare as _compare  # noqa: E402
+from ipfi_cli.cli import merge as _merge  # noqa: E402
 from ipfi_cli.cli import plot as _plot  # noqa: E402
 
 add_command(_batch.batch)
@@ -82,6 +83,7 @@ from ipfi_cli.cli import pdp as _pdp  # noqa: E402
 
 add_command(_plot.plot)
 add_command(_pdp.pdp)
+add_command(_merge.merge)
 
 
 def fixed_hash_seed(argv: list[str]) -> None:

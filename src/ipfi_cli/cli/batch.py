@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -105,6 +105,12 @@ def batch(
         rich_help_panel=PANEL_ESTIMATOR)] = 64,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", help="Run the permutations on a local Dask cluster of N worker processes (127.0.0.1); the "
+        "same seed gives the same numbers. Needs ipfi-cli[dask].", show_default=False, metavar="N")] = None,
+    scheduler: Annotated[Optional[str], typer.Option(
+        "--scheduler", help="Run the permutations on a running Dask cluster (tcp://HOST:PORT); its workers need "
+        "ipfi and the model's libraries.", show_default=False, metavar="ADDRESS")] = None,
     features: FeaturesOpt = None,
     drop: DropOpt = None,
     group: GroupOpt = None,
@@ -157,13 +163,19 @@ def batch(
             reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; columns "
                              f"{', '.join(dataset.columns)}; loss {dataset.loss.name}; repeats {repeats}; seed {seed}")
         if value(method) == "sage":
+            if workers is not None or scheduler is not None:
+                raise usage_error("batch SAGE runs in this process; --workers and --scheduler spread batch PFI",
+                                  "--method")
             _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet)
             return
-        start = time.perf_counter()
-        result = batch_pfi(dataset.loaded.predictor, dataset.frame, dataset.targets, dataset.columns,
-                           loss=dataset.loss, n_repeats=repeats, features=dataset.features,
-                           groups=dataset.groups, seed=seed, n_jobs=n_jobs)
-        seconds = time.perf_counter() - start
+        from ipfi_cli.run.distributed import dask_client, run_on
+
+        with dask_client(workers, scheduler) as client:
+            start = time.perf_counter()
+            result = run_on(client, batch_pfi, dataset.loaded.predictor, dataset.frame, dataset.targets,
+                            dataset.columns, loss=dataset.loss, n_repeats=repeats, features=dataset.features,
+                            groups=dataset.groups, seed=seed, n_jobs=n_jobs)
+            seconds = time.perf_counter() - start
         records = [{"feature": name, "importance": mean, "std": std, "n_repeats": result.n_repeats,
                     "n_rows": result.n_rows, "loss": dataset.loss.name, "baseline_loss": result.baseline_loss}
                    for name, mean, std in zip(result.names, result.mean, result.std)]

@@ -166,6 +166,18 @@ def explain(
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
         "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_ALPHA,
+    time_column: Annotated[Optional[str], typer.Option(
+        "--time-column", help="With --half-life: the column of each row's event time (seconds, or ISO 8601 "
+        "text such as 2024-05-01 13:00:00, UTC unless it has an offset).", rich_help_panel=PANEL_ESTIMATOR,
+        show_default=False, metavar="COL")] = None,
+    half_life: Annotated[Optional[str], typer.Option(
+        "--half-life", help="Smooth by event time instead of by rows (forward decay): a row half-life older "
+        "weighs half as much, whatever the rows' rate (90s, 30m, 1h, 2d). Replaces --alpha; the state of "
+        "shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR, show_default=False,
+        metavar="DURATION")] = None,
+    running_mean: Annotated[bool, typer.Option(
+        "--running-mean", help="Every row weighs alike (the static setting's estimator) instead of --alpha's "
+        "smoothing; the state of shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR)] = False,
     repeats: RepeatsOpt = DEFAULT_REPEATS,
     sampling: Annotated[Sampling, typer.Option(
         "--sampling", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
@@ -204,8 +216,9 @@ def explain(
     state: Annotated[Optional[str], typer.Option(
         "--state", help="Keep the run's whole state in this file (the explainer, the counters, where the traces "
         "end and, with --learn, the model), saved atomically every --checkpoint-every rows and at exit. If the "
-        "file exists the run continues from it: run the same command again. The file is a pickle: only continue "
-        "from state files you wrote.", rich_help_panel=PANEL_STATE, show_default=False, metavar="PATH")] = None,
+        "file exists the run continues from it: run the same command again. The file is plain data (JSON and NumPy "
+        "arrays, checksummed): loading it runs no code. With --learn the learned model is saved beside it as a "
+        "pickle (STATE.model-*), which the state vouches for by its SHA-256.", rich_help_panel=PANEL_STATE, show_default=False, metavar="PATH")] = None,
     checkpoint_every: Annotated[int, typer.Option(
         "--checkpoint-every", min=1, help="With --state: save the state after this many more input rows (at the "
         "end of the micro-batch that reaches them).", rich_help_panel=PANEL_STATE)] = CHECKPOINT_EVERY,
@@ -319,6 +332,19 @@ def explain(
             raise usage_error(error.message, "--label-wait") from None
     from ipfi_cli.run.watch import WatchSettings
 
+    if (time_column is None) != (half_life is None):
+        raise usage_error("--time-column and --half-life go together (smoothing by event time needs both)",
+                          "--half-life" if half_life is None else "--time-column")
+    if running_mean and half_life is not None:
+        raise usage_error("is one smoothing and --half-life another: choose one", "--running-mean")
+    half_life_seconds = None
+    if half_life is not None:
+        from ipfi_cli.core.decay import parse_duration
+
+        try:
+            half_life_seconds = parse_duration(half_life)
+        except ValueError as error:
+            raise usage_error(str(error), "--half-life") from None
     if not 0.0 < change_delta < 1.0:
         raise usage_error(f"must be in (0, 1), got {change_delta}", "--change-delta")
     if not 0.0 < ndcg_threshold <= 1.0:
@@ -345,7 +371,8 @@ def explain(
             model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,
             na_values=na_values, no_default_na=inputs.no_default_na, delimiter=inputs.delimiter,
             text=split_names(text), task=chosen.task, loss=chosen.loss, learn=learn, save_model=save_model,
-            method=value(method), alpha=params.alpha, repeats=params.n_repeats,
+            method=value(method), alpha=params.alpha, time_column=time_column, half_life=half_life_seconds,
+            running_mean=running_mean, repeats=params.n_repeats,
             smoothing=value(smoothing), removal=value(removal), conditional_sampler=value(conditional_sampler),
             inner=inner, sampling=params.sampling,
             reservoir_size=params.reservoir_size, seed=seed, features=split_names(features), drop=split_names(drop),

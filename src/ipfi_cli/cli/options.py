@@ -53,7 +53,8 @@ else:
     LossName = _choices("LossName", LOSS_NAMES)
     Sampling = _choices("Sampling", SAMPLING_NAMES)
     BoundsMethod = _choices("BoundsMethod", BOUNDS_METHODS)
-    InputFormat = OutputFormat = _choices("Format", ("csv", "jsonl"))
+    InputFormat = _choices("InputFormat", ("csv", "jsonl", "parquet"))
+    OutputFormat = _choices("Format", ("csv", "jsonl"))
     OnBadRow = _choices("OnBadRow", ("fail", "skip"))
 
 
@@ -70,7 +71,8 @@ PANEL_OUTPUT = "Output"
 PANEL_DISPLAY = "Display and errors"
 
 InputArg = Annotated[Optional[str], typer.Argument(
-    help="CSV or JSONL file to read (.gz allowed). '-' or nothing reads standard input.",
+    help="CSV or JSONL file to read (.gz allowed), or Parquet (a file, a folder of partitions, or a quoted "
+    "glob). '-' or nothing reads standard input.",
     show_default=False, metavar="INPUT")]
 NaValuesOpt = Annotated[Optional[list[str]], typer.Option(
     "--na-values", help="Also read these values as missing (comma-separated, repeatable), besides empty fields "
@@ -90,8 +92,9 @@ DelimiterOpt = Annotated[Optional[str], typer.Option(
 
 
 FormatOpt = Annotated[Optional[InputFormat], typer.Option(
-    "--format", "-f", help="Input format. Default: from the file extension; on stdin, JSONL if the "
-    "first line is a JSON object ({...}), else CSV.", rich_help_panel=PANEL_INPUT, show_default=False)]
+    "--format", "-f", help="Input format. Default: from the file extension (Parquet also for a folder, a glob "
+    "or a file that starts with PAR1); on stdin, JSONL if the first line is a JSON object ({...}), else CSV.",
+    rich_help_panel=PANEL_INPUT, show_default=False)]
 TrustOpt = Annotated[Optional[list[str]], typer.Option(
     "--trust", help="For a .skops model: allow this type, which skops does not trust by default "
     "(repeatable or comma-separated; the error for a refused file lists the types).",
@@ -159,7 +162,8 @@ OutputFormatOpt = Annotated[Optional[OutputFormat], typer.Option(
     "--output-format", "-F", help="csv or jsonl (strict JSON, NaN as null). Default: jsonl for an "
     "--output ending in .jsonl/.ndjson, else csv.", rich_help_panel=PANEL_OUTPUT, show_default=False)]
 DataArg = Annotated[str, typer.Argument(
-    help="CSV or JSONL file (.gz allowed), read whole; '-' reads standard input.", show_default=False,
+    help="CSV or JSONL file (.gz allowed), or Parquet (a file, a folder of partitions, or a quoted "
+    "glob), read whole; '-' reads standard input.", show_default=False,
     metavar="DATA")]
 NJobsOpt = Annotated[Optional[int], typer.Option(
     "--n-jobs", "-j", help="Parallel workers (joblib) for the permutations, one feature per task; -1: all "

@@ -451,9 +451,71 @@ class ChangeDetector:
                                 "error": importance_error(estimates, self.reference)}
         return out
 
+    # -- state as plain data ---------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The detector's whole state as plain data (settings, ADWIN windows, ring, events)."""
+        import dataclasses
+
+        state = {k: v for k, v in vars(self).items() if k not in ("_adwins", "events")}
+        state["_adwins"] = [_adwin_state(a) for a in self._adwins]
+        state["events"] = [{"event": type(e).__name__,
+                            "fields": {f.name: getattr(e, f.name) for f in dataclasses.fields(e)}}
+                           for e in self.events]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data (a detector of the same names)."""
+        if list(state["names"]) != self.names:
+            raise ValueError(f"the state is of a detector of {state['names']}, not of {self.names}")
+        kinds: dict[str, Any] = {"ChangeEvent": ChangeEvent, "RankingEvent": RankingEvent}
+        vars(self).update({k: v for k, v in state.items() if k not in ("_adwins", "events")})
+        self._adwins = [_adwin_from_state(a) for a in state["_adwins"]]
+        self.events = [kinds[e["event"]](**e["fields"]) for e in state["events"]]
+
 
 def _explainer_of(explainer: Any) -> Explainer | None:
     """The :class:`~ipfi_cli.core.explainer.Explainer` itself, or the one a wrapper holds in its
     public ``explainer`` (the Python API's ``IncrementalPFI``: ``None`` before its first row)."""
     inner: Explainer | None = getattr(explainer, "explainer", explainer)
     return inner
+
+
+# -- state as plain data --------------------------------------------------------------------------
+def _adwin_state(adwin: Any) -> dict[str, Any]:
+    """One river ADWIN as plain data: its settings and its window's bytes (river's own encoding)."""
+    helper = adwin._helper
+    get_args, get_state = getattr(helper, "__getnewargs__", None), getattr(helper, "__getstate__", None)
+    window = get_state() if get_state is not None else None
+    if get_args is None or not isinstance(window, bytes):
+        from ipfi_cli.errors import StateError
+
+        raise StateError(f"change detection cannot be saved in a --state file with river {_river_version()}: its "
+                         "ADWIN does not export its window as data (river 0.26 does); upgrade river, or run "
+                         "without --state")
+    settings = {k: v for k, v in vars(adwin).items() if k != "_helper"}
+    return {"settings": settings, "args": list(get_args()), "window": np.frombuffer(window, dtype=np.uint8).copy()}
+
+
+def _adwin_from_state(state: dict[str, Any]) -> Any:
+    from river.drift import ADWIN
+
+    adwin = ADWIN(**{k: v for k, v in state["settings"].items() if not k.startswith("_")})
+    vars(adwin).update(state["settings"])
+    helper = type(adwin._helper).__new__(type(adwin._helper), *state["args"])
+    helper.__setstate__(np.asarray(state["window"], dtype=np.uint8).tobytes())
+    adwin._helper = helper
+    return adwin
+
+
+def _river_version() -> str:
+    import river
+
+    return str(getattr(river, "__version__", "?"))
+
+
+def adwin_saves_as_data() -> bool:
+    """True when the installed river's ADWIN can be saved in a plain-data state (``--detect --state``)."""
+    from river.drift import ADWIN
+
+    helper = ADWIN()._helper
+    return hasattr(helper, "__getnewargs__") and isinstance(getattr(helper, "__getstate__", lambda: None)(), bytes)

@@ -9,8 +9,10 @@ conditional removal) plugs in with a class that satisfies it and one entry in
 :data:`METHODS` (and its name in :data:`ipfi_cli.core.choices.METHOD_NAMES`, from which
 the command's ``--method`` choices are built).
 
-Saving and restoring: a run's ``--state`` pickles the explainer with its ``model`` set to
-``None`` and sets ``model`` again on resume, so an explainer must pickle without its model.
+Saving and restoring: a run's ``--state`` holds ``state_dict()``, the explainer's state as plain
+data (dicts, lists, strings, numbers, booleans, ``None`` and NumPy arrays; a random generator's
+state as its dict), and a resumed run builds a new explainer with the same settings and calls
+``load_state_dict()`` on it: loading a state runs no code (:mod:`ipfi_cli.core.plain_state`).
 
 >>> from ipfi_cli.core.incremental import IncrementalPFI
 >>> from ipfi_cli.models import FunctionPredictor
@@ -82,6 +84,14 @@ class Explainer(Protocol):
         """The settings a resumed run must share (plain data: names, numbers, lists, dicts),
         with ``method`` (its key in :data:`METHODS`), ``columns``, ``names``, ``groups``
         (name -> columns) and ``loss`` (the loss's name) among them."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the explainer learned from the stream, as plain data (see the module docstring)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data; a :class:`ValueError` when its settings differ."""
         ...
 
 

@@ -382,7 +382,18 @@ class IncrementalPFI:
     def _fold_many(self, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray | None,
                    row_losses: np.ndarray | None) -> None:
         """:meth:`_fold` for the losses of consecutive time steps (shape ``(T, block_rows)``);
-        the estimates after each go to ``out``."""
+        the estimates after each go to ``out``.
+
+        The array form is :class:`ExponentialMean`'s (:meth:`ExponentialMean.update_many`);
+        another smoother, or a subclass that folds otherwise (event times), folds row by row
+        with :meth:`_fold`, so its numbers are those of :meth:`explain_one`."""
+        if type(self._tracker) is not ExponentialMean or type(self)._fold is not IncrementalPFI._fold:
+            for t, step in enumerate(losses):
+                self._fold(step)
+                out[t] = self._tracker.mean
+                if contributions is not None and row_losses is not None:
+                    contributions[t], row_losses[t] = self.last_contribution, self.last_loss
+            return
         unperturbed = losses[:, 0]
         per_repeat = (losses[:, 1:] - losses[:, :1]).reshape(len(losses), self.n_repeats, len(self.names))
         per_row = np.add.reduce(per_repeat, axis=1) / self.n_repeats  # = last_contribution, row by row
@@ -659,3 +670,60 @@ class IncrementalPFI:
         self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)  # = last_contribution
         if self._spread is not None:
             self._spread.update(contributions)
+
+    # -- state as plain data ------------------------------------------------------------------
+    def settings_dict(self) -> dict[str, Any]:
+        """What an explainer's state depends on: explainers with equal settings can exchange states."""
+        return {"columns": list(self.columns), "groups": {name: [int(c) for c in cols]
+                                                          for name, cols in self.groups.items()},
+                "loss": self.loss.name, "alpha": self.alpha, "n_repeats": self.n_repeats,
+                "sampling": self.sampling, "reservoir_size": self.reservoir_size, "seed": self.seed}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the explainer has learned from the stream, as plain data (dicts, lists, numbers,
+        strings and NumPy arrays; the random generator's state is a dict): loading it runs no code.
+
+        >>> from ipfi_cli.models import FunctionPredictor
+        >>> model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))
+        >>> a = IncrementalPFI(model, ["a", "b"], alpha=0.1, seed=1)
+        >>> for x in (0.2, 0.7, 0.9):
+        ...     _ = a.explain_one({"a": x, "b": 0.0}, int(x > 0.5))
+        >>> b = IncrementalPFI(model, ["a", "b"], alpha=0.1, seed=1)
+        >>> b.load_state_dict(a.state_dict())
+        >>> a.explain_one({"a": 0.1, "b": 1.0}, 0).tolist() == b.explain_one({"a": 0.1, "b": 1.0}, 0).tolist()
+        True
+        """
+        if not self._array_path or self._remover is not None or self._spread is not None:
+            raise ValueError("only iPFI with marginal removal and without the realisations' bounds saves its state as "
+                             "data so far")
+        return {"explainer": "ipfi", "settings": self.settings_dict(), "rng": self._rng.bit_generator.state,
+                "tracker": self._tracker.state_dict(),
+                "sampler": None if self._sampler is None else self._sampler.state_dict(),
+                "n_seen": self.n_seen, "last_contributions": self.last_contributions.copy(),
+                "last_loss": self.last_loss, "loss_sum": self._loss_sum}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data; the settings must be this explainer's
+        (a :class:`ValueError` names the first that differs)."""
+        mine = self.settings_dict()
+        theirs = state.get("settings", {})
+        differing = [key for key in mine if theirs.get(key) != mine[key]]
+        if state.get("explainer") != "ipfi" or differing:
+            key = differing[0] if differing else "explainer"
+            raise ValueError(f"the state belongs to an explainer with other settings ({key}: state "
+                             f"{theirs.get(key) if differing else state.get('explainer')!r}, here "
+                             f"{mine.get(key, 'ipfi')!r})")
+        self._rng.bit_generator.state = dict(state["rng"])
+        self._tracker.load_state_dict(state["tracker"])
+        sampler = state["sampler"]
+        if sampler is None:
+            self._sampler = None
+        else:
+            rows = np.asarray(sampler["rows"])
+            self._sampler = make_sampler(self.sampling, self.reservoir_size, self.n_repeats, len(self.columns),
+                                         rows.dtype)
+            self._sampler.load_state_dict(sampler)
+        self.n_seen = int(state["n_seen"])
+        self.last_contributions = np.asarray(state["last_contributions"], dtype=np.float64).copy()
+        self.last_loss = float(state["last_loss"])
+        self._loss_sum = float(state["loss_sum"])

@@ -195,6 +195,22 @@ class Reservoir(ABC):
         """Convert the stored rows (e.g. to ``object`` when a non-numeric value arrives)."""
         self.rows = self.rows.astype(dtype)
 
+    def state_dict(self) -> dict[str, object]:
+        """The reservoirs as plain data: the rows (an array), how many are filled and seen."""
+        return {"sampling": self.name, "size": self.size, "n_realisations": self.n_realisations,
+                "rows": self.rows.copy(), "filled": self.filled, "n_seen": self.n_seen}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Continue from :meth:`state_dict`'s data (the same sampling, size and realisations)."""
+        rows = np.asarray(state["rows"])
+        expected = (self.n_realisations, self.size, self.rows.shape[2])
+        if state["sampling"] != self.name or rows.shape != expected:
+            raise ValueError(f"the state holds {state['sampling']} reservoirs of shape {rows.shape}, not {self.name} "
+                             f"ones of shape {expected}")
+        self.rows = rows.copy()
+        self.filled = int(state["filled"])  # type: ignore[call-overload]
+        self.n_seen = int(state["n_seen"])  # type: ignore[call-overload]
+
 
 class UniformReservoir(Reservoir):
     """Reservoir sampling (Vitter's Algorithm R): every past row is equally likely.

@@ -158,6 +158,23 @@ class ExponentialMean:
             raise ValueError(f"delta must be in (0, 1), got {delta}")
         return self.standard_error() / math.sqrt(delta)
 
+    # -- state as plain data ---------------------------------------------------------------------
+    def state_dict(self) -> dict[str, object]:
+        """The whole state as plain data (numbers and arrays), for :meth:`load_state_dict`."""
+        return {"alpha": self.alpha, "mean": self.mean.copy(), "sum_sq_dev": self._sum_sq_dev.copy(),
+                "weight": self.weight, "sum_sq_weights": self.sum_sq_weights, "count": self.count}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Continue from :meth:`state_dict`'s data (the same ``alpha`` and number of series)."""
+        mean = np.asarray(state["mean"], dtype=np.float64)
+        if float(state["alpha"]) != self.alpha or mean.shape != self.mean.shape:  # type: ignore[arg-type]
+            raise ValueError(f"the state is of alpha {state['alpha']} and {mean.size} series, not {self.alpha} and "
+                             f"{self.mean.size}")
+        self.mean = mean.copy()
+        self._sum_sq_dev = np.asarray(state["sum_sq_dev"], dtype=np.float64).copy()
+        self.weight = float(state["weight"])  # type: ignore[arg-type]
+        self.sum_sq_weights = float(state["sum_sq_weights"])  # type: ignore[arg-type]
+        self.count = int(state["count"])  # type: ignore[call-overload]
 
 class RunningMean:
     """Mean and variance of ``n`` parallel series where every value weighs alike (Welford).
@@ -224,6 +241,20 @@ class RunningMean:
         if not 0.0 < delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {delta}")
         return self.standard_error() / math.sqrt(delta)
+
+    # -- state as plain data ---------------------------------------------------------------------
+    def state_dict(self) -> dict[str, object]:
+        """The whole state as plain data (numbers and arrays), for :meth:`load_state_dict`."""
+        return {"kind": "mean", "mean": self.mean.copy(), "sum_sq_dev": self._sum_sq_dev.copy(), "count": self.count}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Continue from :meth:`state_dict`'s data (the same number of series)."""
+        mean = np.asarray(state["mean"], dtype=np.float64)
+        if state.get("kind") != "mean" or mean.shape != self.mean.shape:
+            raise ValueError(f"the state is not a running mean of {self.mean.size} series")
+        self.mean = mean.copy()
+        self._sum_sq_dev = np.asarray(state["sum_sq_dev"], dtype=np.float64).copy()
+        self.count = int(state["count"])  # type: ignore[call-overload]
 
 
 #: the smoothing strategies by name: ``exponential`` forgets (follows a changing model), ``mean``

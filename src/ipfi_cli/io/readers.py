@@ -51,6 +51,7 @@ from ipfi_cli.io.values import (
     Row,
     delimiter_for,
     detect_format,
+    noted_missing_summary,
     number_parser,
     parse_value,
     sniff_delimiter,
@@ -343,15 +344,7 @@ class RowReader:
     def noted_missing_summary(self) -> str | None:
         """One line about values read as missing through a token pandas keeps as text (``?``),
         or ``None``: a model trained on data pandas read may have learned them as a category."""
-        counts = {column: sum(tokens.values()) for column, tokens in self.noted_missing.items() if tokens}
-        if not counts:
-            return None
-        tokens = sorted({t for found in self.noted_missing.values() for t in found})
-        shown = ", ".join(f"{column!r} ({n:,})" for column, n in sorted(counts.items(), key=lambda kv: -kv[1])[:4])
-        more = ", ..." if len(counts) > 4 else ""
-        return (f"{self.name}: {' '.join(repr(t) for t in tokens)} read as missing (UCI's token) in {shown}{more}; "
-                "pandas keeps it as text, so a model trained on a frame pandas read may have learned it as a "
-                "category: then use --no-default-na (and --na-values for the real tokens)")
+        return noted_missing_summary(self.name, self.noted_missing)
 
     # -- column kinds (for a run that continues in another input) ----------------------------
     def column_kinds(self) -> dict[str, str]:
@@ -429,8 +422,13 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
 
     When reading a terminal, prints csvkit's hint to stderr so a user who forgot the
     input knows why nothing happens. Raises :class:`InputError` when the file cannot
-    be opened.
+    be opened. Parquet (a file, a folder of partitions or a glob) is read by
+    :class:`~ipfi_cli.io.parquet.ParquetRowReader`, which has the same interface.
     """
+    from ipfi_cli.io.parquet import is_parquet_input, open_parquet
+
+    if is_parquet_input(path, format):
+        return open_parquet(path, na_values=na_values)  # type: ignore[return-value]
     fmt = detect_format(path, format)
     options: dict[str, Any] = {"na_values": na_values, "delimiter": delimiter or delimiter_for(path)}
     if not path or path == "-":

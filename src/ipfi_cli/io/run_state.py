@@ -7,9 +7,12 @@ written atomically: a temporary file in the same directory, flushed and ``fsync`
 then renamed over the old state with ``os.replace`` and the directory synced, so a crash
 at any moment leaves either the previous state or the new one, never a torn one.
 
-**The state file is a pickle**: loading it runs code, like a joblib model file. Only resume
-from state files you wrote. It starts with a fixed magic line, so a file that is not an
-ipfi state is refused before anything is unpickled.
+The state file is **plain data** (:mod:`ipfi_cli.core.plain_state`: a JSON document and NumPy
+arrays, versioned and checksummed): loading it runs no code, and a file altered after it was
+written is refused. A learning model (``--learn``) is the one part that is not plain data: it is
+saved beside the state (``STATE.model-<digest>``, a pickle like the model file the run started
+from), and the state holds its SHA-256, so a resumed run refuses a model file that is not the one
+the state wrote before unpickling it (:func:`save_model_beside`, :func:`load_model_beside`).
 
 The traces file is tracked by :class:`TrackedOutput`, which counts the bytes written and
 keeps their CRC-32. A checkpoint records both after flushing (and syncing) the traces, so
@@ -27,17 +30,20 @@ checkpoint (records the resumed run writes again, identically), and appends from
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import os
-import pickle
 import zlib
 from typing import Any, BinaryIO
 
+from ipfi_cli.core.plain_state import MARKER, VERSION, StateFormatError, dumps, loads
 from ipfi_cli.errors import OutputError, StateError
 from ipfi_cli.io.writers import atomic_write_bytes
 
-MAGIC = b"ipfi explain state\n"
+MAGIC = MARKER
 FORMAT = "ipfi-explain-run-state"
-VERSION = 1
+#: the first line of the state files of ipfi before 0.2 (pickles), refused with a message
+PICKLED_MAGIC = b"ipfi explain state\n"
 
 
 class StateFileError(StateError):
@@ -49,8 +55,11 @@ class StateFileError(StateError):
 
 
 def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
-    """Write ``payload`` as the state file at ``path``, atomically and durably."""
-    data = MAGIC + pickle.dumps({"format": FORMAT, "version": VERSION, **payload}, protocol=pickle.HIGHEST_PROTOCOL)
+    """Write ``payload`` (plain data) as the state file at ``path``, atomically and durably."""
+    try:
+        data = dumps({"format": FORMAT, "version": VERSION, **payload}, format=FORMAT)
+    except TypeError as error:
+        raise StateFileError(path, f"the state cannot be saved as plain data ({error})") from None
     try:
         atomic_write_bytes(path, data)
         _sync_directory(os.path.dirname(os.path.abspath(path)))
@@ -62,25 +71,65 @@ def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
 
 
 def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a state file written by :func:`save_state` (format and version checked)."""
+    """Read a state file written by :func:`save_state` (marker, format, version and checksum checked)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as error:
         raise StateFileError(path, f"cannot read the state file ({error.strerror or error})") from None
+    if data.startswith(PICKLED_MAGIC):
+        raise StateFileError(path, "a state file of an earlier ipfi (a pickle, which this ipfi does not load); "
+                               "finish the run with that version, or give --state a new path to start a new run")
     if not data.startswith(MAGIC):
         raise StateFileError(path, "not an ipfi explain state file (it does not start with the state marker); "
                                "give --state a new path to start a new run")
     try:
-        payload = pickle.loads(data[len(MAGIC):])
-    except Exception as error:  # noqa: BLE001 - a damaged pickle fails in many ways
-        raise StateFileError(path, f"the state file is damaged ({type(error).__name__})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        payload = loads(data, format=FORMAT)
+    except StateFormatError as error:
+        raise StateFileError(path, str(error)) from None
+    if not isinstance(payload, dict):
         raise StateFileError(path, "not an ipfi explain state file")
-    if payload.get("version") != VERSION:
-        raise StateFileError(path, f"state format version {payload.get('version')} is not supported "
-                               f"(this ipfi reads version {VERSION})")
     return payload
+
+
+def save_model_beside(state_path: str | os.PathLike[str], model_bytes: bytes) -> dict[str, str]:
+    """Save a learned model's pickle beside the state file, named by its digest (written before the
+    state that refers to it; older ones are removed by :func:`remove_other_models`). Returns the
+    reference the state keeps: ``{"file": name, "sha256": digest}``."""
+    digest = hashlib.sha256(model_bytes).hexdigest()
+    path = f"{os.fspath(state_path)}.model-{digest[:16]}"
+    try:
+        if not os.path.exists(path):
+            atomic_write_bytes(path, model_bytes)
+    except OSError as error:
+        raise StateFileError(path, f"cannot write the learned model ({error.strerror or error})") from None
+    return {"file": os.path.basename(path), "sha256": digest}
+
+
+def remove_other_models(state_path: str | os.PathLike[str], keep: dict[str, str] | None) -> None:
+    """Remove the model files beside the state that the state no longer refers to."""
+    pattern = glob.escape(os.fspath(state_path)) + ".model-*"
+    for path in glob.glob(pattern):
+        if keep is None or os.path.basename(path) != keep["file"]:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
+
+def load_model_beside(state_path: str | os.PathLike[str], reference: dict[str, str]) -> bytes:
+    """The learned model's bytes the state refers to, checked against its SHA-256 before use."""
+    path = os.path.join(os.path.dirname(os.path.abspath(state_path)), os.path.basename(reference["file"]))
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as error:
+        raise StateFileError(path, f"cannot read the learned model the state refers to "
+                                   f"({error.strerror or error})") from None
+    if hashlib.sha256(data).hexdigest() != reference["sha256"]:
+        raise StateFileError(path, "the learned model is not the one the state wrote (its SHA-256 differs); "
+                                   "it is not loaded")
+    return data
 
 
 def _sync_directory(directory: str) -> None:
@@ -219,6 +268,11 @@ def _earlier_traces(fd: int, size: int, crc: int, header: bytes) -> int:
 def reopen_traces(path: str, size: int, crc: int) -> TrackedOutput:
     """Open the traces file of a resumed run: check it starts with the ``size`` bytes (CRC ``crc``)
     the state vouches for, cut off what follows them, and return it ready to append."""
+    if size == 0 and not os.path.exists(path):  # nothing written yet (a merged state): a new file
+        try:
+            return TrackedOutput(open(path, "wb"), close=True)
+        except OSError as error:
+            raise StateFileError(path, f"cannot write the traces file ({error.strerror or error})") from None
     if not os.path.exists(path):
         raise StateFileError(path, f"the traces file is missing; the state continues a file of {size:,} bytes. "
                                "Restore it, or start a new run with a new --state")

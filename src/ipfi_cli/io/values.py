@@ -101,7 +101,7 @@ class Row:
 
     __slots__ = ("number", "line", "values", "error")
 
-    def __init__(self, number: int, line: int, values: dict[str, Any] | None,
+    def __init__(self, number: int, line: int | None, values: dict[str, Any] | None,
                  error: InputError | None = None) -> None:
         self.number = number
         self.line = line
@@ -209,3 +209,17 @@ def delimiter_for(path: str | None) -> str | None:
         name = name[:-3]
     return "\t" if name.endswith((".tsv", ".tab")) else None
 
+
+def noted_missing_summary(source: str, noted_missing: dict[str, dict[str, int]]) -> str | None:
+    """One line about values of ``source`` read as missing through a token pandas keeps as text
+    (``?``; ``noted_missing``: column -> token -> count), or ``None``: a model trained on data
+    pandas read may have learned them as a category."""
+    counts = {column: sum(tokens.values()) for column, tokens in noted_missing.items() if tokens}
+    if not counts:
+        return None
+    tokens = sorted({t for found in noted_missing.values() for t in found})
+    shown = ", ".join(f"{column!r} ({n:,})" for column, n in sorted(counts.items(), key=lambda kv: -kv[1])[:4])
+    more = ", ..." if len(counts) > 4 else ""
+    return (f"{source}: {' '.join(repr(t) for t in tokens)} read as missing (UCI's token) in {shown}{more}; "
+            "pandas keeps it as text, so a model trained on a frame pandas read may have learned it as a "
+            "category: then use --no-default-na (and --na-values for the real tokens)")

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.errors import IpfiError, RunError
+from ipfi_cli.errors import IpfiError, RunError, UsageError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import all_zero_warning, check_output_names, labels_match_nothing
 from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunEnd, RunObserver, RunStart
@@ -193,10 +193,31 @@ class ExplainSession:
 
         s = self.settings
         checker = plan.row_checker(on_bad_row=s.on_bad_row, on_skip=self._on_skip)
-        explainer = make_explainer(
-            s.method, plan.predictor, plan.columns, loss=plan.loss, alpha=s.alpha, n_repeats=s.repeats,
-            sampling=s.sampling, reservoir_size=s.reservoir_size, features=plan.features,
-            groups=plan.groups or None, seed=self.seed, **self._method_settings())
+        if s.state is not None and (s.method != "pfi" or s.removal != "marginal" or s.bounds_method == "realisations"):
+            # the state file is plain data: these keep state (samplers, coalitions, spreads) it does not hold yet
+            raise UsageError("saves iPFI with marginal removal; not yet --method sage, --removal conditional/both "
+                             "or --bounds-method realisations", "--state")
+        explainer: Explainer
+        if s.half_life is not None or s.running_mean:  # smoothing whose state merges (ipfi merge)
+            if s.method != "pfi" or s.removal != "marginal" or s.smoothing != "exponential" \
+                    or s.bounds_method != "chebyshev":
+                raise UsageError("smoothing that merges is iPFI's with marginal removal and the Chebyshev bound: "
+                                 "drop --method, --removal, --smoothing and --bounds-method",
+                                 "--half-life" if s.half_life is not None else "--running-mean")
+            from ipfi_cli.core.mergeable import MergeablePFI
+
+            if s.time_column is not None and plan.input_columns and s.time_column not in plan.input_columns:
+                raise UsageError(f"no such input column: {s.time_column} (the columns: "
+                                 f"{', '.join(plan.input_columns)})", "--time-column")
+            explainer = MergeablePFI(
+                plan.predictor, plan.columns, loss=plan.loss, n_repeats=s.repeats, sampling=s.sampling,
+                reservoir_size=s.reservoir_size, features=plan.features, groups=plan.groups or None,
+                seed=self.seed, half_life=s.half_life, time_column=s.time_column)
+        else:
+            explainer = make_explainer(
+                s.method, plan.predictor, plan.columns, loss=plan.loss, alpha=s.alpha, n_repeats=s.repeats,
+                sampling=s.sampling, reservoir_size=s.reservoir_size, features=plan.features,
+                groups=plan.groups or None, seed=self.seed, **self._method_settings())
         check_output_names(explainer.names, s.bounds, plan.source)
         watch = ChangeWatch(s.watch, explainer, plan.loss) if s.watch is not None else None
         parts = RunParts(explainer=explainer, progress=Progress(), checker=checker, watch=watch)

@@ -74,12 +74,12 @@ def _guess_column(values: dict[str, Any], columns: Sequence[str], message: str) 
     return None
 
 
-def failure_message(source: str, number: int, line: int, values: dict[str, Any], columns: Sequence[str],
+def failure_message(source: str, number: int, line: int | None, values: dict[str, Any], columns: Sequence[str],
                     error: BaseException, column: str | None) -> str:
     """``source: row R (line L), column 'c': what: ErrorType: the model's message``."""
     message = first_line(error)
     cause = f"{type(error).__name__}: {message}"
-    where = f"{source}: row {number} (line {line})"
+    where = f"{source}: row {number}" + (f" (line {line})" if line is not None else "")  # Parquet has no lines
     if column is not None:
         v = values[column]
         if isinstance(v, float) and math.isnan(v):

@@ -1,7 +1,7 @@
 """Checkpoints and resuming of a long ``ipfi explain`` run (``--state``).
 
-A :class:`StateKeeper` saves the whole run (the explainer without its model, the learned
-model with ``--learn``, the session's counters, where the traces end and their CRC) every
+A :class:`StateKeeper` saves the whole run (the explainer's state as plain data, the learned
+model with ``--learn`` beside it, the session's counters, where the traces end and their CRC) every
 ``checkpoint_every`` input rows and at exit, through :mod:`ipfi_cli.io.run_state` (atomic,
 durable). Running the same command again continues: the state file holds one format with
 one version, and one check of the settings (:func:`run_settings`) refuses a continuation
@@ -12,7 +12,6 @@ byte-identical to an uninterrupted one.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 import pickle
@@ -59,10 +58,11 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
 
     params = parts.explainer.params()
     own = {OPTION_NAMES.get(key, "--" + key.replace("_", "-")): value for key, value in params.items()
-           if key not in ("method", "columns", "names", "groups", "loss")}
+           if key not in ("method", "columns", "names", "groups", "loss", "smoothing")}  # smoothing: --half-life etc.
     return {
         "model inputs": list(params["columns"]), "explained (--features/--drop/--group)": list(params["names"]),
         "--group": params["groups"], "--loss": params["loss"], "--method": params["method"], **own,
+        "--time-column": s.time_column, "--half-life": s.half_life, "--running-mean": s.running_mean,
         "--model": model_digest(s.model), "--target": s.target, "--learn": s.learn,
         "--task": "classification" if plan.classification else "regression", "--every": s.every,
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
@@ -133,10 +133,13 @@ class StateKeeper:
         return self.resumed["run"]["seed"] if self.resumed is not None else drawn
 
     def saved_model(self) -> Any:
-        """The learned model the resumed run saved (``None`` when starting, or for a static model)."""
+        """The learned model the resumed run saved (``None`` when starting, or for a static model);
+        its file is checked against the SHA-256 the state holds before it is unpickled."""
+        from ipfi_cli.io.run_state import load_model_beside
+
         if self.resumed is None or self.resumed["model"] is None:
             return None
-        return pickle.loads(self.resumed["model"])
+        return pickle.loads(load_model_beside(self.path, self.resumed["model"]))
 
     def continue_reader(self, reader: RowReader) -> None:
         """With ``--no-skip-seen`` the input continues the stream: row numbers and column kinds go on."""
@@ -147,13 +150,23 @@ class StateKeeper:
     def begin(self, plan: RunPlan, settings: ExplainSettings, parts: RunParts, *, seed: int, reader: RowReader,
               say: Callable[[str], None]) -> RunParts | None:
         """Note the run's settings (for the checkpoints); when continuing, check them and return the
-        resumed run's pieces (its explainer, counters and change watch), else ``None``."""
+        resumed run's pieces (its explainer and change watch restored from the state's plain data, its
+        counters), else ``None``."""
+        import copy
         from dataclasses import replace
 
         self.settings = now = run_settings(plan, settings, parts)
         self._run = (settings, seed, reader, plan.loaded)
+        if parts.watch is not None:
+            from ipfi_cli.core.changes import adwin_saves_as_data
+
+            if not adwin_saves_as_data():  # say so before any row, not at the first checkpoint
+                parts.watch.detector.state_dict()  # raises the StateError that explains it
         if self.resumed is None:
             return None
+        if self.resumed["run"].get("merged") and self.skip_seen:
+            raise StateError(f"{self.path}: a merged state continues with new rows only: add --no-skip-seen (its "
+                             "shards' inputs are not one input to skip)")
         saved = self.resumed["settings"]
         differences = [f"{key}: the model file differs from the one the run started with" if key == "--model"
                        else f"{key}: state {saved.get(key)!r}, now {value!r}"
@@ -162,8 +175,13 @@ class StateKeeper:
             raise StateError(f"{self.path}: the state belongs to a run with other settings "
                              f"({'; '.join(differences)}); use that run's options, or a new --state to start a "
                              "new run")
-        explainer = self.resumed["explainer"]
-        explainer.model = plan.predictor
+        # the restored pieces are new (the given ones stay as they were); the model is shared
+        model = parts.explainer.model
+        explainer = copy.deepcopy(parts.explainer, {id(model): model})
+        try:
+            explainer.load_state_dict(self.resumed["explainer"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise StateError(f"{self.path}: the explainer's state cannot be continued ({error})") from None
         run = self.resumed["run"]
         progress = replace(parts.progress, rows=run["rows"], last_written=run["last_written"],
                            last=(run["last"][0], list(run["last"][1])) if run["last"] else None,
@@ -175,8 +193,8 @@ class StateKeeper:
             if self.resumed.get("watch") is None:
                 raise StateError(f"{self.path}: the state belongs to a run without change detection; use that "
                                  "run's options, or a new --state to start a new run")
-            watch = self.resumed["watch"]
-            watch.settings = settings.watch
+            watch = copy.deepcopy(watch)
+            watch.load_state_dict(self.resumed["watch"])
         self.last_print = run["last_print"]
         self.to_skip = progress.input_rows if self.skip_seen else 0
         rows = progress.input_rows
@@ -219,7 +237,8 @@ class StateKeeper:
             raise OutputError(f"{s.output or '<stdout>'}: cannot write the output file ({error.strerror or error})"
                               ) from None
         self.tracked = tracked
-        tracked.muted = self.resumed is not None  # the header is already there
+        # the header is already there (unless nothing was written: a merged state's first traces)
+        tracked.muted = self.resumed is not None and self.resumed["run"]["output"]["size"] > 0
         writer = WRITERS[output_format_for(s.output, s.output_format)](
             tracked, parts.explainer.names, bounds=s.bounds, close=True)
         tracked.muted = False
@@ -232,7 +251,7 @@ class StateKeeper:
         """Continuing a run: how many events its events file held at the checkpoint."""
         if self.resumed is None or self.resumed.get("watch") is None:
             return None
-        return int(self.resumed["watch"].written)
+        return int(self.resumed["watch"]["written"])
 
     def watch_signals(self) -> _Signals | None:
         """Defer Ctrl-C/SIGTERM to the end of a micro-batch (only on the main thread)."""
@@ -289,7 +308,7 @@ class StateKeeper:
     # -- saving ---------------------------------------------------------------------------------
     def checkpoint(self, parts: RunParts) -> None:
         """Save the state: traces flushed and synced first, so it never claims a record not in the file."""
-        from ipfi_cli.io.run_state import save_state
+        from ipfi_cli.io.run_state import remove_other_models, save_model_beside, save_state
         from ipfi_cli.version import __version__
 
         assert self._run is not None
@@ -310,10 +329,13 @@ class StateKeeper:
         }
         if parts.events_file is not None and parts.watch is not None:
             parts.watch.written = parts.events_file.written
-        detached = copy.copy(parts.explainer)
-        detached.model = None  # the predictor is rebuilt around the model (saved below when it learns)
-        model = pickle.dumps(loaded.model, protocol=pickle.HIGHEST_PROTOCOL) if s.learn else None
-        save_state(self.path, {"ipfi": __version__, "settings": self.settings, "explainer": detached,
-                               "model": model, "run": run, "watch": parts.watch})
+        # the learned model is the one part that is not plain data: a pickle beside the state, which
+        # the state vouches for by its SHA-256 (written first, so the state never refers to a missing file)
+        model = save_model_beside(self.path, pickle.dumps(loaded.model, protocol=pickle.HIGHEST_PROTOCOL)) \
+            if s.learn else None
+        save_state(self.path, {"ipfi": __version__, "settings": self.settings,
+                               "explainer": parts.explainer.state_dict(), "model": model, "run": run,
+                               "watch": None if parts.watch is None else parts.watch.state_dict()})
+        remove_other_models(self.path, model)
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1

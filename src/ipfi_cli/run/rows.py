@@ -23,7 +23,7 @@ class GoodRow(NamedTuple):
     """A row to explain: its number and line in the input, its values and its label."""
 
     number: int
-    line: int
+    line: int | None  # None for Parquet, which has no lines
     values: dict[str, Any]
     label: Any
 

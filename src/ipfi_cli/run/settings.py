@@ -48,6 +48,9 @@ class ExplainSettings:
     conditional_sampler: str = "gaussian"  # or "tree" (pfi only)
     inner: int = 1  # sage: imputations per coalition
     alpha: float = 0.001
+    time_column: str | None = None  # --time-column: smoothing by event time (with half_life, in seconds)
+    half_life: float | None = None
+    running_mean: bool = False  # --running-mean: every row weighs alike (mergeable)
     repeats: int = 10
     sampling: str = "geometric"
     reservoir_size: int = 100

@@ -50,7 +50,8 @@ class RowSteps:
             self._explain_static(good)
 
     def _nonfinite_loss(self, row: GoodRow) -> RunError:
-        return RunError(f"{self.source}: row {row.number} (line {row.line}): the loss is "
+        where = f"row {row.number}" + (f" (line {row.line})" if row.line is not None else "")
+        return RunError(f"{self.source}: {where}: the loss is "
                         "not a finite number (the model's prediction is NaN or infinite, or the label is too large); "
                         "every later importance would be NaN, so the run stops here")
 
@@ -124,6 +125,16 @@ class RowSteps:
         """The model cannot take ``row``: name it (and its column); skip it or stop after the rows before it."""
         from ipfi_cli.run.failures import failing_column, failure_message
 
+        time_column = getattr(self.parts.explainer, "time_column", None)
+        if isinstance(error, InputError) and time_column is not None and error.column == time_column:
+            # the row's event time (--time-column) is missing or not a time: about the row, not the model
+            message = str(InputError(error.message, source=self.source, row=row.number, line=row.line,
+                                     column=time_column))
+            if self.settings.on_bad_row == "skip":
+                self.parts.checker.skip(message)
+            else:
+                self.failure = InputError(message)
+            return
         reference = self.reference[0] if self.reference is not None else None
         column = failing_column(self.predictor, self.columns, row.values, row.label, self.output,
                                 reference)
@@ -170,7 +181,9 @@ class RowSteps:
                     raise self.failure
                 continue
             try:
-                estimates = explainer.explain_one(x, row.label)
+                # a row's event time (--time-column) is read from the whole row
+                estimates = explainer.explain_one(row.values if getattr(explainer, "time_column", None) else x,
+                                                  row.label)
             except ServiceError:  # the model cannot be reached: about no row
                 raise
             except Exception as error:  # noqa: BLE001

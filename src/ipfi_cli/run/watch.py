@@ -133,3 +133,12 @@ class ChangeWatch:
             lines.insert(0, f"no change detected in {self.detector.n_rows:,} rows (delta {self.settings.delta}, "
                             f"min change {self.settings.min_change})")
         return lines
+
+    def state_dict(self) -> dict[str, Any]:
+        """The watch's state as plain data: the detector's, and how many events the file holds."""
+        return {"written": self.written, "detector": self.detector.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data (the events file is reopened by :meth:`open`)."""
+        self.written = int(state["written"])
+        self.detector.load_state_dict(state["detector"])

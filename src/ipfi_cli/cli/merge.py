@@ -1,0 +1,35 @@
+"""``ipfi merge``: combine the --state files of a stream's shards (see :mod:`ipfi_cli.run.merge`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ipfi_cli.cli.errors import reporting, say
+from ipfi_cli.cli.options import DebugOpt, QuietOpt
+
+
+def merge(
+    states: Annotated[list[str], typer.Argument(
+        help="The --state files of the shards (two or more).", show_default=False, metavar="STATE...")],
+    output: Annotated[str, typer.Option(
+        "--output", "-o", help="The merged state file to write (a new file).", show_default=False,
+        metavar="STATE")],
+    seed: Annotated[Optional[int], typer.Option(
+        "--seed", help="Seed of the merged explainer and of the reservoir merge. Default: the first state's.",
+        show_default=False)] = None,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Merge the --state files of shards of one stream into the state of the whole.
+
+The shards ran ipfi explain with the same settings (the seed may differ) and a smoothing that merges: --time-column with --half-life (forward decay by event time) or --running-mean. The smoothed sums merge exactly; the reservoirs of earlier rows are merged by sampling each shard in proportion to its rows (or its decayed weight). States of other settings, of a learning model, with change detection, or smoothed by row count are refused in one line. Continue from the merged state with new rows: ipfi explain NEW --state MERGED --no-skip-seen.
+"""
+    from ipfi_cli.run.merge import merge_state_files
+
+    with reporting(debug):
+        run = merge_state_files(states, output, seed=seed)
+        if not quiet:
+            say(f"merged {len(states)} states ({run['rows']:,} rows explained, {run['input_rows']:,} input rows) "
+                f"into {output}")

@@ -1,0 +1,105 @@
+"""One explainer per key of a stream (a model per region, per merchant...), memory bounded.
+
+:class:`KeyedExplainers` keeps an explainer for each key, built by a factory when the key first
+comes. With ``max_keys`` at most that many are live: when one more is needed, the least recently
+seen is saved as plain data (its :meth:`state_dict`, encoded by :mod:`ipfi_cli.core.plain_state`
+into bytes) and dropped; when its key comes back it is rebuilt by the factory and continues from
+that state. The state round trip is exact, so a run with eviction gives the numbers of a run
+without it, and each key's numbers are those of an explainer that saw only that key's rows.
+
+>>> from ipfi_cli.core import IncrementalPFI
+>>> from ipfi_cli.models import FunctionPredictor
+>>> model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))
+>>> keyed = KeyedExplainers(lambda key: IncrementalPFI(model, ["a", "b"], alpha=0.1, seed=1), max_keys=1)
+>>> for key, a in [("eu", 0.2), ("us", 0.9), ("eu", 0.7), ("us", 0.1)]:
+...     _ = keyed.get(key).explain_one({"a": a, "b": 0.0}, int(a > 0.5))
+>>> keyed.keys(), keyed.n_live, keyed.evictions
+(['eu', 'us'], 1, 3)
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Hashable
+from typing import Any
+
+
+class KeyedExplainers:
+    """Explainers by key, at most ``max_keys`` live (``None``: no limit); see the module docstring.
+
+    Parameters
+    ----------
+    factory
+        ``factory(key)`` builds a new explainer for ``key`` (with the run's settings and seed).
+    max_keys
+        The most explainers kept live; the least recently seen are saved and evicted.
+    """
+
+    def __init__(self, factory: Callable[[Hashable], Any], max_keys: int | None = None) -> None:
+        if max_keys is not None and max_keys < 1:
+            raise ValueError(f"max_keys must be at least 1, got {max_keys}")
+        self.factory = factory
+        self.max_keys = max_keys
+        self._live: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+        self._saved: dict[Hashable, bytes] = {}  # evicted keys: their state as plain-data bytes
+        self._order: dict[Hashable, int] = {}  # key -> when it was first seen (the order of keys())
+        self.evictions = 0
+
+    def get(self, key: Hashable) -> Any:
+        """The explainer of ``key``: live, restored from its saved state, or new."""
+        explainer = self._live.get(key)
+        if explainer is not None:
+            self._live.move_to_end(key)
+            return explainer
+        explainer = self.factory(key)
+        saved = self._saved.pop(key, None)
+        if saved is not None:
+            from ipfi_cli.core.plain_state import loads
+
+            explainer.load_state_dict(loads(saved))
+        self._order.setdefault(key, len(self._order))
+        self._live[key] = explainer
+        if self.max_keys is not None:
+            while len(self._live) > self.max_keys:
+                self._evict()
+        return explainer
+
+    def _evict(self) -> None:
+        from ipfi_cli.core.plain_state import dumps
+
+        key, explainer = self._live.popitem(last=False)
+        self._saved[key] = dumps(explainer.state_dict())
+        self.evictions += 1
+
+    @property
+    def n_live(self) -> int:
+        return len(self._live)
+
+    def keys(self) -> list[Hashable]:
+        """Every key seen, in the order they first came."""
+        return sorted(self._order, key=self._order.__getitem__)
+
+    def state(self, key: Hashable) -> dict[str, Any]:
+        """The state of ``key``'s explainer (live or saved) as plain data."""
+        if key in self._live:
+            return self._live[key].state_dict()
+        from ipfi_cli.core.plain_state import loads
+
+        return loads(self._saved[key])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every key's state, in the order the keys first came (plain data)."""
+        return {"keys": [[key, self.state(key)] for key in self.keys()], "evictions": self.evictions}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data: every key saved, none live until it comes."""
+        from ipfi_cli.core.plain_state import dumps
+
+        self._live.clear()
+        self._saved = {_key(key): dumps(value) for key, value in state["keys"]}
+        self._order = {_key(key): i for i, (key, _) in enumerate(state["keys"])}
+        self.evictions = int(state.get("evictions", 0))
+
+
+def _key(key: Any) -> Hashable:
+    return tuple(key) if isinstance(key, list) else key

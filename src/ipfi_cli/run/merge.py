@@ -1,0 +1,80 @@
+"""``ipfi merge``: the state of a whole stream from the ``--state`` files of its shards.
+
+Each shard ran ``ipfi explain ... --state SHARD.state`` with the same settings (the seed may
+differ) and a smoothing that merges: ``--time-column``/``--half-life`` (forward decay by event
+time) or ``--running-mean``. The merged state holds the merged explainer
+(:func:`~ipfi_cli.core.mergeable.merge_states`: smoothed sums exactly, reservoirs by the
+documented rule) and the shards' counters added up; it has written no traces yet. Continuing
+from it explains new rows: ``ipfi explain NEW --state MERGED --no-skip-seen -o traces.csv``.
+
+States of other settings, of a learning model (``--learn``: two learned models do not
+merge), with change detection (ADWIN windows do not merge) or smoothed by row count are
+refused in one line naming the state and the setting.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ipfi_cli.errors import StateError
+
+#: settings that may differ between the shards of one stream
+PER_SHARD = ("--seed",)
+
+
+def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = None) -> dict[str, Any]:
+    """Merge the state files ``paths`` into a new state file ``output``; returns its ``run`` counters."""
+    from ipfi_cli.core.mergeable import merge_states
+    from ipfi_cli.io.run_state import load_state, save_state
+    from ipfi_cli.version import __version__
+
+    if len(paths) < 2:
+        raise StateError("give at least two state files to merge")
+    if os.path.exists(output):
+        raise StateError(f"{output}: exists; merge into a new file (nothing was changed)")
+    states = [load_state(p) for p in paths]
+    first = states[0]
+    for path, state in zip(paths, states):
+        if state.get("ipfi") != __version__:
+            raise StateError(f"{path}: written by ipfi {state.get('ipfi')}; states merge with the version that "
+                             f"wrote them (this is ipfi {__version__})")
+        if state["settings"].get("--learn"):
+            raise StateError(f"{path}: the state of a learning model (--learn); two learned models do not merge")
+        if state.get("watch") is not None:
+            raise StateError(f"{path}: the state has change detection (--detect); ADWIN windows do not merge: "
+                             "run the shards without it")
+        if state["explainer"].get("explainer") != "mergeable-ipfi":
+            raise StateError(f"{path}: smoothed by row count (--alpha), which does not merge; run the shards "
+                             "with --time-column and --half-life, or with --running-mean")
+        differing = [k for k in first["settings"] if k not in PER_SHARD
+                     and state["settings"].get(k) != first["settings"][k]]
+        if differing:
+            key = differing[0]
+            what = "the model file differs" if key == "--model" else \
+                f"{state['settings'].get(key)!r}, {paths[0]}: {first['settings'][key]!r}"
+            raise StateError(f"{path}: other settings than {paths[0]} ({key}: {what}); only states of the same "
+                             "settings merge")
+    merged_seed = first["run"]["seed"] if seed is None else seed
+    try:
+        explainer = merge_states([s["explainer"] for s in states], seed=merged_seed)
+    except (KeyError, ValueError) as error:
+        raise StateError(f"the states cannot be merged ({error})") from None
+    kinds: dict[str, str] = {}
+    for state in states:
+        kinds.update(state["run"]["kinds"])
+    runs = [s["run"] for s in states]
+    run = {
+        "seed": merged_seed, "input_rows": sum(r["input_rows"] for r in runs), "rows": sum(r["rows"] for r in runs),
+        "skipped": sum(r["skipped"] for r in runs),
+        "first_skip": next((r["first_skip"] for r in runs if r["first_skip"]), None),
+        "last_written": None, "last": None, "records": 0, "kinds": kinds, "last_print": None,
+        "output": {"size": 0, "crc": 0, "path": None}, "input": " + ".join(r["input"] for r in runs),
+        "saved": time.time(), "merged": list(paths),
+    }
+    settings = {**first["settings"], "--seed": merged_seed}
+    save_state(output, {"ipfi": __version__, "settings": settings, "explainer": explainer, "model": None,
+                        "run": run, "watch": None})
+    return run

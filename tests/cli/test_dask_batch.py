@@ -1,0 +1,75 @@
+"""``ipfi batch --scheduler`` / ``--workers`` on real Dask processes on 127.0.0.1: the same bytes as one process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+
+from .conftest import ROOT, subprocess_env  # noqa: E402
+
+
+def dask_command() -> list[str]:
+    script = Path(sys.executable).with_name("dask")
+    return [str(script)] if script.exists() else [shutil.which("dask") or "dask"]
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory):
+    """A `dask scheduler` and a `dask worker` process with 2 single-thread workers, on 127.0.0.1."""
+    from distributed import Client
+
+    folder = tmp_path_factory.mktemp("dask")
+    info = folder / "scheduler.json"
+    env = subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    started = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                 "--no-dashboard", "--scheduler-file", str(info)], env=env, cwd=folder,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 60
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert info.exists(), "the scheduler did not start"
+        started.append(subprocess.Popen([*dask_command(), "worker", "--scheduler-file", str(info), "--nworkers", "2",
+                                         "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], env=env,
+                                        cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with Client(scheduler_file=str(info), timeout=30) as client:
+            client.wait_for_workers(2, timeout=90)
+            address = client.scheduler.address
+        yield address
+    finally:
+        for process in reversed(started):
+            process.terminate()
+        for process in reversed(started):
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def test_batch_on_a_running_cluster_gives_the_bytes_of_one_process(run, agrawal_small, hgb, scheduler):
+    common = ["batch", agrawal_small, "-m", hgb, "-t", "class", "--seed", "4", "-M", "3", "-q"]
+    alone = run(*common)
+    spread = run(*common, "--scheduler", scheduler)
+    assert alone.exit_code == 0 and spread.exit_code == 0, spread.stderr
+    assert spread.stdout == alone.stdout and spread.stdout.count("\n") == 10
+
+
+def test_batch_on_a_local_cluster_and_one_line_errors(run, agrawal_small, hgb):
+    common = ["batch", agrawal_small, "-m", hgb, "-t", "class", "--seed", "4", "-M", "2", "-q"]
+    alone = run(*common)
+    local = run(*common, "--workers", "2")
+    assert local.exit_code == 0, local.stderr
+    assert local.stdout == alone.stdout
+    both = run(*common, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1")
+    assert both.exit_code == 2 and "not both" in both.stderr
+    nobody = run(*common, "--scheduler", "tcp://127.0.0.1:1")
+    lines = nobody.stderr.strip().splitlines()
+    assert nobody.exit_code == 1 and len(lines) == 1 and "cannot reach the Dask scheduler" in lines[0], nobody.stderr

@@ -1,0 +1,115 @@
+"""``ipfi explain --time-column/--half-life/--running-mean`` and ``ipfi merge`` through the command."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import SAMPLE, parse_csv
+
+TIMED = ("-t", "class", "--time-column", "ts", "--half-life", "1h", "-M", "2", "--sampling", "uniform",
+         "--no-live", "-q")
+
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory):
+    """1,200 rows of the sample data with an event time every 10 s; shards by row parity (as by a
+    hashed key: the same distribution), and 200 later rows."""
+    import pandas as pd
+
+    base = tmp_path_factory.mktemp("timed")
+    frame = pd.read_csv(SAMPLE / "agrawal_static.csv", nrows=1400)
+    frame.insert(0, "ts", pd.date_range("2024-05-01", periods=len(frame), freq="10s").strftime("%Y-%m-%d %H:%M:%S"))
+    head, later = frame.iloc[:1200], frame.iloc[1200:]
+    paths = {"whole": base / "whole.csv", "a": base / "a.csv", "b": base / "b.csv", "later": base / "later.csv"}
+    head.to_csv(paths["whole"], index=False)
+    head.iloc[::2].to_csv(paths["a"], index=False)
+    head.iloc[1::2].to_csv(paths["b"], index=False)
+    later.to_csv(paths["later"], index=False)
+    return paths
+
+
+def last_record(path):
+    row = parse_csv(path.read_text())[-1]
+    return {k: float(v) for k, v in row.items() if k != "row"}
+
+
+def test_shards_merge_and_the_merged_state_continues(run, timed, hgb, tmp_path):
+    whole = tmp_path / "whole.csv"
+    assert run("explain", timed["whole"], "-m", hgb, *TIMED, "--seed", "1", "-o", whole).exit_code == 0
+    states = []
+    for name, seed in (("a", "1"), ("b", "2")):
+        state = tmp_path / f"{name}.state"
+        result = run("explain", timed[name], "-m", hgb, *TIMED, "--seed", seed, "--state", state,
+                     "-o", tmp_path / f"{name}.traces.csv")
+        assert result.exit_code == 0, result.stderr
+        states.append(state)
+    merged = tmp_path / "merged.state"
+    result = run("merge", *states, "-o", merged)
+    assert result.exit_code == 0, result.stderr
+    assert "merged 2 states" in result.stderr and result.stdout == ""
+    # continue with the later rows in one run, and in two runs: the same bytes
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    copy = tmp_path / "copy.state"
+    copy.write_bytes(merged.read_bytes())
+    assert run("explain", timed["later"], "-m", hgb, *TIMED, "--state", merged, "--no-skip-seen", "-o", one,
+               "--checkpoint-every", "50").exit_code == 0
+    first_half = tmp_path / "first.csv"
+    lines = timed["later"].read_text().splitlines(keepends=True)
+    first_half.write_text("".join(lines[:101]))
+    second_half = tmp_path / "second.csv"
+    second_half.write_text("".join([lines[0], *lines[101:]]))
+    for part in (first_half, second_half):
+        result = run("explain", part, "-m", hgb, *TIMED, "--state", copy, "--no-skip-seen", "-o", two)
+        assert result.exit_code == 0, result.stderr
+    assert one.read_bytes() == two.read_bytes()
+    records = parse_csv(one.read_text())
+    assert records[0]["row"] == "1201" and records[-1]["row"] == "1400"  # the rows go on after both shards'
+    # the merged estimate is close to the whole stream's: 1,200 rows, uniform reservoirs from the same
+    # distribution; standard errors of ~0.015 per estimate (the run's own bounds are ~0.05 at delta 0.05),
+    # so 0.08 is over 3.5 standard errors of the difference
+    merged_estimate, whole_estimate = last_record(one), last_record(whole)
+    assert max(abs(merged_estimate[k] - whole_estimate[k]) for k in whole_estimate) < 0.08
+    assert sorted(whole_estimate, key=lambda k: -whole_estimate[k])[:2] == \
+        sorted(merged_estimate, key=lambda k: -merged_estimate[k])[:2]
+
+
+def test_merge_refusals_are_one_line(run, timed, hgb, hoeffding, tmp_path):
+    def state(name, *options, data=timed["a"], model=hgb):
+        path = tmp_path / f"{name}.state"
+        result = run("explain", data, "-m", model, "-t", "class", "-M", "2", "--no-live", "-q", "--state", path,
+                     "-o", tmp_path / f"{name}.csv", *options)
+        assert result.exit_code == 0, result.stderr
+        return path
+
+    timed_a = state("timed", "--time-column", "ts", "--half-life", "1h")
+    other = state("other", "--time-column", "ts", "--half-life", "2h")
+    counting = state("counting")
+    learning = state("learning", "--learn", "--running-mean", model=hoeffding)
+    cases = [((timed_a, other), "other settings than", "--half-life: 7200.0"),
+             ((timed_a, counting), "smoothed by row count (--alpha), which does not merge"),
+             ((learning, timed_a), "the state of a learning model"),
+             ((timed_a,), "at least two state files")]
+    for states, *parts in cases:
+        result = run("merge", *states, "-o", tmp_path / "out.state")
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 1 and len(lines) == 1, result.stderr
+        assert all(p in lines[0] for p in parts), lines[0]
+        assert not (tmp_path / "out.state").exists()
+    result = run("merge", timed_a, timed_a, "-o", other)
+    assert result.exit_code == 1 and "exists" in result.stderr
+
+
+def test_time_options_and_bad_times(run, timed, hgb, tmp_path):
+    result = run("explain", timed["a"], "-m", hgb, "-t", "class", "--half-life", "1h", "--no-live")
+    assert result.exit_code == 2 and "--time-column and --half-life go together" in result.stderr
+    result = run("explain", timed["a"], "-m", hgb, "-t", "class", "--time-column", "ts", "--half-life", "soon")
+    assert result.exit_code == 2 and "not a duration" in result.stderr
+    result = run("explain", timed["a"], "-m", hgb, "-t", "class", "--time-column", "when", "--half-life", "1h")
+    assert result.exit_code == 2 and "no such input column: when" in result.stderr
+    lines = timed["a"].read_text().splitlines()
+    lines[3] = "yesterday" + lines[3][lines[3].index(","):]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    result = run("explain", bad, "-m", hgb, *TIMED)
+    assert result.exit_code == 1
+    assert "row 3 (line 4), column 'ts': not a time: 'yesterday'" in result.stderr, result.stderr

@@ -1,0 +1,70 @@
+"""One explainer per key: each key's numbers are those of an explainer on its rows alone, and
+evicting keys (saved as plain data) and bringing them back changes no number."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ipfi_cli.core import IncrementalPFI, plain_state
+from ipfi_cli.core.keyed import KeyedExplainers
+from ipfi_cli.core.mergeable import MergeablePFI
+from ipfi_cli.models import FunctionPredictor
+
+
+@pytest.fixture(scope="module")
+def keyed_stream(agrawal_stream):
+    X, y = agrawal_stream(3000, 3)
+    keys = np.random.default_rng(4).choice(["eu", "us", "apac", "latam", "mea"], size=len(y), p=[.4, .3, .15, .1, .05])
+    return X, y, keys
+
+
+def factory(agrawal_rule, agrawal_columns, cls=IncrementalPFI, **extra):
+    model = FunctionPredictor(agrawal_rule)
+    return lambda key: cls(model, agrawal_columns, loss="zero-one", n_repeats=2, reservoir_size=50, seed=7, **extra)
+
+
+def run_keyed(keyed, X, y, keys, chunk=37):
+    """Feed the stream in micro-batches; each batch's rows go to their key's explainer, in order."""
+    out = {}
+    for start in range(0, len(y), chunk):
+        part = slice(start, start + chunk)
+        for key in dict.fromkeys(keys[part]):
+            mask = keys[part] == key
+            estimates = keyed.get(key).explain_many(X[part][mask], y[part][mask])
+            out.setdefault(key, []).append(estimates)
+    return {k: np.vstack(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("cls", [IncrementalPFI, MergeablePFI])
+def test_per_key_numbers_equal_separate_explainers_and_eviction_changes_nothing(keyed_stream, agrawal_rule,
+                                                                               agrawal_columns, cls):
+    X, y, keys = keyed_stream
+    make = factory(agrawal_rule, agrawal_columns, cls)
+    unbounded = KeyedExplainers(make)
+    bounded = KeyedExplainers(make, max_keys=2)
+    everything = run_keyed(unbounded, X, y, keys)
+    evicting = run_keyed(bounded, X, y, keys)
+    assert bounded.evictions > 50 and bounded.n_live == 2 and unbounded.evictions == 0
+    assert bounded.keys() == unbounded.keys() == list(dict.fromkeys(keys.tolist()))  # in order of first sight
+    for key in unbounded.keys():
+        alone = make(key).explain_many(X[keys == key], y[keys == key])  # the key's rows only, in one call
+        assert np.array_equal(everything[key], alone, equal_nan=True), key
+        assert np.array_equal(evicting[key], alone, equal_nan=True), key
+
+
+def test_state_of_every_key_round_trips(keyed_stream, agrawal_rule, agrawal_columns):
+    X, y, keys = keyed_stream
+    make = factory(agrawal_rule, agrawal_columns)
+    first = KeyedExplainers(make, max_keys=3)
+    run_keyed(first, X[:2000], y[:2000], keys[:2000])
+    state = plain_state.loads(plain_state.dumps(first.state_dict()))
+    resumed = KeyedExplainers(make, max_keys=3)
+    resumed.load_state_dict(state)
+    assert resumed.keys() == first.keys()
+    rest = run_keyed(resumed, X[2000:], y[2000:], keys[2000:])
+    uninterrupted = run_keyed(KeyedExplainers(make), X, y, keys)
+    for key, estimates in rest.items():
+        assert np.array_equal(estimates, uninterrupted[key][-len(estimates):], equal_nan=True), key
+    with pytest.raises(ValueError, match="max_keys must be at least 1"):
+        KeyedExplainers(make, max_keys=0)

@@ -1,0 +1,139 @@
+"""The Parquet reader: values, missing values and column rules as in CSV, partitions, memory per batch."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import io
+import math
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from ipfi_cli.errors import InputError, UsageError  # noqa: E402
+from ipfi_cli.io.parquet import ParquetRowReader, is_parquet_input  # noqa: E402
+from ipfi_cli.io.readers import RowReader, open_rows  # noqa: E402
+
+
+def same(a, b) -> bool:
+    """Equal values, NaN equal to NaN, and of the same type."""
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return a == b and type(a) is type(b)
+
+
+def test_values_and_missing_values_as_the_csv_reader_reads_them(tmp_path):
+    csv_text = b"n,x,s,label\n1,0.5,a,yes\n,NaN,NA,no\n3,,?,yes\n4,2.5, N/A ,no\n"
+    table = pa.table({"n": pa.array([1, None, 3, 4], pa.int64()), "x": [0.5, float("nan"), None, 2.5],
+                      "s": ["a", "NA", "?", " N/A "], "label": ["yes", "no", "yes", "no"]})
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    csv_rows = [r.values for r in RowReader(io.BytesIO(csv_text), name="t.csv")]
+    with open_rows(str(path)) as reader:
+        assert reader.format == "parquet" and reader.columns == ["n", "x", "s", "label"]
+        rows = list(reader)
+        assert [r.number for r in rows] == [1, 2, 3, 4] and all(r.line is None for r in rows)
+        for got, expected in zip([r.values for r in rows], csv_rows):
+            assert all(same(got[k], expected[k]) for k in expected), (got, expected)
+        assert reader.noted_missing == {"s": {"?": 1}}  # as the CSV reader counts UCI's token
+        assert "'s' (1)" in reader.noted_missing_summary()
+
+
+def test_other_arrow_types(tmp_path):
+    table = pa.table({
+        "flag": [True, None], "code": pa.array(["eu", "us"]).dictionary_encode(),
+        "price": pa.array([decimal.Decimal("1.25"), None], pa.decimal128(5, 2)),
+        "when": pa.array([datetime.datetime(2024, 5, 1, 13, 0), None], pa.timestamp("s")),
+        "day": pa.array([datetime.date(2024, 5, 1), None]), "nothing": pa.array([None, None], pa.null())})
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    first, second = [r.values for r in ParquetRowReader(str(path))]
+    assert first == {"flag": True, "code": "eu", "price": 1.25, "when": "2024-05-01 13:00:00", "day": "2024-05-01",
+                     "nothing": first["nothing"]}
+    assert math.isnan(first["nothing"]) and all(math.isnan(v) for k, v in second.items() if k != "code")
+
+
+def test_nested_columns_are_refused_naming_the_column(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": [1], "tags": [[1, 2]]}), path)
+    with pytest.raises(InputError, match=r"t.parquet: column 'tags' holds list<"):
+        ParquetRowReader(str(path))
+
+
+def test_folder_of_hive_partitions_in_sorted_order(tmp_path):
+    for region, start in (("us", 10), ("eu", 0)):
+        folder = tmp_path / "data" / f"region={region}"
+        folder.mkdir(parents=True)
+        for part in (1, 0):
+            pq.write_table(pa.table({"a": [start + 2 * part, start + 2 * part + 1]}),
+                           folder / f"part-{part}.parquet")
+    (tmp_path / "data" / "_SUCCESS").write_text("")
+    (tmp_path / "data" / "region=eu" / ".part-0.parquet.crc").write_text("")
+    reader = open_rows(str(tmp_path / "data"))
+    assert reader.columns == ["a", "region"]
+    assert [(r.values["region"], r.values["a"]) for r in reader] == [
+        ("eu", 0), ("eu", 1), ("eu", 2), ("eu", 3), ("us", 10), ("us", 11), ("us", 12), ("us", 13)]
+    glob = open_rows(str(tmp_path / "data" / "region=us" / "*.parquet"))
+    assert [r.values["a"] for r in glob] == [10, 11, 12, 13] and glob.columns == ["a"]
+
+
+def test_a_column_whose_type_changes_between_files_gives_bad_rows_as_in_csv(tmp_path):
+    folder = tmp_path / "d"
+    folder.mkdir()
+    pq.write_table(pa.table({"age": [30, 40], "s": ["x", "y"]}), folder / "a.parquet")
+    pq.write_table(pa.table({"age": ["old", None], "s": ["z", "w"]}), folder / "b.parquet")
+    rows = list(open_rows(str(folder)))
+    assert [r.error is None for r in rows] == [True, True, False, True]
+    assert str(rows[2].error) == (f"{folder / 'b.parquet'}: row 3, column 'age': expected a number (the column "
+                                  "held numbers before), got 'old'")
+    csv_rows = list(RowReader(io.BytesIO(b"age,s\n30,x\n40,y\nold,z\n,w\n"), name="t.csv"))
+    assert str(csv_rows[2].error).endswith("expected a number (the column held numbers before), got 'old'")
+
+
+def test_files_with_other_columns_are_refused_before_any_row(tmp_path):
+    folder = tmp_path / "d"
+    folder.mkdir()
+    pq.write_table(pa.table({"a": [1], "b": [2]}), folder / "1.parquet")
+    pq.write_table(pa.table({"a": [1], "c": [2]}), folder / "2.parquet")
+    with pytest.raises(InputError, match=r"2.parquet: the files do not have the same columns: this one lacks 'b'; "
+                                         r"has 'c' in addition"):
+        open_rows(str(folder))
+
+
+def test_text_option_reads_a_numeric_column_as_text(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"zip": [2139, None], "x": [1.5, 2.0]}), path)
+    reader = open_rows(str(path))
+    with pytest.raises(UsageError, match="no such input column: nope"):
+        reader.keep_as_text(["nope"])
+    reader.keep_as_text(["zip"])
+    first, second = [r.values for r in reader]
+    assert first == {"zip": "2139", "x": 1.5} and math.isnan(second["zip"])
+    assert reader.column_kinds() == {"zip": "text", "x": "number"}
+
+
+def test_detection():
+    assert is_parquet_input("a.parquet") and is_parquet_input("x.csv", "parquet")
+    assert not is_parquet_input("a.csv") and not is_parquet_input("-") and not is_parquet_input("a.parquet", "csv")
+
+
+def test_memory_is_one_record_batch_not_the_file(tmp_path):
+    """Arrow's allocations while reading the first rows stay near one batch (1,000 rows), far below
+    the whole file's 400,000 rows x 4 float columns (12.8 MB)."""
+    import numpy as np
+
+    path = tmp_path / "big.parquet"
+    rng = np.random.default_rng(0)
+    pq.write_table(pa.table({c: rng.random(400_000) for c in "abcd"}), path, row_group_size=10_000)
+    reader = ParquetRowReader(str(path), batch_rows=1000)
+    rows = iter(reader)
+    before = pa.total_allocated_bytes()
+    peak = 0
+    for _ in range(5000):
+        next(rows)
+        peak = max(peak, pa.total_allocated_bytes() - before)
+    whole = 400_000 * 4 * 8
+    assert peak < whole / 10, (peak, whole)
+    reader.close()
