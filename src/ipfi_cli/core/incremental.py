@@ -161,7 +161,9 @@ class IncrementalPFI:
             self._remover = make_conditional_sampler(conditional_sampler, len(self.columns), alpha=self.alpha,
                                                      smoothing=smoothing, seed=seed)
             self._group_columns = [np.array(cols, dtype=np.intp) for cols in self.groups.values()]
-        self._tracker = ExponentialMean(self.alpha, len(self.names))
+        if bounds_method == "realisations" and smoothing != "exponential":
+            raise ValueError("bounds_method='realisations' follows the exponential smoothing; with "
+                             f"smoothing={smoothing!r} choose 'chebyshev' or 'normal'")
         self.bounds_method = bounds_method
         self._spread = (RealisationSpread(self.alpha, self.n_repeats, len(self.names))
                         if needs_realisations(bounds_method) else None)

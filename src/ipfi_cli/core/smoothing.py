@@ -176,6 +176,7 @@ class ExponentialMean:
         self.sum_sq_weights = float(state["sum_sq_weights"])  # type: ignore[arg-type]
         self.count = int(state["count"])  # type: ignore[call-overload]
 
+
 class RunningMean:
     """Mean and variance of ``n`` parallel series where every value weighs alike (Welford).
 

@@ -193,10 +193,6 @@ class ExplainSession:
 
         s = self.settings
         checker = plan.row_checker(on_bad_row=s.on_bad_row, on_skip=self._on_skip)
-        if s.state is not None and (s.method != "pfi" or s.removal != "marginal" or s.bounds_method == "realisations"):
-            # the state file is plain data: these keep state (samplers, coalitions, spreads) it does not hold yet
-            raise UsageError("saves iPFI with marginal removal; not yet --method sage, --removal conditional/both "
-                             "or --bounds-method realisations", "--state")
         explainer: Explainer
         if s.half_life is not None or s.running_mean:  # smoothing whose state merges (ipfi merge)
             if s.method != "pfi" or s.removal != "marginal" or s.smoothing != "exponential" \
@@ -218,6 +214,12 @@ class ExplainSession:
                 s.method, plan.predictor, plan.columns, loss=plan.loss, alpha=s.alpha, n_repeats=s.repeats,
                 sampling=s.sampling, reservoir_size=s.reservoir_size, features=plan.features,
                 groups=plan.groups or None, seed=self.seed, **self._method_settings())
+        if s.state is not None:  # the state file is plain data: refuse before the first row what it cannot hold
+            try:
+                explainer.state_dict()
+            except (ValueError, NotImplementedError) as error:
+                raise UsageError(f"cannot save this explainer's state as data: {error} (not yet --method sage, "
+                                 "--removal conditional/both or --bounds-method realisations)", "--state") from None
         check_output_names(explainer.names, s.bounds, plan.source)
         watch = ChangeWatch(s.watch, explainer, plan.loss) if s.watch is not None else None
         parts = RunParts(explainer=explainer, progress=Progress(), checker=checker, watch=watch)
