@@ -150,6 +150,6 @@ def half_width(method: str, delta: float, variance: np.ndarray, effective_count:
 
 
 def _t_quantile(p: float, dof: np.ndarray) -> np.ndarray:
-    from scipy.stats import t  # scipy comes with scikit-learn, a dependency (it requires scipy >= 1.5)
+    from scipy.stats import t
 
     return np.asarray(t.ppf(p, np.maximum(dof, 1.0)), dtype=np.float64)

@@ -251,7 +251,8 @@ class ParquetRowReader:
             array = array.cast(pa.string())
             t = array.type
         values = array.to_pylist()
-        if types.is_string(t) or types.is_large_string(t) or getattr(types, "is_string_view", bool)(t):
+        is_string_view = getattr(types, "is_string_view", None)  # pyarrow >= 16
+        if types.is_string(t) or types.is_large_string(t) or (is_string_view is not None and is_string_view(t)):
             na, noted = self.na_values, self.noted_missing
             for i, v in enumerate(values):
                 if v is None:
