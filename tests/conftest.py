@@ -31,6 +31,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["IPFI_CACHE_DIR"] = folder.name
 
 
+# real model servers take 5-10 s each to start and answer over HTTP: their tests run with `-m slow`
+MODEL_SERVERS = {"mlflow_server", "bool_mlflow_server", "proba_mlflow_server", "mlserver_server"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that starts a real model server as slow."""
+    for item in items:
+        if MODEL_SERVERS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 
 @functools.cache
 def _agrawal_stream(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

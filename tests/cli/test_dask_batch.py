@@ -62,6 +62,7 @@ def test_batch_on_a_running_cluster_gives_the_bytes_of_one_process(run, agrawal_
     assert spread.stdout == alone.stdout and spread.stdout.count("\n") == 10
 
 
+@pytest.mark.slow  # starts and stops a local cluster of two worker processes: about 20 s
 def test_batch_on_a_local_cluster_and_one_line_errors(run, agrawal_small, hgb):
     common = ["batch", agrawal_small, "-m", hgb, "-t", "class", "--seed", "4", "-M", "2", "-q"]
     alone = run(*common)

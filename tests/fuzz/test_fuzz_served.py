@@ -32,6 +32,8 @@ from tests.sources.answers import Answers, Reply, rows_of
 
 from .conftest import fuzz
 
+pytestmark = pytest.mark.slow  # answers that are slow or trickle on purpose: over a minute
+
 ROWS = 40
 SPELLINGS = {"int": int, "text": str, "float": float, "bool": bool}
 MALFORMED = ["null", "no predictions", "scalar", "short", "long", "objects", "lists", "nested", "not json",
