@@ -34,7 +34,7 @@ def main() -> None:
 
     from ipfi_cli.core import batch_pfi
     from ipfi_cli.models import as_predictor
-    from ipfi_cli.run.distributed import run_on
+    from ipfi_cli.run.distributed import dask_runner
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000)
@@ -48,7 +48,8 @@ def main() -> None:
     X, y = frame[columns], frame["class"].tolist()
 
     def work(client):
-        return run_on(client, batch_pfi, model, X, y, columns, loss="zero-one", n_repeats=args.repeats, seed=0)
+        return batch_pfi(model, X, y, columns, loss="zero-one", n_repeats=args.repeats, seed=0,
+                         runner=None if client is None else dask_runner(client))
 
     clusters = {}
     for n in (1, 2):

@@ -74,3 +74,60 @@ def test_batch_on_a_local_cluster_and_one_line_errors(run, agrawal_small, hgb):
     nobody = run(*common, "--scheduler", "tcp://127.0.0.1:1")
     lines = nobody.stderr.strip().splitlines()
     assert nobody.exit_code == 1 and len(lines) == 1 and "cannot reach the Dask scheduler" in lines[0], nobody.stderr
+
+
+@pytest.fixture
+def two_workers(tmp_path):
+    """A `dask scheduler` and two separate `dask worker` processes without nannies (a killed one stays dead)."""
+    from distributed import Client
+
+    info = tmp_path / "scheduler.json"
+    env = subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    quiet = {"env": env, "cwd": tmp_path, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    started = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                 "--no-dashboard", "--scheduler-file", str(info)], **quiet)]
+    try:
+        deadline = time.monotonic() + 60
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert info.exists(), "the scheduler did not start"
+        for _ in range(2):
+            started.append(subprocess.Popen([*dask_command(), "worker", "--scheduler-file", str(info), "--no-nanny",
+                                             "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], **quiet))
+        client = Client(scheduler_file=str(info), timeout=30)
+        client.wait_for_workers(2, timeout=90)
+        yield client
+        client.close()
+    finally:
+        for process in reversed(started):
+            process.kill()
+            process.wait(timeout=20)
+
+
+@pytest.mark.slow  # a scheduler, two workers and a batch run long enough to kill one of them: about 30 s
+def test_a_worker_killed_mid_run_changes_nothing(tmp_path, hgb, two_workers):
+    """Dask runs the lost worker's task again on the other one: the same bytes as one process, exit 0."""
+    import signal
+
+    client = two_workers
+    command = [sys.executable, "-m", "ipfi_cli", "batch", str(ROOT / "sample_data" / "agrawal_static.csv"),
+               "-m", hgb, "-t", "class", "--seed", "4", "-M", "12", "-q"]
+    env = subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    alone = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert alone.returncode == 0, alone.stderr
+    pids = client.run(os.getpid)
+    spread = subprocess.Popen([*command, "--scheduler", client.scheduler.address], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and spread.poll() is None and time.monotonic() < deadline:
+        busy = [worker for worker, keys in client.processing().items() if keys]
+        if busy:
+            killed = pids[busy[0]]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.05)
+    out, err = spread.communicate(timeout=300)
+    assert killed is not None, "the run ended before a worker could be killed"
+    assert spread.returncode == 0, err
+    assert out == alone.stdout
+    assert len(client.scheduler_info()["workers"]) == 1  # the killed worker did not come back

@@ -168,13 +168,14 @@ def batch(
                                   "--method")
             _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet)
             return
-        from ipfi_cli.run.distributed import dask_client, run_on
+        from ipfi_cli.run.distributed import dask_client, dask_runner
 
         with dask_client(workers, scheduler) as client:
             start = time.perf_counter()
-            result = run_on(client, batch_pfi, dataset.loaded.predictor, dataset.frame, dataset.targets,
-                            dataset.columns, loss=dataset.loss, n_repeats=repeats, features=dataset.features,
-                            groups=dataset.groups, seed=seed, n_jobs=n_jobs)
+            result = batch_pfi(dataset.loaded.predictor, dataset.frame, dataset.targets, dataset.columns,
+                               loss=dataset.loss, n_repeats=repeats, features=dataset.features,
+                               groups=dataset.groups, seed=seed, n_jobs=n_jobs,
+                               runner=None if client is None else dask_runner(client))
             seconds = time.perf_counter() - start
         records = [{"feature": name, "importance": mean, "std": std, "n_repeats": result.n_repeats,
                     "n_rows": result.n_rows, "loss": dataset.loss.name, "baseline_loss": result.baseline_loss}

@@ -22,7 +22,7 @@ result does not depend on ``n_jobs``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,9 @@ import numpy as np
 from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.losses import Loss, Output, UnmeasurableError, get_loss, unmeasurable
 from ipfi_cli.core.predictor import Predictor
+
+#: ``runner(function, shared, tasks) -> [function(*task, *shared) for task in tasks]``, run anywhere
+TaskRunner = Callable[[Callable[..., Any], Sequence[Any], Sequence[Sequence[Any]]], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -118,9 +121,9 @@ def _losses(model: Predictor, block: np.ndarray, columns: Sequence[str], loss: L
     return loss.compute(targets, predicted)
 
 
-def _group_repeats(model: Predictor, block: np.ndarray, columns: Sequence[str], loss: Loss,
-                   targets: np.ndarray, cols: list[int], n_repeats: int,
-                   seed: np.random.SeedSequence, baseline: np.ndarray) -> np.ndarray:
+def _group_repeats(cols: list[int], seed: np.random.SeedSequence, model: Predictor, block: np.ndarray,
+                   columns: Sequence[str], loss: Loss, targets: np.ndarray, n_repeats: int,
+                   baseline: np.ndarray) -> np.ndarray:
     rng = np.random.default_rng(seed)
     n = len(block)
     values = np.empty(n_repeats)
@@ -145,11 +148,14 @@ def batch_pfi(
     groups: Mapping[str, Sequence[str]] | None = None,
     seed: int | None = None,
     n_jobs: int | None = None,
+    runner: TaskRunner | None = None,
 ) -> PFIResult:
     """Batch PFI of a fixed model on ``rows`` (see the module docstring for the formula).
 
     ``n_jobs`` runs groups in parallel with joblib (its ``parallel_config`` picks the
-    backend); the numbers are the same for any ``n_jobs``.
+    backend); ``runner`` runs them elsewhere (``runner(function, shared, tasks)`` returns
+    ``[function(*task, *shared) for task in tasks]`` in order; for example on a Dask cluster,
+    :func:`ipfi_cli.run.distributed.dask_runner`). The numbers are the same either way.
     """
     columns = [str(c) for c in columns]
     loss = get_loss(loss)
@@ -170,15 +176,15 @@ def batch_pfi(
         raise UnmeasurableError(why)
     seeds = np.random.SeedSequence(seed).spawn(len(resolved))
     tasks = [(cols, s) for cols, s in zip(resolved.values(), seeds)]
-    if n_jobs is None or n_jobs == 1:
-        values = [_group_repeats(model, block, columns, loss, target_array, cols, n_repeats, s, baseline)
-                  for cols, s in tasks]
+    shared: tuple[Any, ...] = (model, block, columns, loss, target_array, n_repeats, baseline)
+    if runner is not None:
+        values = runner(_group_repeats, shared, tasks)
+    elif n_jobs is None or n_jobs == 1:
+        values = [_group_repeats(cols, s, *shared) for cols, s in tasks]
     else:
         from joblib import Parallel, delayed
 
-        values = Parallel(n_jobs=n_jobs)(
-            delayed(_group_repeats)(model, block, columns, loss, target_array, cols, n_repeats, s, baseline)
-            for cols, s in tasks)
+        values = Parallel(n_jobs=n_jobs)(delayed(_group_repeats)(cols, s, *shared) for cols, s in tasks)
     result = np.array(values, dtype=np.float64)
     if not np.isfinite(result).all():
         raise UnmeasurableError(unmeasurable(loss, float("inf"), len(block)) or "")

@@ -1,11 +1,10 @@
 """Work spread over a Dask cluster: ``--workers N`` (a local cluster ipfi starts) or ``--scheduler ADDRESS``.
 
 ``ipfi batch`` runs its permutations (one task per feature or group, each with its own random
-stream, :func:`~ipfi_cli.core.batch.batch_pfi`) on the cluster's workers through joblib's Dask
-backend: the numbers do not depend on where a task runs, so the same seed gives the same bytes
-as one process. The tasks are pure functions of their inputs, so Dask may run a lost worker's
-tasks again on another (its default; not tested here); a scheduler that cannot be reached is
-one line.
+stream, :func:`~ipfi_cli.core.batch.batch_pfi`) on the cluster's workers, :func:`dask_runner`:
+the numbers do not depend on where a task runs, so the same seed gives the same bytes as one
+process. The tasks are pure functions of their inputs, so Dask runs a lost worker's tasks again
+on another (tested by killing a worker mid-run); a scheduler that cannot be reached is one line.
 
 The local cluster binds to 127.0.0.1 (its HTTP server on a free port: never 8787, which another
 cluster may hold), one process per worker with one thread each.
@@ -64,15 +63,27 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
             cluster.close()
 
 
-def run_on(client: Any, function: Any, *args: Any, **kwargs: Any) -> Any:
-    """``function(*args, n_jobs=..., **kwargs)`` with joblib's tasks on ``client``'s workers
-    (or in this process when ``client`` is ``None``)."""
-    if client is None:
-        return function(*args, **kwargs)
-    import joblib
+def dask_runner(client: Any) -> Any:
+    """A :data:`~ipfi_cli.core.batch.TaskRunner` on ``client``'s workers.
 
-    try:
-        with client.as_current(), joblib.parallel_config(backend="dask"):
-            return function(*args, **{**kwargs, "n_jobs": -1})
-    except (OSError, TimeoutError) as error:
-        raise RunError(f"the Dask cluster failed ({type(error).__name__}: {error})") from None
+    The shared inputs (model, rows, labels) are sent once to every worker; each task carries
+    only its columns and random stream. A worker lost mid-run (killed, out of memory) has its
+    tasks run again by Dask on the others, so the result is the same; a task that kills
+    workers again and again ends the run in one line.
+    """
+    from distributed import KilledWorker
+
+    def run(function: Any, shared: Any, tasks: Any) -> list[Any]:
+        everywhere = client.scatter(list(shared), broadcast=True, hash=False)
+        futures = [client.submit(function, *task, *everywhere, pure=False) for task in tasks]
+        try:
+            return list(client.gather(futures))
+        except KilledWorker as error:
+            raise RunError(f"Dask workers died running one task, {error.args[0]!r}, again and again: is the "
+                           "model too big for a worker's memory? (their logs say why)") from None
+        except (OSError, TimeoutError) as error:
+            raise RunError(f"the Dask cluster failed ({type(error).__name__}: {error})") from None
+        finally:
+            client.cancel(futures + everywhere)
+
+    return run
