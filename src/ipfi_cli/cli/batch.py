@@ -73,6 +73,9 @@ BatchRepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-M", min=1, help="Random permutations of the whole data per feature (M; the paper uses 10).",
     rich_help_panel=PANEL_ESTIMATOR)]
 
+#: rows batch PFI holds at most by default (about 100-400 bytes each, with the model's inputs)
+DEFAULT_MAX_ROWS = 1_000_000
+
 BATCH_FIELDS = ["feature", "importance", "std", "n_repeats", "n_rows", "loss", "baseline_loss"]
 SAGE_FIELDS = ["feature", "importance", "std_error", "n_permutations", "n_rows", "loss", "explained_loss"]
 
@@ -103,6 +106,10 @@ def batch(
         "--background", min=1, help="With --method sage: rows drawn (with --seed) whose values stand in for "
         "absent features; every coalition's prediction is averaged over all of them.",
         rich_help_panel=PANEL_ESTIMATOR)] = 64,
+    max_rows: Annotated[int, typer.Option(
+        "--max-rows", min=2, help="Keep at most N good rows in memory: a larger input is explained on a uniform "
+        "sample of N of its rows (drawn with --seed, kept in input order, and said in a note). Memory grows with "
+        "N, not with the input.", metavar="N")] = DEFAULT_MAX_ROWS,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,
     workers: Annotated[Optional[int], typer.Option(
@@ -135,7 +142,7 @@ def batch(
 ) -> None:
     """Batch PFI of a static model on a whole file (the baseline iPFI approximates).
 
-    Per feature or group: the mean increase in loss over --repeats random permutations of all rows (with the unbiased N/(N-1) scaling), its standard deviation over the repeats (ddof=1) and the number of repeats. Records go to stdout (CSV or JSONL), a table to stderr. The file is read whole.
+    Per feature or group: the mean increase in loss over --repeats random permutations of all rows (with the unbiased N/(N-1) scaling), its standard deviation over the repeats (ddof=1) and the number of repeats. Records go to stdout (CSV or JSONL), a table to stderr. The file is read whole; at most --max-rows of its rows are kept (a uniform sample of them all beyond that, said in a note).
 
     With --method sage: batch SAGE (Covert et al.'s permutation estimator, the baseline of explain --method sage): per feature its Shapley value of the loss, its standard error, and the explained loss the values add up to.
     """
@@ -158,7 +165,7 @@ def batch(
                                    classes=classes)
         reporter = TerminalReporter(live=False, quiet=quiet)
         dataset = load_dataset(load_predictor(model, trust=split_names(trust), http=http), inputs, chosen, reporter,
-                               on_bad_row=value(on_bad_row), verbose=verbose)
+                               on_bad_row=value(on_bad_row), verbose=verbose, max_rows=max_rows, seed=seed)
         if verbose:
             reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; columns "
                              f"{', '.join(dataset.columns)}; loss {dataset.loss.name}; repeats {repeats}; seed {seed}")

@@ -56,14 +56,15 @@ class Dataset:
 
 
 def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, reporter: Reporter, *,
-                 learn: bool = False, on_bad_row: str = "fail", verbose: bool = False) -> Dataset:
+                 learn: bool = False, on_bad_row: str = "fail", verbose: bool = False,
+                 max_rows: int | None = None, seed: int | None = None) -> Dataset:
     """Read the whole input for ``loaded``: the run's plan (:func:`~ipfi_cli.run.plan.plan_run`), then
     every row, checked and screened with the model, and the labels converted.
 
     Bad rows stop with their :class:`~ipfi_cli.errors.InputError` (``on_bad_row="fail"``) or are
-    counted and left out.
+    counted and left out. With ``max_rows``, at most that many good rows are kept, a uniform
+    sample of them all (:class:`RowSample`, drawn with ``seed``) in input order, and a note says so.
     """
-    from ipfi_cli.run.rows import rows_frame
 
     plan, reader = plan_run(loaded, inputs, selection, learn=learn, say=reporter.message, streaming=False,
                             on_bad_row=on_bad_row)
@@ -74,11 +75,14 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
 
     with reader:
         checker = plan.row_checker(on_bad_row=on_bad_row, on_skip=on_skip)
-        rows: list[Any] = []
+        sample = RowSample(max_rows, seed)
+        columns = plan.columns
         for batch in reader.batches(SCREEN_ROWS):
             good, failure = checker.check(batch)
             # a row the model cannot take before the bad row `failure` is the first to report
-            rows.extend(screen_rows(good, plan.predictor, plan.columns, plan.loss.output, plan.source, checker))
+            screened = screen_rows(good, plan.predictor, plan.columns, plan.loss.output, plan.source, checker)
+            # kept compact: the model's inputs as a tuple and the label (a row's dict weighs about 3x)
+            sample.extend([(tuple([r.values[c] for c in columns]), r.label) for r in screened])
             if failure is not None:
                 raise failure
         noted = reader.noted_missing_summary()
@@ -92,15 +96,65 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
         reporter.message(unknown, "warning")
     if plan.labels.none_matched:
         raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
+    rows = sample.rows()
+    if sample.seen > len(rows):
+        reporter.message(f"explained a uniform sample of {len(rows):,} of the {sample.seen:,} good rows "
+                         f"(--max-rows {max_rows:,}; drawn with the seed)", "note")
     if len(rows) < 2:
         why = f"all {checker.skipped:,} row(s) were bad" if checker.skipped and not rows else \
             f"{len(rows)} good row(s); batch PFI needs at least 2"
         raise RunError(f"{plan.source}: no data to explain: {why}")
-    return Dataset(plan, rows_frame(rows, plan.columns), [r.label for r in rows])
+    import pandas as pd
+
+    frame = pd.DataFrame.from_records([inputs for inputs, _ in rows], columns=list(plan.columns))
+    return Dataset(plan, frame, [label for _, label in rows])
 
 
 #: rows read, checked and screened with the model at a time
 SCREEN_ROWS = 1000
+#: the spawn key of the sample's random stream: apart from batch PFI's (one per group, keys 0, 1, ...)
+SAMPLE_STREAM = 0x5A3D1E
+
+
+class RowSample:
+    """At most ``limit`` of the rows offered, a uniform sample of them all (Algorithm R), in input order.
+
+    While no more than ``limit`` rows came, every row is kept and no random number is drawn,
+    so a file within the limit gives the numbers of an unlimited run.
+
+    >>> sample = RowSample(3, seed=0)
+    >>> sample.extend(list("abcdefgh"))
+    >>> sample.seen, len(sample.rows()), sample.rows() == sorted(sample.rows())
+    (8, 3, True)
+    """
+
+    def __init__(self, limit: int | None, seed: int | None) -> None:
+        if limit is not None and limit < 2:
+            raise ValueError(f"the sample needs at least 2 rows, got {limit}")
+        self.limit = limit
+        self._seed = seed
+        self._rng: Any = None
+        self._kept: list[tuple[int, Any]] = []
+        self.seen = 0
+
+    def extend(self, rows: list[Any]) -> None:
+        limit, kept = self.limit, self._kept
+        for row in rows:
+            if limit is None or self.seen < limit:
+                kept.append((self.seen, row))
+            else:
+                if self._rng is None:
+                    import numpy as np
+
+                    self._rng = np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=(SAMPLE_STREAM,)))
+                slot = int(self._rng.integers(0, self.seen + 1))
+                if slot < limit:
+                    kept[slot] = (self.seen, row)
+            self.seen += 1
+
+    def rows(self) -> list[Any]:
+        """The kept rows in the order they came."""
+        return [row for _, row in sorted(self._kept, key=lambda item: item[0])]
 #: rows tried as the reference that names a failing column
 REFERENCE_TRIES = 20
 
