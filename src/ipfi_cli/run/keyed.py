@@ -1,0 +1,452 @@
+"""``ipfi explain --by COLUMN[,COLUMN]``: one explainer (and change watch) per value of a key.
+
+:class:`KeyedSession` is an :class:`~ipfi_cli.run.explain.ExplainSession` whose explainer is a
+:class:`KeyedExplainer`: one :class:`KeyRun` per key (its explainer, change watch and counters),
+built when the key first comes with the run's settings and seed, and kept by
+:class:`~ipfi_cli.core.keyed.KeyedExplainers` (``max_keys``: the least recently seen saved as plain
+data and evicted, restored when they come back). Each key's rows are explained, numbered and
+written (``--every`` counts them) exactly as a run on that key's rows alone would, so its trace
+records equal that run's, byte for byte, but for the key columns that start them. A row's number
+in a key's trace is its place among that key's input rows (bad ones too: a row whose key can be
+read counts for that key); messages name the row by its place in the whole input.
+
+Rows are explained in the input's order: consecutive rows of one key go to its explainer
+together, and the records of all keys are written interleaved as their rows come. The last row
+of every key is written at the end (in the order the keys first came), as one run writes its
+last row. A key column is not a feature (a model that names it as an input still gets it; it is
+never explained), and a row without a value in one is a bad row naming the column.
+
+The model is shared and static: ``--learn`` (one model learning every key's rows), late labels
+and the metrics exporter are refused before the first row.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ipfi_cli.core.keyed import KeyedExplainers
+from ipfi_cli.errors import InputError, IpfiError, RunError, UsageError
+from ipfi_cli.run.checks import check_output_names
+from ipfi_cli.run.explain import ExplainSession
+from ipfi_cli.run.observers import Snapshot
+from ipfi_cli.run.settings import Progress, RunParts, RunStatus
+from ipfi_cli.run.steps import RowSteps
+from ipfi_cli.run.watch import ChangeWatch
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ipfi_cli.io.values import Row
+    from ipfi_cli.run.plan import RunPlan
+    from ipfi_cli.run.rows import GoodRow, RowChecker
+
+Key = tuple[Any, ...]
+
+
+def row_key(values: dict[str, Any] | None, by: Sequence[str]) -> Key | None:
+    """The key of a row (its values in the key columns), or ``None`` if one is missing.
+
+    >>> row_key({"region": "eu", "x": 1.0}, ["region"]), row_key({"x": 1.0}, ["region"])
+    (('eu',), None)
+    """
+    from ipfi_cli.run.rows import missing_key
+
+    if values is None:
+        return None
+    key = tuple(values.get(c) for c in by)
+    return None if any(missing_key(v) for v in key) else key
+
+
+def key_label(by: Sequence[str], key: Key) -> str:
+    """How the display names a key.
+
+    >>> key_label(["region", "shop"], ("eu", 3))
+    'region=eu, shop=3'
+    """
+    return ", ".join(f"{c}={v}" for c, v in zip(by, key))
+
+
+class KeyRun:
+    """One key's pieces: its explainer, change watch and counters (those of a run on its rows alone)."""
+
+    def __init__(self, explainer: Any, watch: ChangeWatch | None) -> None:
+        self.explainer = explainer
+        self.watch = watch
+        self.progress = Progress()
+
+    def state_dict(self) -> dict[str, Any]:
+        p = self.progress
+        return {"explainer": self.explainer.state_dict(),
+                "watch": None if self.watch is None else self.watch.state_dict(),
+                "rows": p.rows, "last_written": p.last_written,
+                "last": None if p.last is None else [p.last[0], [float(v) for v in p.last[1]]]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.explainer.load_state_dict(state["explainer"])
+        if self.watch is not None:
+            if state["watch"] is None:
+                raise ValueError("the key's state has no change detection")
+            self.watch.load_state_dict(state["watch"])
+        last = state["last"]
+        self.progress = Progress(rows=int(state["rows"]), last_written=int(state["last_written"]),
+                                 last=None if last is None else (int(last[0]), list(last[1])))
+
+
+class KeyedExplainer:
+    """Every key's :class:`KeyRun` as the run's one explainer: what the state file, the trace writer
+    and the display see. ``names``, ``columns``, ``model`` and ``params()`` are the run's; the
+    figures (``importance_array()``, ``n_explained``...) are those of the key last explained."""
+
+    def __init__(self, prototype: Any, factory: Callable[[Hashable], KeyRun], max_keys: int | None) -> None:
+        self.prototype = prototype  # built like every key's explainer, never fed
+        self.names = prototype.names
+        self.columns = prototype.columns
+        self.model = prototype.model
+        self.keyed = KeyedExplainers(factory, max_keys=max_keys)
+        self.numbered: dict[Hashable, int] = {}  # key -> its input rows so far (the numbers of its rows)
+        self.current: KeyRun | None = None  # the key last explained (always live: the most recent)
+        self.current_key: Key | None = None
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.prototype.params())
+
+    def number(self, key: Key) -> int:
+        """Count one more input row of ``key``; its number among the key's rows."""
+        n = self.numbered.get(key, 0) + 1
+        self.numbered[key] = n
+        return n
+
+    def get(self, key: Key) -> KeyRun:
+        """``key``'s pieces (live, restored or new), and it becomes the key shown."""
+        run: KeyRun = self.keyed.get(key)
+        self.current, self.current_key = run, key
+        return run
+
+    def peek(self, key: Key) -> KeyRun:
+        """``key``'s pieces, to read (the key shown stays as it is)."""
+        run: KeyRun = self.keyed.get(key)
+        return run
+
+    def keys(self) -> list[Key]:
+        """The keys explained, in the order they first came."""
+        return self.keyed.keys()  # type: ignore[return-value]
+
+    @property
+    def n_keys(self) -> int:
+        return len(self.keys())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"keyed": self.keyed.state_dict(), "numbered": [[k, n] for k, n in self.numbered.items()]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.keyed.load_state_dict(state["keyed"])
+        self.numbered = {tuple(k): int(n) for k, n in state["numbered"]}
+        self.current, self.current_key = None, None
+
+    # -- the key last explained (the display, the labels check) ---------------------------------
+    @property
+    def _shown(self) -> Any:
+        return self.current.explainer if self.current is not None else self.prototype
+
+    @property
+    def n_explained(self) -> int:
+        return int(self._shown.n_explained)
+
+    @property
+    def n_seen(self) -> int:
+        return int(self._shown.n_seen)
+
+    @property
+    def mean_loss(self) -> float:
+        return float(self._shown.mean_loss)
+
+    def importance_array(self) -> Any:
+        return self._shown.importance_array()
+
+    def bound_array(self, delta: float = 0.05) -> Any:
+        return self._shown.bound_array(delta)
+
+    def summaries(self, by: Sequence[str], delta: float) -> list[dict[str, Any]]:
+        """Every key's figures (``--meta``), in the order the keys first came."""
+        out = []
+        for key in self.keys():
+            run = self.peek(key)
+            explainer = run.explainer
+            out.append({"key": dict(zip(by, key)), "rows": run.progress.rows, "explained": explainer.n_explained,
+                        "importances": dict(zip(self.names, explainer.importance_array().tolist())),
+                        "bounds": dict(zip(self.names, explainer.bound_array(delta).tolist())),
+                        "mean_loss": explainer.mean_loss,
+                        "changes": [] if run.watch is None else [e.to_dict() for e in run.watch.events]})
+        return out
+
+
+class KeyedEvent:
+    """A key's change event as the events file and ``--meta`` write it: ``{"key": {...}, **event}``."""
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
+        self.row = fields.get("row")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.fields)
+
+
+class KeyedWatch:
+    """Change detection over every key (each key has its own :class:`ChangeWatch` in its
+    :class:`KeyRun`): the events of all keys in the order they were found, and how many the
+    events file holds (both in the state)."""
+
+    def __init__(self, prototype: ChangeWatch) -> None:
+        self.settings = prototype.settings
+        self.detector = prototype.detector  # a key's detector as it starts (the state keeper checks it saves)
+        self.events: list[KeyedEvent] = []
+        self.written = 0
+
+    def marks(self) -> dict[str, str]:
+        """Marks are a key's (the session shows the key last explained's)."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"written": self.written, "events": [e.to_dict() for e in self.events]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.written = int(state["written"])
+        self.events = [KeyedEvent(dict(fields)) for fields in state["events"]]
+
+
+class KeyWriter:
+    """The trace writer as one key's steps see it: its records start with the key's values."""
+
+    def __init__(self, writer: Any, key: Key) -> None:
+        self.writer = writer
+        self.key = key
+
+    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
+        self.writer.write(row, values, bounds, key=self.key)
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+
+class KeyedSteps(RowSteps):
+    """:class:`~ipfi_cli.run.steps.RowSteps` on one key's rows, numbered as the key's; a row the
+    model fails on is named by its number in the whole input (:attr:`input_rows`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.input_rows: dict[int, int] = {}  # the key's row number -> the input's, for the rows being explained
+
+    def _located(self, row: GoodRow) -> GoodRow:
+        return row._replace(number=self.input_rows.get(row.number, row.number))
+
+    def _bad_model_row(self, row: GoodRow, error: BaseException) -> None:
+        super()._bad_model_row(self._located(row), error)
+
+    def _nonfinite_loss(self, row: GoodRow) -> RunError:
+        return super()._nonfinite_loss(self._located(row))
+
+
+class KeyedSession(ExplainSession):
+    """``ipfi explain --by``: see the module docstring."""
+
+    def run(self) -> RunStatus:
+        self._refuse()  # before anything starts (the metrics server, the model, the input)
+        return super().run()
+
+    def _make_parts(self, plan: RunPlan, checker: RowChecker) -> RunParts:
+        s = self.settings
+        prototype = self._build_explainer(plan)
+        if s.state is not None or s.max_keys is not None:
+            self._check_saveable(prototype, "--state" if s.state is not None else "--max-keys")
+        check_output_names(prototype.names, s.bounds, plan.source)
+        taken = {"row", *prototype.names, *(f"{n}_bound" for n in prototype.names if s.bounds)}
+        clash = [c for c in plan.by if c in taken]
+        if clash:
+            raise InputError(f"the key column {clash[0]!r} has the name of a trace field (row, a feature or a bound); "
+                             "the traces would hold two fields of that name: rename the column", source=plan.source)
+        watch = ChangeWatch(s.watch, prototype, plan.loss) if s.watch is not None else None
+
+        def factory(key: Hashable) -> KeyRun:
+            return KeyRun(self._build_explainer(plan), copy.deepcopy(watch) if watch is not None else None)
+
+        return RunParts(explainer=KeyedExplainer(prototype, factory, s.max_keys),  # type: ignore[arg-type]
+                        progress=Progress(), checker=checker,
+                        watch=KeyedWatch(watch) if watch is not None else None)  # type: ignore[arg-type]
+
+    def _refuse(self) -> None:
+        """What ``--by`` cannot do yet, refused before the first row."""
+        s = self.settings
+        if s.learn:
+            raise UsageError("cannot be used with --learn yet: one model would learn every key's rows, so a key's "
+                             "traces would not be those of a run on its rows alone (a model per key is not "
+                             "implemented)", "--by")
+        if s.labels:
+            raise UsageError("cannot be used with --labels yet (the rows waiting for labels are not kept per key)",
+                             "--by")
+        if s.monitor is not None and s.monitor.wanted:
+            raise UsageError("cannot be used with the metrics exporter or the webhook yet (they describe one "
+                             "explainer, not one per key)", "--by")
+
+    def _make_steps(self, plan: RunPlan, parts: RunParts) -> RowSteps:
+        return KeyedSteps(plan, self.settings, parts, report_events=self.report_events, refresh=self.refresh_when_due)
+
+    @property
+    def keyed(self) -> KeyedExplainer:
+        assert self.parts is not None
+        return self.parts.explainer  # type: ignore[return-value]
+
+    def _explain_batch(self, batch: list[Row]) -> IpfiError | None:
+        """Number each row among its key's, then explain the good rows in the input's order, each
+        run of consecutive rows of one key by that key's pieces."""
+        parts, steps, plan = self.parts, self.steps, self.plan
+        assert parts is not None and isinstance(steps, KeyedSteps) and plan is not None
+        keyed = self.keyed
+        numbers: dict[int, tuple[Key, int]] = {}  # input row -> (its key, its number among the key's rows)
+        for row in batch:
+            key = row_key(row.values, plan.by)
+            if key is not None:
+                numbers[row.number] = (key, keyed.number(key))
+        good, bad_row = parts.checker.check(batch)
+        start = 0
+        while start < len(good) and steps.failure is None:
+            key = numbers[good[start].number][0]
+            end = start + 1
+            while end < len(good) and numbers[good[end].number][0] == key:
+                end += 1
+            self._explain_key(key, good[start:end], numbers)
+            start = end
+        if good:
+            parts.writer.flush()
+        return steps.failure if steps.failure is not None else bad_row
+
+    def _explain_key(self, key: Key, rows: list[GoodRow], numbers: dict[int, tuple[Key, int]]) -> None:
+        parts, steps = self.parts, self.steps
+        assert parts is not None and isinstance(steps, KeyedSteps)
+        run = self.keyed.get(key)
+        steps.parts = RunParts(explainer=run.explainer, progress=run.progress, checker=parts.checker,
+                               watch=run.watch, writer=KeyWriter(parts.writer, key))
+        own = [row._replace(number=numbers[row.number][1]) for row in rows]
+        steps.input_rows = {mine.number: row.number for mine, row in zip(own, rows)}
+        before = run.progress.rows
+        try:
+            steps.explain(own)
+        finally:
+            parts.progress.rows += run.progress.rows - before
+            steps.parts = parts
+
+    def report_events(self, events: Sequence[Any]) -> None:
+        """A key's change events, with the key, to the run's watch and every observer."""
+        plan, watch, key = self.plan, self.parts.watch if self.parts else None, self.keyed.current_key
+        assert plan is not None and key is not None
+        keyed = [KeyedEvent({"key": dict(zip(plan.by, key)), **event.to_dict()}) for event in events]
+        if isinstance(watch, KeyedWatch):
+            watch.events.extend(keyed)
+        super().report_events(keyed)
+
+    def _write_last(self, parts: RunParts) -> None:
+        """Every key ends with its last row's record (``every`` may have skipped it), as one run does."""
+        keyed = self.keyed
+        for key in keyed.keys():
+            run = keyed.peek(key)
+            last = run.progress.last
+            if last is not None and run.progress.last_written != last[0]:
+                bound = run.explainer.bound_array(self.settings.delta).tolist() if self.settings.bounds else None
+                parts.writer.write(last[0], last[1], bound, key=key)
+                run.progress.last_written = last[0]
+
+    # -- display ----------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """The key last explained, and how many keys; at the end every key's figures too."""
+        assert self.plan is not None
+        snapshot = super().snapshot()
+        keyed, by = self.keyed, self.plan.by
+        snapshot.n_keys = keyed.n_keys
+        if keyed.current_key is not None and keyed.current is not None:
+            snapshot.key = key_label(by, keyed.current_key)
+            snapshot.key_rows = keyed.current.progress.rows
+            if keyed.current.watch is not None:
+                snapshot.marks = keyed.current.watch.marks()
+        if self.status not in (RunStatus.RUNNING, RunStatus.STARTING):
+            snapshot.per_key = [(key_label(by, key), self._key_snapshot(keyed.peek(key))) for key in keyed.keys()]
+        return snapshot
+
+    def _key_snapshot(self, run: KeyRun) -> Snapshot:
+        explainer = run.explainer
+        return Snapshot(names=explainer.names, importances=explainer.importance_array().tolist(),
+                        bounds=explainer.bound_array(self.settings.delta).tolist(), rows=run.progress.rows,
+                        explained=explainer.n_explained, loss=explainer.mean_loss,
+                        marks=run.watch.marks() if run.watch is not None else {})
+
+    def _report(self, plan: RunPlan, parts: RunParts) -> RunStatus:
+        """Each key's changes, then the checks of a finished run over every key."""
+        s, say, status, keyed = self.settings, self.reporter.message, self.status, self.keyed
+        if status in (RunStatus.BROKEN_PIPE, RunStatus.ERROR):
+            if self.state is not None:
+                self.state.report_kept(say)
+            return status
+        if s.watch is not None:
+            quiet_keys = 0
+            for key in keyed.keys():
+                run = keyed.peek(key)
+                assert run.watch is not None
+                if not run.watch.events:
+                    quiet_keys += 1
+                    continue
+                for line in run.watch.summary_lines(run.explainer.importance_array()):
+                    say(f"key {key_label(plan.by, key)}: {line}")
+            if quiet_keys:
+                say(f"no change detected in {quiet_keys:,} of {len(keyed.keys()):,} key(s) (delta {s.watch.delta}, "
+                    f"min change {s.watch.min_change})")
+        watch = parts.watch
+        if status is RunStatus.STOPPED_ON_CHANGE and isinstance(watch, KeyedWatch) and watch.events:
+            first = watch.events[0].fields
+            say(f"stopped at the first change (key {key_label(plan.by, tuple(first['key'].values()))}, its row "
+                f"{first.get('row', 0):,}); every record written is complete"
+                + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
+                "status")
+        if s.verbose:
+            say(f"wrote {parts.writer.records:,} record(s) for {len(keyed.keys()):,} key(s) to "
+                f"{s.output or '<stdout>'}")
+        if status is RunStatus.OK:
+            self._check_keys(plan, parts)
+        return status
+
+    def _check_keys(self, plan: RunPlan, parts: RunParts) -> None:
+        """A finished run: something explained, labels that match the model; keys that are unmeasurable
+        or all zero are named (a warning: a run on their rows alone would fail or warn)."""
+        from ipfi_cli.core.losses import unmeasurable
+        from ipfi_cli.run.checks import all_zero_warning, labels_match_nothing
+
+        keyed, by = self.keyed, plan.by
+        explained, loss_sum, unfit, zero = 0, 0.0, [], []
+        for key in keyed.keys():
+            explainer = keyed.peek(key).explainer
+            n = explainer.n_explained
+            if n:
+                explained += n
+                loss_sum += explainer.mean_loss * n
+                if unmeasurable(plan.loss, explainer.mean_loss, n):
+                    unfit.append(key)
+                elif all_zero_warning(explainer.importance_array(), n):
+                    zero.append(key)
+        if explained == 0:
+            skipped_rows, rows = parts.checker.skipped, parts.progress.rows
+            why = (f"all {skipped_rows:,} row(s) were bad" if skipped_rows and not rows
+                   else "the input has no rows" if not rows
+                   else "each key's first row only fills its reservoir; a row is explained against earlier rows "
+                        "of its key")
+            raise RunError(f"{plan.source}: no row was explained: {why}")
+        if plan.labels.none_matched:
+            raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
+        overall = unmeasurable(plan.loss, loss_sum / explained, explained)
+        if overall is not None:
+            raise RunError(f"{plan.source}: {overall}")
+        for keys, what in ((unfit, "their loss is at its maximum on every row or not finite: they measure no "
+                                   "importance"),
+                           (zero, "every feature scored exactly 0 in them")):
+            if keys:
+                shown = "; ".join(key_label(by, k) for k in keys[:3]) + ("; ..." if len(keys) > 3 else "")
+                self.reporter.message(f"{len(keys):,} key(s) ({shown}): {what}", "warning")
+
