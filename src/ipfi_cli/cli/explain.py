@@ -276,9 +276,9 @@ def explain(
         rich_help_panel=PANEL_KEYS, show_default=False, metavar="COL[,COL]")] = None,
     max_keys: Annotated[Optional[int], typer.Option(
         "--max-keys", min=1, help="With --by: keep at most N keys' explainers live. The least recently seen are "
-        "saved as plain data (their state's bytes, kept in memory: about 25 kB a key for 9 features, --repeats 10, "
-        "a reservoir of 100) and rebuilt when the key comes back (about 1 ms each time): the same bytes out, "
-        "less memory for many keys, more time when keys alternate often.",
+        "saved as plain data (their state's bytes, kept in memory: about 75 kB a key for 9 features, --repeats 10, "
+        "a reservoir of 100; more with --detect) and rebuilt when the key comes back (about 3 ms for an eviction "
+        "and a return): the same bytes out, the memory of N explainers, more time when keys alternate often.",
         rich_help_panel=PANEL_KEYS, show_default=False, metavar="N")] = None,
     labels: Annotated[Optional[str], typer.Option(
         "--labels", help="Labels that arrive late: read the --target column from this file or named pipe (CSV or "

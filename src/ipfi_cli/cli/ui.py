@@ -117,6 +117,7 @@ class Dashboard:
         self.live_enabled = live
         self.refresh_interval = refresh_interval
         self._history: dict[str, collections.deque[float]] = {}
+        self._history_key: str | None = None
         self._live: Any = None
         self._console: Any = None
         self._next = 0.0
@@ -148,6 +149,9 @@ class Dashboard:
         """Record the snapshot in the trend history and, when live, redraw."""
         now = time.monotonic()
         self._next = now + self.refresh_interval
+        if snapshot.key != self._history_key:  # explain --by: the trend is the shown key's
+            self._history_key = snapshot.key
+            self._history.clear()
         if now >= self._next_point:
             self._next_point = now + HISTORY_INTERVAL
             for name, value in zip(snapshot.names, snapshot.importances):
