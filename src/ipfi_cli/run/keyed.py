@@ -217,17 +217,20 @@ class KeyedWatch:
 
 
 class KeyWriter:
-    """The trace writer as one key's steps see it: its records start with the key's values."""
+    """The trace writer as one key's steps see it: its records, kept with the input row of each, until the
+    micro-batch's records are written in the input's order (:meth:`KeyedSession._write_pending`)."""
 
-    def __init__(self, writer: Any, key: Key) -> None:
-        self.writer = writer
+    def __init__(self, pending: list[tuple[int, Key, int, Sequence[float], Sequence[float] | None]], key: Key,
+                 input_rows: dict[int, int]) -> None:
+        self.pending = pending
         self.key = key
+        self.input_rows = input_rows
 
     def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
-        self.writer.write(row, values, bounds, key=self.key)
+        self.pending.append((self.input_rows[row], self.key, row, values, bounds))
 
     def flush(self) -> None:
-        self.writer.flush()
+        pass
 
 
 class KeyedSteps(RowSteps):
@@ -250,6 +253,13 @@ class KeyedSteps(RowSteps):
 
 class KeyedSession(ExplainSession):
     """``ipfi explain --by``: see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a micro-batch's records (input row, key, key's row, values, bounds) and change events (input row,
+        # event), written in the input's order once every key has explained its rows
+        self._records: list[tuple[int, Key, int, Sequence[float], Sequence[float] | None]] = []
+        self._events: list[tuple[int, KeyedEvent]] = []
 
     def run(self) -> RunStatus:
         self._refuse()  # before anything starts (the metrics server, the model, the input)
@@ -298,8 +308,12 @@ class KeyedSession(ExplainSession):
         return self.parts.explainer  # type: ignore[return-value]
 
     def _explain_batch(self, batch: list[Row]) -> IpfiError | None:
-        """Number each row among its key's, then explain the good rows in the input's order, each
-        run of consecutive rows of one key by that key's pieces."""
+        """Number each row among its key's; explain each key's good rows of the micro-batch together (one
+        model call for them where the model allows), then write the records and report the change events
+        in the input's order.
+
+        A row the model fails on stops the run after the rows before it; keys explained before its key in
+        this micro-batch may have gone past it: each key's records are still those of a run on its rows."""
         parts, steps, plan = self.parts, self.steps, self.plan
         assert parts is not None and isinstance(steps, KeyedSteps) and plan is not None
         keyed = self.keyed
@@ -309,26 +323,26 @@ class KeyedSession(ExplainSession):
             if key is not None:
                 numbers[row.number] = (key, keyed.number(key))
         good, bad_row = parts.checker.check(batch)
-        start = 0
-        while start < len(good) and steps.failure is None:
-            key = numbers[good[start].number][0]
-            end = start + 1
-            while end < len(good) and numbers[good[end].number][0] == key:
-                end += 1
-            self._explain_key(key, good[start:end], numbers)
-            start = end
-        if good:
-            parts.writer.flush()
+        by_key: dict[Key, list[GoodRow]] = {}
+        for good_row in good:
+            by_key.setdefault(numbers[good_row.number][0], []).append(good_row)
+        try:
+            for key, rows in by_key.items():
+                self._explain_key(key, rows, numbers)
+                if steps.failure is not None:
+                    break
+        finally:
+            self._write_pending()
         return steps.failure if steps.failure is not None else bad_row
 
     def _explain_key(self, key: Key, rows: list[GoodRow], numbers: dict[int, tuple[Key, int]]) -> None:
         parts, steps = self.parts, self.steps
         assert parts is not None and isinstance(steps, KeyedSteps)
         run = self.keyed.get(key)
-        steps.parts = RunParts(explainer=run.explainer, progress=run.progress, checker=parts.checker,
-                               watch=run.watch, writer=KeyWriter(parts.writer, key))
         own = [row._replace(number=numbers[row.number][1]) for row in rows]
         steps.input_rows = {mine.number: row.number for mine, row in zip(own, rows)}
+        steps.parts = RunParts(explainer=run.explainer, progress=run.progress, checker=parts.checker,
+                               watch=run.watch, writer=KeyWriter(self._records, key, steps.input_rows))
         before = run.progress.rows
         try:
             steps.explain(own)
@@ -336,14 +350,30 @@ class KeyedSession(ExplainSession):
             parts.progress.rows += run.progress.rows - before
             steps.parts = parts
 
+    def _write_pending(self) -> None:
+        """The micro-batch's records and change events, in the order of their input rows."""
+        parts = self.parts
+        assert parts is not None
+        records, events = sorted(self._records, key=lambda r: r[0]), sorted(self._events, key=lambda e: e[0])
+        self._records.clear()
+        self._events.clear()
+        for _, key, row, values, bounds in records:
+            parts.writer.write(row, values, bounds, key=key)
+        if records:
+            parts.writer.flush()
+        if events:
+            found = [event for _, event in events]
+            if isinstance(parts.watch, KeyedWatch):
+                parts.watch.events.extend(found)
+            super().report_events(found)
+
     def report_events(self, events: Sequence[Any]) -> None:
-        """A key's change events, with the key, to the run's watch and every observer."""
-        plan, watch, key = self.plan, self.parts.watch if self.parts else None, self.keyed.current_key
-        assert plan is not None and key is not None
-        keyed = [KeyedEvent({"key": dict(zip(plan.by, key)), **event.to_dict()}) for event in events]
-        if isinstance(watch, KeyedWatch):
-            watch.events.extend(keyed)
-        super().report_events(keyed)
+        """A key's change events, with the key, kept until the micro-batch's records are written."""
+        plan, steps, key = self.plan, self.steps, self.keyed.current_key
+        assert plan is not None and isinstance(steps, KeyedSteps) and key is not None
+        for event in events:
+            where = steps.input_rows.get(getattr(event, "row", 0), 0)
+            self._events.append((where, KeyedEvent({"key": dict(zip(plan.by, key)), **event.to_dict()})))
 
     def _write_last(self, parts: RunParts) -> None:
         """Every key ends with its last row's record (``every`` may have skipped it), as one run does."""
