@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ipfi_cli.errors import IpfiError, RunError, UsageError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import all_zero_warning, check_output_names, labels_match_nothing
+from ipfi_cli.run.keyed import KeyedSessionMixin
 from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunEnd, RunObserver, RunStart
 from ipfi_cli.run.plan import RunPlan, plan_run
 from ipfi_cli.run.report import PlainReporter, RateMeter, Reporter, Snapshot
@@ -37,9 +38,9 @@ from ipfi_cli.run.watch import ChangeWatch
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
     from ipfi_cli.io.values import Row
-    from ipfi_cli.run.rows import RowChecker
     from ipfi_cli.run.monitor import StreamMonitor
     from ipfi_cli.run.resume import StateKeeper
+    from ipfi_cli.run.rows import RowChecker
     from ipfi_cli.run.steps import RowSteps
 
 #: the end-of-run lines of a run that ended without failing
@@ -85,8 +86,6 @@ def new_session(settings: ExplainSettings, reporter: Reporter, observers: Sequen
     if settings.max_keys is not None and not settings.by:
         raise UsageError("needs --by (it bounds the keys' explainers kept live)", "--max-keys")
     if settings.by:
-        from ipfi_cli.run.keyed import KeyedSession
-
         return KeyedSession(settings, reporter, observers, model=model, rows=rows)
     return ExplainSession(settings, reporter, observers, model=model, rows=rows)
 
@@ -605,3 +604,7 @@ class ExplainSession:
         """Change events just found, to every observer."""
         for observer in self.observers:
             observer.on_events(events)
+
+
+class KeyedSession(KeyedSessionMixin, ExplainSession):
+    """``ipfi explain --by``: one explainer (and change watch) per key; see :mod:`ipfi_cli.run.keyed`."""

@@ -1,6 +1,8 @@
 """``ipfi explain --by COLUMN[,COLUMN]``: one explainer (and change watch) per value of a key.
 
-:class:`KeyedSession` is an :class:`~ipfi_cli.run.explain.ExplainSession` whose explainer is a
+:class:`KeyedSessionMixin` makes :class:`~ipfi_cli.run.explain.KeyedSession` (defined beside the
+session it extends, so the two modules do not import each other) an
+:class:`~ipfi_cli.run.explain.ExplainSession` whose explainer is a
 :class:`KeyedExplainer`: one :class:`KeyRun` per key (its explainer, change watch and counters),
 built when the key first comes with the run's settings and seed, and kept by
 :class:`~ipfi_cli.core.keyed.KeyedExplainers` (``max_keys``: the least recently seen saved as plain
@@ -29,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from ipfi_cli.core.keyed import KeyedExplainers
 from ipfi_cli.errors import InputError, IpfiError, RunError, UsageError
 from ipfi_cli.run.checks import check_output_names
-from ipfi_cli.run.explain import ExplainSession
 from ipfi_cli.run.observers import Snapshot
 from ipfi_cli.run.settings import Progress, RunParts, RunStatus
 from ipfi_cli.run.steps import RowSteps
@@ -218,7 +219,7 @@ class KeyedWatch:
 
 class KeyWriter:
     """The trace writer as one key's steps see it: its records, kept with the input row of each, until the
-    micro-batch's records are written in the input's order (:meth:`KeyedSession._write_pending`)."""
+    micro-batch's records are written in the input's order (``_write_pending``)."""
 
     def __init__(self, pending: list[tuple[int, Key, int, Sequence[float], Sequence[float] | None]], key: Key,
                  input_rows: dict[int, int]) -> None:
@@ -251,8 +252,12 @@ class KeyedSteps(RowSteps):
         return super()._nonfinite_loss(self._located(row))
 
 
-class KeyedSession(ExplainSession):
-    """``ipfi explain --by``: see the module docstring."""
+#: the mixin's base for the type checker: the session it extends (not imported: it imports this module)
+_SessionBase: Any = object
+
+
+class KeyedSessionMixin(_SessionBase):
+    """What ``ipfi explain --by`` changes in a session: see the module docstring."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -305,7 +310,7 @@ class KeyedSession(ExplainSession):
     @property
     def keyed(self) -> KeyedExplainer:
         assert self.parts is not None
-        return self.parts.explainer  # type: ignore[return-value]
+        return self.parts.explainer
 
     def _explain_batch(self, batch: list[Row]) -> IpfiError | None:
         """Number each row among its key's; explain each key's good rows of the micro-batch together (one
