@@ -269,7 +269,8 @@ def explain(
     webhook_retries: WebhookRetriesOpt = DEFAULT_WEBHOOK_RETRIES,
     by: Annotated[Optional[str], typer.Option(
         "--by", help="One explainer (and change detector) per value of these key columns (COL or COL,COL): each "
-        "key's traces are those of a run on its rows alone, with the same --seed. Records start with the key "
+        "key's traces are those of a run on its rows alone with the key columns dropped and the same --seed. "
+        "Records start with the key "
         "columns, then row: the row's place among its key's rows; --every counts each key's rows. Key columns are "
         "not features. A row with no value in one is a bad row (see --on-bad-row). The summary is per key (every "
         "key in --meta). Not with --learn, --labels or the metrics/webhook options.",

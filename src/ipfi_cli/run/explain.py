@@ -325,11 +325,14 @@ class ExplainSession:
         task = "classification" if plan.classification else "regression"
         mode = "learning (explain each row, then learn it)" if s.learn else "static"
         say(f"model {s.model}: {loaded.description}; {task}, loss {plan.loss.name}; {mode}")
-        unused = [c for c in plan.input_columns if c not in columns and c != s.target]
+        unused = [c for c in plan.input_columns if c not in columns and c != s.target and c not in plan.by]
         say(f"input {plan.source} ({plan.input_format}); target {s.target!r}; model inputs ({len(columns)}): "
             f"{', '.join(columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
         if loaded.predictor.n_features is not None and not loaded.predictor.columns:
             say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(columns)))
+        if plan.by:
+            say(f"one explainer per key of {', '.join(plan.by)}"
+                + (f", at most {s.max_keys:,} live (the others saved as plain data)" if s.max_keys else ""))
         say(f"explaining ({len(names)}): "
             + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in names))
         say(f"method {s.method}, removal {s.removal}"
