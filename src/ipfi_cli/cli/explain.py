@@ -89,7 +89,7 @@ from ipfi_cli.cli.options import (
 )
 from ipfi_cli.cli.ui import TerminalReporter, live_display_allowed, stream_is_terminal
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
-from ipfi_cli.run.explain import ExplainSession
+from ipfi_cli.run.explain import new_session
 from ipfi_cli.run.settings import (
     CHECKPOINT_EVERY,
     DEFAULT_LABEL_WAIT,
@@ -122,6 +122,7 @@ With --state the run can stop at any time (Ctrl-C, SIGTERM, a crash) and continu
 PANEL_STATE = "Checkpoints and resume"
 PANEL_CHANGES = "Change detection"
 PANEL_LABELS = "Late labels"
+PANEL_KEYS = "One explainer per key"
 
 
 def explain(
@@ -266,6 +267,20 @@ def explain(
     webhook_format: WebhookFormatOpt = DEFAULT_WEBHOOK_FORMAT,
     webhook_cooldown: WebhookCooldownOpt = DEFAULT_WEBHOOK_COOLDOWN,
     webhook_retries: WebhookRetriesOpt = DEFAULT_WEBHOOK_RETRIES,
+    by: Annotated[Optional[str], typer.Option(
+        "--by", help="One explainer (and change detector) per value of these key columns (COL or COL,COL): each "
+        "key's traces are those of a run on its rows alone with the key columns dropped and the same --seed. "
+        "Records start with the key "
+        "columns, then row: the row's place among its key's rows; --every counts each key's rows. Key columns are "
+        "not features. A row with no value in one is a bad row (see --on-bad-row). The summary is per key (every "
+        "key in --meta). Not with --learn, --labels or the metrics/webhook options.",
+        rich_help_panel=PANEL_KEYS, show_default=False, metavar="COL[,COL]")] = None,
+    max_keys: Annotated[Optional[int], typer.Option(
+        "--max-keys", min=1, help="With --by: keep at most N keys' explainers live. The least recently seen are "
+        "saved as plain data (their state's bytes, kept in memory: about 75 kB a key for 9 features, --repeats 10, "
+        "a reservoir of 100; more with --detect) and rebuilt when the key comes back (about 3 ms for an eviction "
+        "and a return): the same bytes out, the memory of N explainers, more time when keys alternate often.",
+        rich_help_panel=PANEL_KEYS, show_default=False, metavar="N")] = None,
     labels: Annotated[Optional[str], typer.Option(
         "--labels", help="Labels that arrive late: read the --target column from this file or named pipe (CSV or "
         "JSONL, with the --id column too), joined to the input's rows by --id. Each row waits for its label and rows "
@@ -311,6 +326,13 @@ def explain(
                 if path and path != "-" and os.path.abspath(path) == os.path.abspath(state)]
         if same:
             raise usage_error(f"is the same file as {same[0][0]}", "--state")
+    if max_keys is not None and not by:
+        raise usage_error("needs --by (it bounds the keys' explainers kept live)", "--max-keys")
+    key_columns = split_names([by]) if by is not None else None
+    if by is not None and not key_columns:
+        raise usage_error("give the key column(s): COL or COL,COL", "--by")
+    if key_columns and len(set(key_columns)) < len(key_columns):
+        raise usage_error("a key column is named twice", "--by")
     if labels is None and (id_column is not None or labels_follow or label_wait != DEFAULT_LABEL_WAIT):
         raise usage_error("needs --labels (where the late labels come from)",
                           "--id" if id_column is not None else "--labels-follow" if labels_follow else "--label-wait")
@@ -381,8 +403,9 @@ def explain(
             batch_size=batch_size, on_bad_row=value(on_bad_row),
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
             checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
-            monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow)
-        session = ExplainSession(settings, TerminalReporter(live=live, quiet=quiet))
+            monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow,
+            by=key_columns, max_keys=max_keys)
+        session = new_session(settings, TerminalReporter(live=live, quiet=quiet))
         status = session.run()
     if status is RunStatus.INTERRUPTED:
         raise typer.Exit(EXIT_INTERRUPTED)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ipfi_cli.run.observers import RunEnd, RunStart
+from ipfi_cli.run.observers import ENDED, RunEnd, RunStart
 from ipfi_cli.run.report import PlainReporter, Snapshot
 from ipfi_cli.text import terminal_safe
 
@@ -28,6 +28,7 @@ BAR = " ▏▎▍▌▋▊▉█"
 HISTORY = 24  # sparkline points
 HISTORY_INTERVAL = 0.5  # seconds between sparkline points (the trend covers the last ~12 s)
 MAX_ROWS = 20  # features shown; the rest are summarised in one line
+MAX_KEYS = 20  # explain --by: keys in the summary table (every key's figures go to --meta)
 
 
 def sparkline(values: Sequence[float], low: float, high: float) -> str:
@@ -116,6 +117,7 @@ class Dashboard:
         self.live_enabled = live
         self.refresh_interval = refresh_interval
         self._history: dict[str, collections.deque[float]] = {}
+        self._history_key: str | None = None
         self._live: Any = None
         self._console: Any = None
         self._next = 0.0
@@ -147,6 +149,9 @@ class Dashboard:
         """Record the snapshot in the trend history and, when live, redraw."""
         now = time.monotonic()
         self._next = now + self.refresh_interval
+        if snapshot.key != self._history_key:  # explain --by: the trend is the shown key's
+            self._history_key = snapshot.key
+            self._history.clear()
         if now >= self._next_point:
             self._next_point = now + HISTORY_INTERVAL
             for name, value in zip(snapshot.names, snapshot.importances):
@@ -168,6 +173,33 @@ class Dashboard:
     def print_final(self, snapshot: Snapshot) -> None:
         """Print the table once to stderr (the summary when there was no live view)."""
         self._get_console().print(self.render(snapshot))
+
+    def print_keys(self, snapshot: Snapshot) -> None:
+        """``--by``'s summary: one table, each key's rows and loss, then its features, most important first."""
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_edge=False, pad_edge=False, expand=False)
+        for name, justify in (("key", "left"), ("rows", "right"), ("loss", "right"), ("feature", "left"),
+                              ("importance", "right"), ("± bound", "right")):
+            table.add_column(name, justify=justify, no_wrap=name != "key",  # type: ignore[arg-type]
+                             overflow="ellipsis", max_width=28)
+        shown = snapshot.per_key[:MAX_KEYS]
+        for label, one in shown:
+            order = sorted(range(len(one.names)), key=lambda i: (math.isnan(one.importances[i]),
+                                                                 -one.importances[i] if one.importances[i] == one.importances[i] else 0.0))  # noqa: E501
+            for rank, i in enumerate(order[:MAX_ROWS]):
+                first = rank == 0
+                table.add_row(safe_cell(label) if first else "", _count(one.rows) if first else "",
+                              number(one.loss) if first else "", safe_cell(one.names[i]), number(one.importances[i]),
+                              number(one.bounds[i]), end_section=rank == min(len(order), MAX_ROWS) - 1)
+        console = self._get_console()
+        console.print(Text(terminal_safe(f"{self.title}: {_count(snapshot.rows)} rows, "
+                                         f"{_count(len(snapshot.per_key))} keys"), style="italic"))
+        console.print(table)
+        if len(snapshot.per_key) > MAX_KEYS:
+            console.print(Text(f"… {len(snapshot.per_key) - MAX_KEYS:,} more keys (every key's figures: --meta)",
+                               style="dim"))
 
     # -- rendering ------------------------------------------------------------------------
     def render(self, s: Snapshot) -> Any:
@@ -205,6 +237,10 @@ class Dashboard:
 
     def _caption(self, s: Snapshot) -> str:
         parts = [f"{_count(s.rows)} rows"]
+        if s.n_keys:  # explain --by: the table is the key last explained
+            parts.append(f"{_count(s.n_keys)} keys")
+            if s.key is not None:
+                parts.append(f"key {s.key} ({_count(s.key_rows)} rows)")
         if s.rate == s.rate:
             parts.append(f"{s.rate:,.0f} rows/s")
         parts.append(f"{s.elapsed:.1f} s")
@@ -270,9 +306,15 @@ class TerminalReporter(PlainReporter):
         finally:
             for text, kind in end.notes:
                 self.message(text, kind)
+        if end.snapshot is not None and end.snapshot.per_key and end.status in ENDED:  # the live table showed one key
+            self.summary(end.title, end.snapshot)
 
     def summary(self, title: str, snapshot: Snapshot) -> None:
-        if not self.quiet:
+        if self.quiet:
+            return
+        if snapshot.per_key:
+            Dashboard(title, live=False).print_keys(snapshot)
+        else:
             Dashboard(title, live=False).print_final(snapshot)
 
 

@@ -10,6 +10,9 @@ writer is made, so every record has the same fields in the same order.
   input). Names holding a comma, quote or newline are quoted.
 * JSONL: one flat JSON object per line, strict JSON: NaN and infinities become ``null``.
 
+With ``key_columns`` (``explain --by``) each record starts with its key's values, in fields
+named as the key columns, before ``row``; ``row`` then counts the key's own rows.
+
 Writers write bytes to a binary stream and flush on :meth:`TraceWriter.flush`; the
 caller flushes after each record or micro-batch, so ``tail -f`` follows the file and an
 interrupted run leaves only complete records.
@@ -38,9 +41,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any, BinaryIO, Protocol
 
 
-def trace_columns(names: Sequence[str], bounds: bool = False) -> list[str]:
-    """The trace header: ``row``, each name, then ``<name>_bound`` for each name if ``bounds``."""
-    columns = ["row", *names]
+def trace_columns(names: Sequence[str], bounds: bool = False, key_columns: Sequence[str] = ()) -> list[str]:
+    """The trace header: the key columns (``--by``), ``row``, each name, then ``<name>_bound`` for
+    each name if ``bounds``."""
+    columns = [*key_columns, "row", *names]
     if bounds:
         columns += [f"{name}_bound" for name in names]
     return columns
@@ -83,11 +87,12 @@ class TraceWriter:
     format = ""
 
     def __init__(self, stream: ByteSink, names: Sequence[str], *, bounds: bool = False,
-                 close: bool = False) -> None:
+                 close: bool = False, key_columns: Sequence[str] = ()) -> None:
         self.stream = stream
         self.names = [str(n) for n in names]
         self.bounds = bounds
-        self.columns = trace_columns(self.names, bounds)
+        self.key_columns = [str(c) for c in key_columns]
+        self.columns = trace_columns(self.names, bounds, self.key_columns)
         self._close = close
         self.records = 0
         self._write = stream.write
@@ -96,8 +101,10 @@ class TraceWriter:
     def _start(self) -> None:
         """Write whatever precedes the first record (the CSV header)."""
 
-    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
-        """Write one record; ``values`` (and ``bounds``) in ``names`` order, as Python floats."""
+    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None,
+              key: Sequence[Any] = ()) -> None:
+        """Write one record; ``values`` (and ``bounds``) in ``names`` order, as Python floats;
+        ``key``: the values of the key columns."""
         raise NotImplementedError
 
     def flush(self) -> None:
@@ -117,13 +124,15 @@ class CsvTraceWriter(TraceWriter):
     def _start(self) -> None:
         self._write((",".join(_csv_field(c) for c in self.columns) + "\n").encode())
 
-    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
+    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None,
+              key: Sequence[Any] = ()) -> None:
         if self.bounds:
             values = [*values, *(bounds if bounds is not None else [float("nan")] * len(self.names))]
         text = ",".join(map(repr, values))
         if "nan" in text:  # only NaN's repr holds "nan": write it as an empty field
             text = ",".join(map(_csv_number, values))
-        self._write(f"{row},{text}\n".encode())
+        prefix = "".join(_csv_cell(v) + "," for v in key)
+        self._write(f"{prefix}{row},{text}\n".encode())
         self.records += 1
 
 
@@ -135,12 +144,14 @@ class JsonlTraceWriter(TraceWriter):
 
         self._dumps = orjson.dumps
 
-    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
-        record: dict[str, Any] = {"row": row}
+    def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None,
+              key: Sequence[Any] = ()) -> None:
+        record: dict[str, Any] = dict(zip(self.key_columns, key))
+        record["row"] = row
         record.update(zip(self.names, values))
         if self.bounds:
             nan = float("nan")
-            record.update(zip(self.columns[1 + len(self.names):],
+            record.update(zip(self.columns[len(self.key_columns) + 1 + len(self.names):],
                               bounds if bounds is not None else [nan] * len(self.names)))
         self._write(self._dumps(record) + b"\n")  # orjson writes NaN and inf as null
         self.records += 1
@@ -149,7 +160,7 @@ class JsonlTraceWriter(TraceWriter):
 WRITERS: dict[str, type[TraceWriter]] = {"csv": CsvTraceWriter, "jsonl": JsonlTraceWriter}
 
 
-def trace_header(names: Sequence[str], bounds: bool, fmt: str) -> bytes:
+def trace_header(names: Sequence[str], bounds: bool, fmt: str, key_columns: Sequence[str] = ()) -> bytes:
     """The header line a trace writer starts with (CSV), or ``b""`` (JSONL has none).
 
     >>> trace_header(["a", "b,c"], False, "csv")
@@ -157,7 +168,7 @@ def trace_header(names: Sequence[str], bounds: bool, fmt: str) -> bytes:
     """
     if fmt != "csv":
         return b""
-    return ",".join(_csv_field(c) for c in trace_columns(names, bounds)).encode()
+    return ",".join(_csv_field(c) for c in trace_columns(names, bounds, key_columns)).encode()
 
 
 def output_format_for(path: str | None, explicit: str | None = None) -> str:
@@ -172,7 +183,7 @@ def output_format_for(path: str | None, explicit: str | None = None) -> str:
 
 
 def open_trace_writer(path: str | None, names: Sequence[str], *, format: str | None = None,
-                      bounds: bool = False) -> TraceWriter:
+                      bounds: bool = False, key_columns: Sequence[str] = ()) -> TraceWriter:
     """A writer to ``path`` (``None`` or ``-``: stdout), truncating an existing file."""
     fmt = output_format_for(path, format)
     if not path or path == "-":
@@ -184,7 +195,7 @@ def open_trace_writer(path: str | None, names: Sequence[str], *, format: str | N
         except OSError as error:
             raise cannot_write(path, error) from None
         close = True
-    return WRITERS[fmt](stream, names, bounds=bounds, close=close)
+    return WRITERS[fmt](stream, names, bounds=bounds, close=close, key_columns=key_columns)
 
 
 # -- flat records (batch and compare results) ------------------------------------------------

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ipfi_cli.errors import IpfiError, RunError, UsageError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import all_zero_warning, check_output_names, labels_match_nothing
+from ipfi_cli.run.keyed import KeyedSessionMixin
 from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunEnd, RunObserver, RunStart
 from ipfi_cli.run.plan import RunPlan, plan_run
 from ipfi_cli.run.report import PlainReporter, RateMeter, Reporter, Snapshot
@@ -36,8 +37,10 @@ from ipfi_cli.run.watch import ChangeWatch
 
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
+    from ipfi_cli.io.values import Row
     from ipfi_cli.run.monitor import StreamMonitor
     from ipfi_cli.run.resume import StateKeeper
+    from ipfi_cli.run.rows import RowChecker
     from ipfi_cli.run.steps import RowSteps
 
 #: the end-of-run lines of a run that ended without failing
@@ -70,10 +73,21 @@ def explain_rows(model: Any, rows: Iterable[Mapping[str, Any]], *, target: str, 
     (1.81, True)
     """
     settings = ExplainSettings(model=f"<{type(model).__name__}>", target=target, input="<rows>", **options)
-    session = ExplainSession(settings, reporter if reporter is not None else PlainReporter(quiet=True), observers,
-                             model=model, rows=rows)
+    session = new_session(settings, reporter if reporter is not None else PlainReporter(quiet=True), observers,
+                          model=model, rows=rows)
     session.run()
     return session
+
+
+def new_session(settings: ExplainSettings, reporter: Reporter, observers: Sequence[RunObserver] = (), *,
+                model: Any = None, rows: Iterable[Mapping[str, Any]] | None = None) -> ExplainSession:
+    """The session ``settings`` ask for: one explainer, or one per key with ``by``
+    (:class:`~ipfi_cli.run.keyed.KeyedSession`)."""
+    if settings.max_keys is not None and not settings.by:
+        raise UsageError("needs --by (it bounds the keys' explainers kept live)", "--max-keys")
+    if settings.by:
+        return KeyedSession(settings, reporter, observers, model=model, rows=rows)
+    return ExplainSession(settings, reporter, observers, model=model, rows=rows)
 
 
 class ExplainSession:
@@ -188,41 +202,10 @@ class ExplainSession:
 
     def _prepare(self, plan: RunPlan, reader: RowReader) -> None:
         """The explainer, the state, the change watch and the writer, before the first row."""
-        from ipfi_cli.core.explainer import make_explainer
-        from ipfi_cli.run.steps import RowSteps
-
         s = self.settings
         checker = plan.row_checker(on_bad_row=s.on_bad_row, on_skip=self._on_skip)
-        explainer: Explainer
-        if s.half_life is not None or s.running_mean:  # smoothing whose state merges (ipfi merge)
-            if s.method != "pfi" or s.removal != "marginal" or s.smoothing != "exponential" \
-                    or s.bounds_method != "chebyshev":
-                raise UsageError("smoothing that merges is iPFI's with marginal removal and the Chebyshev bound: "
-                                 "drop --method, --removal, --smoothing and --bounds-method",
-                                 "--half-life" if s.half_life is not None else "--running-mean")
-            from ipfi_cli.core.mergeable import MergeablePFI
-
-            if s.time_column is not None and plan.input_columns and s.time_column not in plan.input_columns:
-                raise UsageError(f"no such input column: {s.time_column} (the columns: "
-                                 f"{', '.join(plan.input_columns)})", "--time-column")
-            explainer = MergeablePFI(
-                plan.predictor, plan.columns, loss=plan.loss, n_repeats=s.repeats, sampling=s.sampling,
-                reservoir_size=s.reservoir_size, features=plan.features, groups=plan.groups or None,
-                seed=self.seed, half_life=s.half_life, time_column=s.time_column)
-        else:
-            explainer = make_explainer(
-                s.method, plan.predictor, plan.columns, loss=plan.loss, alpha=s.alpha, n_repeats=s.repeats,
-                sampling=s.sampling, reservoir_size=s.reservoir_size, features=plan.features,
-                groups=plan.groups or None, seed=self.seed, **self._method_settings())
-        if s.state is not None:  # the state file is plain data: refuse before the first row what it cannot hold
-            try:
-                explainer.state_dict()
-            except (ValueError, NotImplementedError) as error:
-                raise UsageError(f"cannot save this explainer's state as data: {error} (not yet --method sage, "
-                                 "--removal conditional/both or --bounds-method realisations)", "--state") from None
-        check_output_names(explainer.names, s.bounds, plan.source)
-        watch = ChangeWatch(s.watch, explainer, plan.loss) if s.watch is not None else None
-        parts = RunParts(explainer=explainer, progress=Progress(), checker=checker, watch=watch)
+        parts = self._make_parts(plan, checker)
+        explainer = parts.explainer
         if self.state is not None:
             restored = self.state.begin(plan, s, parts, seed=self.seed, reader=reader, say=self.reporter.message)
             if restored is not None:
@@ -232,7 +215,7 @@ class ExplainSession:
             parts.events_file = EventsFile(s.watch.events,
                                            keep=self.state.events_kept() if self.state is not None else None)
             self.observers.insert(1, parts.events_file)
-        self.steps = RowSteps(plan, s, parts, report_events=self.report_events, refresh=self.refresh_when_due)
+        self.steps = self._make_steps(plan, parts)
         if s.verbose:
             self._describe(plan)
         parts.writer = self.state.open_writer(plan, s, parts) if self.state is not None else self._open_writer()
@@ -244,6 +227,55 @@ class ExplainSession:
                          learning=s.learn, source=plan.source)
         for observer in self.observers:
             observer.on_start(start)
+
+    def _make_parts(self, plan: RunPlan, checker: RowChecker) -> RunParts:
+        """The run's explainer (refused here if ``--state`` cannot hold it) and change watch."""
+        s = self.settings
+        explainer = self._build_explainer(plan)
+        if s.state is not None:
+            self._check_saveable(explainer, "--state")
+        check_output_names(explainer.names, s.bounds, plan.source)
+        watch = ChangeWatch(s.watch, explainer, plan.loss) if s.watch is not None else None
+        return RunParts(explainer=explainer, progress=Progress(), checker=checker, watch=watch)
+
+    def _build_explainer(self, plan: RunPlan) -> Explainer:
+        """A new explainer with the run's settings and seed (no row seen)."""
+        from ipfi_cli.core.explainer import make_explainer
+
+        s = self.settings
+        if s.half_life is not None or s.running_mean:  # smoothing whose state merges (ipfi merge)
+            if s.method != "pfi" or s.removal != "marginal" or s.smoothing != "exponential" \
+                    or s.bounds_method != "chebyshev":
+                raise UsageError("smoothing that merges is iPFI's with marginal removal and the Chebyshev bound: "
+                                 "drop --method, --removal, --smoothing and --bounds-method",
+                                 "--half-life" if s.half_life is not None else "--running-mean")
+            from ipfi_cli.core.mergeable import MergeablePFI
+
+            if s.time_column is not None and plan.input_columns and s.time_column not in plan.input_columns:
+                raise UsageError(f"no such input column: {s.time_column} (the columns: "
+                                 f"{', '.join(plan.input_columns)})", "--time-column")
+            return MergeablePFI(
+                plan.predictor, plan.columns, loss=plan.loss, n_repeats=s.repeats, sampling=s.sampling,
+                reservoir_size=s.reservoir_size, features=plan.features, groups=plan.groups or None,
+                seed=self.seed, half_life=s.half_life, time_column=s.time_column)
+        return make_explainer(
+            s.method, plan.predictor, plan.columns, loss=plan.loss, alpha=s.alpha, n_repeats=s.repeats,
+            sampling=s.sampling, reservoir_size=s.reservoir_size, features=plan.features,
+            groups=plan.groups or None, seed=self.seed, **self._method_settings())
+
+    @staticmethod
+    def _check_saveable(explainer: Explainer, option: str) -> None:
+        """The state is plain data: refuse before the first row an explainer whose state it cannot hold."""
+        try:
+            explainer.state_dict()
+        except (ValueError, NotImplementedError) as error:
+            raise UsageError(f"cannot save this explainer's state as data: {error} (not yet --method sage, "
+                             "--removal conditional/both or --bounds-method realisations)", option) from None
+
+    def _make_steps(self, plan: RunPlan, parts: RunParts) -> RowSteps:
+        from ipfi_cli.run.steps import RowSteps
+
+        return RowSteps(plan, self.settings, parts, report_events=self.report_events, refresh=self.refresh_when_due)
 
     def _method_settings(self) -> dict[str, Any]:
         """The method's own settings, passed only where they differ from the paper's iPFI."""
@@ -266,7 +298,8 @@ class ExplainSession:
         s, parts = self.settings, self.parts
         assert parts is not None
         try:
-            writer = open_trace_writer(s.output, parts.explainer.names, format=s.output_format, bounds=s.bounds)
+            writer = open_trace_writer(s.output, parts.explainer.names, format=s.output_format, bounds=s.bounds,
+                                       key_columns=s.by or ())
             writer.flush()  # the header, for `tail -f`
         except OSError as error:
             if isinstance(error, BrokenPipeError):
@@ -292,11 +325,14 @@ class ExplainSession:
         task = "classification" if plan.classification else "regression"
         mode = "learning (explain each row, then learn it)" if s.learn else "static"
         say(f"model {s.model}: {loaded.description}; {task}, loss {plan.loss.name}; {mode}")
-        unused = [c for c in plan.input_columns if c not in columns and c != s.target]
+        unused = [c for c in plan.input_columns if c not in columns and c != s.target and c not in plan.by]
         say(f"input {plan.source} ({plan.input_format}); target {s.target!r}; model inputs ({len(columns)}): "
             f"{', '.join(columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
         if loaded.predictor.n_features is not None and not loaded.predictor.columns:
             say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(columns)))
+        if plan.by:
+            say(f"one explainer per key of {', '.join(plan.by)}"
+                + (f", at most {s.max_keys:,} live (the others saved as plain data)" if s.max_keys else ""))
         say(f"explaining ({len(names)}): "
             + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in names))
         say(f"method {s.method}, removal {s.removal}"
@@ -320,13 +356,7 @@ class ExplainSession:
                     state.busy = True
                 if self.first_row_time is None:
                     self.first_row_time = time.monotonic()
-                good, bad_row = parts.checker.check(batch)
-                failure: IpfiError | None = bad_row
-                if good:
-                    steps.explain(good)
-                    parts.writer.flush()
-                if steps.failure is not None:  # the model failed on a good row: it comes first
-                    failure = steps.failure
+                failure = self._explain_batch(batch)
                 if failure is not None:  # after the rows before it are explained and written
                     raise failure
                 self._check_labels_match(plan, parts)
@@ -362,6 +392,17 @@ class ExplainSession:
                 signals.restore()
             self._close(plan, parts)
         return self._report(plan, parts)
+
+    def _explain_batch(self, batch: list[Row]) -> IpfiError | None:
+        """Check, explain and write one micro-batch; the error to stop with (a bad row, or the row
+        the model failed on: it comes first), after the rows before it."""
+        parts, steps = self.parts, self.steps
+        assert parts is not None and steps is not None
+        good, bad_row = parts.checker.check(batch)
+        if good:
+            steps.explain(good)
+            parts.writer.flush()
+        return steps.failure if steps.failure is not None else bad_row
 
     def _close(self, plan: RunPlan, parts: RunParts) -> None:
         """Close the output, end the observers (the live table stops, the summary shows), write
@@ -566,3 +607,7 @@ class ExplainSession:
         """Change events just found, to every observer."""
         for observer in self.observers:
             observer.on_events(events)
+
+
+class KeyedSession(KeyedSessionMixin, ExplainSession):
+    """``ipfi explain --by``: one explainer (and change watch) per key; see :mod:`ipfi_cli.run.keyed`."""

@@ -81,6 +81,11 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
         meta["http"] = plan.predictor.stats()  # requests, rows sent, seconds: never a header
     if parts.watch is not None:
         meta["changes"] = [event.to_dict() for event in parts.watch.events]
+    summaries = getattr(explainer, "summaries", None)
+    if summaries is not None:  # explain --by: every key's figures; no one key's are the run's
+        meta["keys"] = summaries(plan.by, s.delta)
+        meta["final"] = None
+        meta["rows"]["explained"] = sum(key["explained"] for key in meta["keys"])
     if state is not None:
         meta["state"] = {"path": s.state, "checkpoints_saved": state.checkpoints,
                          "continued_after_input_row": state.resumed["run"]["input_rows"] if state.resumed else None,

@@ -67,6 +67,11 @@ class Snapshot:
     seed: int | None = None
     learning: bool = False
     marks: dict[str, str] = field(default_factory=dict)  # feature -> its latest change ("↓ row 10,231")
+    # explain --by: the key shown (the one last explained) and its rows, how many keys; at the end every key's
+    key: str | None = None
+    key_rows: int = 0
+    n_keys: int = 0
+    per_key: Sequence[tuple[str, Snapshot]] = ()
 
 
 @dataclass(frozen=True)

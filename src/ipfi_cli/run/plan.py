@@ -73,6 +73,7 @@ class Selection:
     features: Sequence[str] | None = None
     drop: Sequence[str] | None = None
     groups: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    by: Sequence[str] = ()  # key columns (``explain --by``): not features, like the target
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class RunPlan:
     labels: LabelMatcher  # turns the input's labels into the model's (counts the unknown ones)
     learn: bool
     known_keys: frozenset[str] | None  # JSONL without a schema: the first object's keys (a later key is noted)
+    by: tuple[str, ...] = ()  # key columns (``explain --by``): a row without a value in one is a bad row
 
     @property
     def predictor(self) -> Any:
@@ -105,7 +107,8 @@ class RunPlan:
         return RowChecker(source=self.source, target=self.target, columns=self.columns, to_label=self.labels,
                           check_columns=self.input_format == "jsonl", learn=self.learn, on_bad_row=on_bad_row,
                           on_skip=on_skip, on_first_row=setup.first_row_hook(self.loaded, self.labels, self.columns),
-                          known_keys=set(self.known_keys) if self.known_keys is not None else None)
+                          known_keys=set(self.known_keys) if self.known_keys is not None else None,
+                          key_columns=self.by)
 
 
 def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, learn: bool,
@@ -156,6 +159,9 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
                                + (f" but {len(bad):,} bad one(s); the first: {bad[0]}" if bad else ""))
             raise InputError("no data rows" + (f" ({len(bad):,} bad row(s); the first: {bad[0]})" if bad else ""),
                              source=source)
+        by = list(selection.by)
+        if by and input_columns:
+            setup.check_key_columns(by, input_columns, target, features, groups, source)
         notes: list[str] = []
         if reader.format == "jsonl":
             # JSONL objects need not share keys: a model that names its inputs gets those, else
@@ -163,13 +169,13 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
             # checked for them and the target
             named = [*(features or []), *(c for members in groups.values() for c in members)]
             inputs_ = (list(known) if known else list(dict.fromkeys(named)) if features
-                       else [c for c in input_columns if c != target])
+                       else [c for c in input_columns if c != target and c not in by])
             columns, check_target = [*inputs_, target], True
         else:
             columns, check_target = input_columns or list(known or []), bool(input_columns)
         columns = setup.model_columns(loaded, columns, target, source, check_target=check_target,
-                                      features=features, drop=drop, groups=groups, notes=notes)
-        selected, groups = setup.explained_columns(loaded, columns, features, drop, groups)
+                                      features=features, drop=drop, groups=groups, notes=notes, by=by)
+        selected, groups = setup.explained_columns(loaded, columns, features, drop, groups, by=by)
         check_inputs(loaded, columns, source)
         for line in notes:
             say(line, "note")
@@ -177,7 +183,8 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
                       else None)
         plan = RunPlan(loaded=loaded, source=source, input_format=reader.format, input_columns=list(input_columns),
                        columns=columns, target=target, features=selected, groups=groups,
-                       classification=classification, loss=loss, labels=labels, learn=learn, known_keys=known_keys)
+                       classification=classification, loss=loss, labels=labels, learn=learn, known_keys=known_keys,
+                       by=tuple(by))
     except BaseException:
         reader.close()
         raise

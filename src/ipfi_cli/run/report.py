@@ -90,9 +90,18 @@ class PlainReporter:
             self.summary(end.title, end.snapshot)
 
     def summary(self, title: str, snapshot: Snapshot) -> None:
-        """The final importances as ``name value ± bound`` lines, most important first."""
+        """The final importances as ``name value ± bound`` lines, most important first (``--by``:
+        for each key, under a line naming it)."""
         if self.quiet:
             return
+        if snapshot.per_key:
+            self._write(f"{title}: {snapshot.rows:,} rows, {len(snapshot.per_key):,} keys")
+            for label, one in snapshot.per_key:
+                self._lines(f"key {label}", one)
+            return
+        self._lines(title, snapshot)
+
+    def _lines(self, title: str, snapshot: Snapshot) -> None:
         self._write(f"{title}: {snapshot.rows:,} rows, loss {snapshot.loss:.4f}")
         order = sorted(range(len(snapshot.names)), key=lambda j: -snapshot.importances[j]
                        if snapshot.importances[j] == snapshot.importances[j] else float("inf"))

@@ -68,6 +68,7 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
         # only when not the default, so a state saved before the option resumes as it did
         **({"--bounds-method": s.bounds_method} if s.bounds_method != "chebyshev" else {}),
+        "--by": list(s.by) if s.by else None,
         "--output-format": output_format_for(s.output, s.output_format),
         "--detect": None if s.watch is None else {
             "--change-delta": s.watch.delta, "--min-change": s.watch.min_change,
@@ -225,7 +226,7 @@ class StateKeeper:
 
                     sys.stdout.flush()
                     self.stdout_note = continue_stdout_traces(output["size"], output["crc"], trace_header(
-                        parts.explainer.names, s.bounds, output_format_for(s.output, s.output_format)))
+                        parts.explainer.names, s.bounds, output_format_for(s.output, s.output_format), s.by or ()))
                     tracked = TrackedOutput(sys.stdout.buffer, size=output["size"], crc=output["crc"])
             elif path is not None:
                 tracked = TrackedOutput(open(path, "wb"), close=True)
@@ -240,7 +241,7 @@ class StateKeeper:
         # the header is already there (unless nothing was written: a merged state's first traces)
         tracked.muted = self.resumed is not None and self.resumed["run"]["output"]["size"] > 0
         writer = WRITERS[output_format_for(s.output, s.output_format)](
-            tracked, parts.explainer.names, bounds=s.bounds, close=True)
+            tracked, parts.explainer.names, bounds=s.bounds, close=True, key_columns=s.by or ())
         tracked.muted = False
         if self.resumed is not None:
             writer.records = self.resumed["run"]["records"]

@@ -54,13 +54,16 @@ class RowChecker:
     known_keys : set of str, optional
         JSONL: the keys the model's inputs were taken from (the first row's). The first later
         row with another key is remembered, for :meth:`late_keys_summary`.
+    key_columns : sequence of str
+        ``explain --by``: a row without a value in one of them (missing, or absent from a JSONL
+        object) is a bad row naming the column.
     """
 
     def __init__(self, *, source: str, target: str, columns: Sequence[str], to_label: Callable[[Any], Any],
                  check_columns: bool, learn: bool, on_bad_row: str = "fail",
                  on_skip: Callable[[InputError], None] | None = None,
                  on_first_row: Callable[[dict[str, Any]], None] | None = None,
-                 known_keys: set[str] | None = None) -> None:
+                 known_keys: set[str] | None = None, key_columns: Sequence[str] = ()) -> None:
         self.source = source
         self.target = target
         self.columns = list(columns)
@@ -74,6 +77,7 @@ class RowChecker:
         self.first_skip: str | None = None
         self.known_keys = known_keys
         self.late_key: tuple[int, str] | None = None  # (row, key) of the first key the first row lacked
+        self.key_columns = list(key_columns)
 
     def check(self, batch: Iterable[Row]) -> tuple[list[GoodRow], InputError | None]:
         """The batch's good rows, and the error to stop with (``fail``: the first bad row's)."""
@@ -127,6 +131,10 @@ class RowChecker:
         return InputError(message, source=self.source, row=row.number, line=row.line, column=column)
 
     def _problem(self, row: Row, values: dict[str, Any]) -> InputError | None:
+        for c in self.key_columns:
+            if missing_key(values.get(c)):
+                return self._error("no value in this --by key column: a row belongs to no key without one (fill "
+                                   "it in, or skip such rows with --on-bad-row skip)", row, c)
         if self.check_columns:
             missing = [c for c in self.columns if c not in values]
             if missing:
@@ -146,6 +154,15 @@ class RowChecker:
                 return self._error(f"{v} is not a finite number (a number too large for a float, such as 1e400, "
                                    "reads as inf); models cannot use it", row, c)
         return None
+
+
+def missing_key(value: Any) -> bool:
+    """A key column's value that makes no key: absent (``None``) or missing (NaN).
+
+    >>> missing_key(float("nan")), missing_key(None), missing_key(""), missing_key(0)
+    (True, True, False, False)
+    """
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def rows_frame(rows: Sequence[GoodRow], columns: Sequence[str]) -> Any:

@@ -81,6 +81,8 @@ class ExplainSettings:
     id_column: str | None = None
     label_wait: str = DEFAULT_LABEL_WAIT
     labels_follow: bool = False
+    by: list[str] | None = None  # --by: one explainer (and change watch) per value of these key columns
+    max_keys: int | None = None  # --max-keys: the most keys kept live; the others saved as plain data
 
     @property
     def inputs(self) -> InputSpec:
@@ -92,7 +94,7 @@ class ExplainSettings:
     def selection(self) -> Selection:
         """What is explained, against what."""
         return Selection(target=self.target, task=self.task, loss=self.loss, features=self.features,
-                         drop=self.drop, groups=self.groups)
+                         drop=self.drop, groups=self.groups, by=tuple(self.by or ()))
 
 
 class StopOnChange(Exception):

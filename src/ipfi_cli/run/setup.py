@@ -155,13 +155,14 @@ def _preview(columns: Sequence[str]) -> str:
 def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str, source: str,
                   *, check_target: bool = True, features: Sequence[str] | None = None,
                   drop: Sequence[str] | None = None, groups: dict[str, list[str]] | None = None,
-                  notes: list[str] | None = None) -> list[str]:
+                  notes: list[str] | None = None, by: Sequence[str] = ()) -> list[str]:
     """The model's input columns, checked against the input's columns up front.
 
     A model that names its inputs (``feature_names_in_``) gets exactly those, and every
     one must be in the input. A model without a schema (river, a function, scikit-learn
     fitted on an array) gets the columns chosen by ``--features`` (with the ``--group``
-    members) or else every input column but the target and the ``--drop`` columns; one
+    members) or else every input column but the target, the ``--by`` key columns and the
+    ``--drop`` columns; one
     fitted on an array takes them by position, so the count must match (``notes`` gets a
     line saying so).
     """
@@ -201,7 +202,7 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
                              f"(the model's inputs: {', '.join(map(repr, known))}){hint}", source=source)
         _check_drop(known, inputs, drop or [], notes)
         return list(known)
-    available = [c for c in inputs if c != target]
+    available = [c for c in inputs if c != target and c not in by]
     for option, names in (("--features", features or []), ("--drop", drop or []),
                           ("--group", [c for members in (groups or {}).values() for c in members])):
         unknown = [n for n in names if n not in available]
@@ -275,8 +276,26 @@ def select_features(columns: Sequence[str], features: Sequence[str] | None, drop
 
 
 def explained_columns(loaded: LoadedModel, columns: Sequence[str], features: Sequence[str] | None,
-                      drop: Sequence[str] | None, groups: dict[str, list[str]]
+                      drop: Sequence[str] | None, groups: dict[str, list[str]], *, by: Sequence[str] = ()
                       ) -> tuple[list[str] | None, dict[str, list[str]]]:
     """:func:`select_features` for the run's model: a ``--drop`` column that the model does not
-    get at all (checked by :func:`model_columns`) is not checked again."""
-    return select_features(columns, features, [c for c in drop or [] if c in columns], groups)
+    get at all (checked by :func:`model_columns`) is not checked again; a ``--by`` key column that
+    the model takes as an input (it names it) is given to the model but never explained."""
+    left_out = [c for c in [*(drop or []), *by] if c in columns]
+    return select_features(columns, features, list(dict.fromkeys(left_out)), groups)
+
+
+def check_key_columns(by: Sequence[str], input_columns: Sequence[str], target: str,
+                      features: Sequence[str] | None, groups: dict[str, list[str]], source: str) -> None:
+    """``--by``'s key columns: in the input, not the target, not named by ``--features`` or ``--group``
+    (a key is never explained); a :class:`~ipfi_cli.errors.UsageError` naming ``--by`` otherwise."""
+    unknown = [c for c in by if c not in input_columns]
+    if unknown:
+        raise UsageError(f"no such input column: {', '.join(unknown)} in {source} (the columns: "
+                         f"{', '.join(input_columns)})", "--by")
+    if target in by:
+        raise UsageError(f"{target!r} is the --target: a key column cannot be the label", "--by")
+    named = [c for c in [*(features or []), *(m for members in groups.values() for m in members)] if c in by]
+    if named:
+        raise UsageError(f"{named[0]!r} is a key column (--by): it is never explained; leave it out of "
+                         "--features and --group", "--by")

@@ -1,0 +1,295 @@
+"""``ipfi explain --by COLUMN[,COLUMN]``: one explainer (and change watch) per value of a key.
+
+:class:`KeyedSessionMixin` makes :class:`~ipfi_cli.run.explain.KeyedSession` (defined beside the
+session it extends, so the two modules do not import each other) an
+:class:`~ipfi_cli.run.explain.ExplainSession` whose explainer is a
+:class:`KeyedExplainer`: one :class:`KeyRun` per key (its explainer, change watch and counters),
+built when the key first comes with the run's settings and seed, and kept by
+:class:`~ipfi_cli.core.keyed.KeyedExplainers` (``max_keys``: the least recently seen saved as plain
+data and evicted, restored when they come back). Each key's rows are explained, numbered and
+written (``--every`` counts them) exactly as a run on that key's rows alone would, so its trace
+records equal that run's, byte for byte, but for the key columns that start them. A row's number
+in a key's trace is its place among that key's input rows (bad ones too: a row whose key can be
+read counts for that key); messages name the row by its place in the whole input.
+
+Rows are explained in the input's order: consecutive rows of one key go to its explainer
+together, and the records of all keys are written interleaved as their rows come. The last row
+of every key is written at the end (in the order the keys first came), as one run writes its
+last row. A key column is not a feature (a model that names it as an input still gets it; it is
+never explained), and a row without a value in one is a bad row naming the column.
+
+The model is shared and static: ``--learn`` (one model learning every key's rows), late labels
+and the metrics exporter are refused before the first row.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ipfi_cli.errors import InputError, IpfiError, RunError, UsageError
+from ipfi_cli.run.checks import check_output_names
+from ipfi_cli.run.key_runs import Key, KeyedEvent, KeyedExplainer, KeyedWatch, KeyRun, KeyWriter, key_label, row_key
+from ipfi_cli.run.observers import Snapshot
+from ipfi_cli.run.settings import Progress, RunParts, RunStatus
+from ipfi_cli.run.steps import RowSteps
+from ipfi_cli.run.watch import ChangeWatch
+
+if TYPE_CHECKING:
+    from ipfi_cli.io.values import Row
+    from ipfi_cli.run.plan import RunPlan
+    from ipfi_cli.run.rows import GoodRow, RowChecker
+
+
+class KeyedSteps(RowSteps):
+    """:class:`~ipfi_cli.run.steps.RowSteps` on one key's rows, numbered as the key's; a row the
+    model fails on is named by its number in the whole input (:attr:`input_rows`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.input_rows: dict[int, int] = {}  # the key's row number -> the input's, for the rows being explained
+
+    def _located(self, row: GoodRow) -> GoodRow:
+        return row._replace(number=self.input_rows.get(row.number, row.number))
+
+    def _bad_model_row(self, row: GoodRow, error: BaseException) -> None:
+        super()._bad_model_row(self._located(row), error)
+
+    def _nonfinite_loss(self, row: GoodRow) -> RunError:
+        return super()._nonfinite_loss(self._located(row))
+
+
+#: the mixin's base for the type checker: the session it extends (not imported: it imports this module)
+_SessionBase: Any = object
+
+
+class KeyedSessionMixin(_SessionBase):
+    """What ``ipfi explain --by`` changes in a session: see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a micro-batch's records (input row, key, key's row, values, bounds) and change events (input row,
+        # event), written in the input's order once every key has explained its rows
+        self._records: list[tuple[int, Key, int, Sequence[float], Sequence[float] | None]] = []
+        self._events: list[tuple[int, KeyedEvent]] = []
+
+    def run(self) -> RunStatus:
+        self._refuse()  # before anything starts (the metrics server, the model, the input)
+        return super().run()
+
+    def _make_parts(self, plan: RunPlan, checker: RowChecker) -> RunParts:
+        s = self.settings
+        prototype = self._build_explainer(plan)
+        if s.state is not None or s.max_keys is not None:
+            self._check_saveable(prototype, "--state" if s.state is not None else "--max-keys")
+        check_output_names(prototype.names, s.bounds, plan.source)
+        taken = {"row", *prototype.names, *(f"{n}_bound" for n in prototype.names if s.bounds)}
+        clash = [c for c in plan.by if c in taken]
+        if clash:
+            raise InputError(f"the key column {clash[0]!r} has the name of a trace field (row, a feature or a bound); "
+                             "the traces would hold two fields of that name: rename the column", source=plan.source)
+        watch = ChangeWatch(s.watch, prototype, plan.loss) if s.watch is not None else None
+
+        def factory(key: Hashable) -> KeyRun:
+            return KeyRun(self._build_explainer(plan), copy.deepcopy(watch) if watch is not None else None)
+
+        return RunParts(explainer=KeyedExplainer(prototype, factory, s.max_keys),  # type: ignore[arg-type]
+                        progress=Progress(), checker=checker,
+                        watch=KeyedWatch(watch) if watch is not None else None)  # type: ignore[arg-type]
+
+    def _refuse(self) -> None:
+        """What ``--by`` cannot do yet, refused before the first row."""
+        s = self.settings
+        if s.learn:
+            raise UsageError("cannot be used with --learn yet: one model would learn every key's rows, so a key's "
+                             "traces would not be those of a run on its rows alone (a model per key is not "
+                             "implemented)", "--by")
+        if s.labels:
+            raise UsageError("cannot be used with --labels yet (the rows waiting for labels are not kept per key)",
+                             "--by")
+        if s.monitor is not None and s.monitor.wanted:
+            raise UsageError("cannot be used with the metrics exporter or the webhook yet (they describe one "
+                             "explainer, not one per key)", "--by")
+
+    def _make_steps(self, plan: RunPlan, parts: RunParts) -> RowSteps:
+        return KeyedSteps(plan, self.settings, parts, report_events=self.report_events, refresh=self.refresh_when_due)
+
+    @property
+    def keyed(self) -> KeyedExplainer:
+        assert self.parts is not None
+        return self.parts.explainer
+
+    def _explain_batch(self, batch: list[Row]) -> IpfiError | None:
+        """Number each row among its key's; explain each key's good rows of the micro-batch together (one
+        model call for them where the model allows), then write the records and report the change events
+        in the input's order.
+
+        A row the model fails on stops the run after the rows before it; keys explained before its key in
+        this micro-batch may have gone past it: each key's records are still those of a run on its rows."""
+        parts, steps, plan = self.parts, self.steps, self.plan
+        assert parts is not None and isinstance(steps, KeyedSteps) and plan is not None
+        keyed = self.keyed
+        numbers: dict[int, tuple[Key, int]] = {}  # input row -> (its key, its number among the key's rows)
+        for row in batch:
+            key = row_key(row.values, plan.by)
+            if key is not None:
+                numbers[row.number] = (key, keyed.number(key))
+        good, bad_row = parts.checker.check(batch)
+        by_key: dict[Key, list[GoodRow]] = {}
+        for good_row in good:
+            by_key.setdefault(numbers[good_row.number][0], []).append(good_row)
+        try:
+            for key, rows in by_key.items():
+                self._explain_key(key, rows, numbers)
+                if steps.failure is not None:
+                    break
+        finally:
+            self._write_pending()
+        return steps.failure if steps.failure is not None else bad_row
+
+    def _explain_key(self, key: Key, rows: list[GoodRow], numbers: dict[int, tuple[Key, int]]) -> None:
+        parts, steps = self.parts, self.steps
+        assert parts is not None and isinstance(steps, KeyedSteps)
+        run = self.keyed.get(key)
+        own = [row._replace(number=numbers[row.number][1]) for row in rows]
+        steps.input_rows = {mine.number: row.number for mine, row in zip(own, rows)}
+        steps.parts = RunParts(explainer=run.explainer, progress=run.progress, checker=parts.checker,
+                               watch=run.watch, writer=KeyWriter(self._records, key, steps.input_rows))
+        before = run.progress.rows
+        try:
+            steps.explain(own)
+        finally:
+            parts.progress.rows += run.progress.rows - before
+            steps.parts = parts
+
+    def _write_pending(self) -> None:
+        """The micro-batch's records and change events, in the order of their input rows."""
+        parts = self.parts
+        assert parts is not None
+        records, events = sorted(self._records, key=lambda r: r[0]), sorted(self._events, key=lambda e: e[0])
+        self._records.clear()
+        self._events.clear()
+        for _, key, row, values, bounds in records:
+            parts.writer.write(row, values, bounds, key=key)
+        if records:
+            parts.writer.flush()
+        if events:
+            found = [event for _, event in events]
+            if isinstance(parts.watch, KeyedWatch):
+                parts.watch.events.extend(found)
+            super().report_events(found)
+
+    def report_events(self, events: Sequence[Any]) -> None:
+        """A key's change events, with the key, kept until the micro-batch's records are written."""
+        plan, steps, key = self.plan, self.steps, self.keyed.current_key
+        assert plan is not None and isinstance(steps, KeyedSteps) and key is not None
+        for event in events:
+            where = steps.input_rows.get(getattr(event, "row", 0), 0)
+            self._events.append((where, KeyedEvent({"key": dict(zip(plan.by, key)), **event.to_dict()})))
+
+    def _write_last(self, parts: RunParts) -> None:
+        """Every key ends with its last row's record (``every`` may have skipped it), as one run does."""
+        keyed = self.keyed
+        for key in keyed.keys():
+            run = keyed.peek(key)
+            last = run.progress.last
+            if last is not None and run.progress.last_written != last[0]:
+                bound = run.explainer.bound_array(self.settings.delta).tolist() if self.settings.bounds else None
+                parts.writer.write(last[0], last[1], bound, key=key)
+                run.progress.last_written = last[0]
+
+    # -- display ----------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """The key last explained, and how many keys; at the end every key's figures too."""
+        assert self.plan is not None
+        snapshot = super().snapshot()
+        keyed, by = self.keyed, self.plan.by
+        snapshot.n_keys = keyed.n_keys
+        if keyed.current_key is not None and keyed.current is not None:
+            snapshot.key = key_label(by, keyed.current_key)
+            snapshot.key_rows = keyed.current.progress.rows
+            if keyed.current.watch is not None:
+                snapshot.marks = keyed.current.watch.marks()
+        if self.status not in (RunStatus.RUNNING, RunStatus.STARTING):
+            snapshot.per_key = [(key_label(by, key), self._key_snapshot(keyed.peek(key))) for key in keyed.keys()]
+        return snapshot
+
+    def _key_snapshot(self, run: KeyRun) -> Snapshot:
+        explainer = run.explainer
+        return Snapshot(names=explainer.names, importances=explainer.importance_array().tolist(),
+                        bounds=explainer.bound_array(self.settings.delta).tolist(), rows=run.progress.rows,
+                        explained=explainer.n_explained, loss=explainer.mean_loss,
+                        marks=run.watch.marks() if run.watch is not None else {})
+
+    def _report(self, plan: RunPlan, parts: RunParts) -> RunStatus:
+        """Each key's changes, then the checks of a finished run over every key."""
+        s, say, status, keyed = self.settings, self.reporter.message, self.status, self.keyed
+        if status in (RunStatus.BROKEN_PIPE, RunStatus.ERROR):
+            if self.state is not None:
+                self.state.report_kept(say)
+            return status
+        if s.watch is not None:
+            quiet_keys = 0
+            for key in keyed.keys():
+                run = keyed.peek(key)
+                assert run.watch is not None
+                if not run.watch.events:
+                    quiet_keys += 1
+                    continue
+                for line in run.watch.summary_lines(run.explainer.importance_array()):
+                    say(f"key {key_label(plan.by, key)}: {line}")
+            if quiet_keys:
+                say(f"no change detected in {quiet_keys:,} of {len(keyed.keys()):,} key(s) (delta {s.watch.delta}, "
+                    f"min change {s.watch.min_change})")
+        watch = parts.watch
+        if status is RunStatus.STOPPED_ON_CHANGE and isinstance(watch, KeyedWatch) and watch.events:
+            first = watch.events[0].fields
+            say(f"stopped at the first change (key {key_label(plan.by, tuple(first['key'].values()))}, its row "
+                f"{first.get('row', 0):,}); every record written is complete"
+                + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
+                "status")
+        if s.verbose:
+            say(f"wrote {parts.writer.records:,} record(s) for {len(keyed.keys()):,} key(s) to "
+                f"{s.output or '<stdout>'}")
+        if status is RunStatus.OK:
+            self._check_keys(plan, parts)
+        return status
+
+    def _check_keys(self, plan: RunPlan, parts: RunParts) -> None:
+        """A finished run: something explained, labels that match the model; keys that are unmeasurable
+        or all zero are named (a warning: a run on their rows alone would fail or warn)."""
+        from ipfi_cli.core.losses import unmeasurable
+        from ipfi_cli.run.checks import all_zero_warning, labels_match_nothing
+
+        keyed, by = self.keyed, plan.by
+        explained, loss_sum, unfit, zero = 0, 0.0, [], []
+        for key in keyed.keys():
+            explainer = keyed.peek(key).explainer
+            n = explainer.n_explained
+            if n:
+                explained += n
+                loss_sum += explainer.mean_loss * n
+                if unmeasurable(plan.loss, explainer.mean_loss, n):
+                    unfit.append(key)
+                elif all_zero_warning(explainer.importance_array(), n):
+                    zero.append(key)
+        if explained == 0:
+            skipped_rows, rows = parts.checker.skipped, parts.progress.rows
+            why = (f"all {skipped_rows:,} row(s) were bad" if skipped_rows and not rows
+                   else "the input has no rows" if not rows
+                   else "each key's first row only fills its reservoir; a row is explained against earlier rows "
+                        "of its key")
+            raise RunError(f"{plan.source}: no row was explained: {why}")
+        if plan.labels.none_matched:
+            raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
+        overall = unmeasurable(plan.loss, loss_sum / explained, explained)
+        if overall is not None:
+            raise RunError(f"{plan.source}: {overall}")
+        for keys, what in ((unfit, "their loss is at its maximum on every row or not finite: they measure no "
+                                   "importance"),
+                           (zero, "every feature scored exactly 0 in them")):
+            if keys:
+                shown = "; ".join(key_label(by, k) for k in keys[:3]) + ("; ..." if len(keys) > 3 else "")
+                self.reporter.message(f"{len(keys):,} key(s) ({shown}): {what}", "warning")
+

@@ -1,0 +1,220 @@
+"""``ipfi explain --by``: one explainer per key, each key's traces those of a run on its rows alone.
+
+The reference for a key is a run of the command on a file holding only that key's rows (the same
+lines of the same file) with the key columns dropped (--drop: a key is not a feature), and the same
+--seed; the keyed traces, the key columns taken off, must be the same bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import SAMPLE, head_lines
+
+ELEC = SAMPLE / "elec2_excerpt.csv"  # real data: the Elec2 electricity market (Harries 1999), an excerpt
+ELEC_MODEL = str(SAMPLE / "elec2_hgb.joblib")
+
+
+@pytest.fixture(scope="module")
+def elec(tmp_path_factory) -> Path:
+    """300 rows of Elec2 (every day of the week)."""
+    path = tmp_path_factory.mktemp("by") / "elec.csv"
+    path.write_text(head_lines(ELEC, 300))
+    return path
+
+
+def key_files(source: Path, by: list[str], keys: list[tuple[str, ...]], folder: Path) -> dict[tuple[str, ...], Path]:
+    """For each key, a file of the source's header and the lines of that key's rows, as they are."""
+    lines = source.read_text().splitlines()
+    header = lines[0].split(",")
+    where = [header.index(c) for c in by]
+    files = {}
+    for key in keys:
+        mine = [line for line in lines[1:] if tuple(line.split(",")[i] for i in where) == key]
+        path = folder / ("key_" + "_".join(key) + ".csv")
+        path.write_text("\n".join([lines[0], *mine]) + "\n")
+        files[key] = path
+    return files
+
+
+def of_key(traces: str, n_key_columns: int, key: tuple[str, ...]) -> str:
+    """The records of ``key`` in a keyed CSV trace (and its header), the key columns taken off."""
+    lines = traces.splitlines()
+    out = [",".join(lines[0].split(",")[n_key_columns:])]
+    for line in lines[1:]:
+        fields = line.split(",")
+        if tuple(fields[:n_key_columns]) == key:
+            out.append(",".join(fields[n_key_columns:]))
+    return "\n".join(out) + "\n"
+
+
+def explain(run, source, *options):
+    result = run("explain", source, "-m", ELEC_MODEL, "-t", "class", "--seed", "7", "--no-live", "-q", *options)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_each_key_traces_equal_a_run_on_its_rows_alone(run, elec, tmp_path):
+    keyed = explain(run, elec, "--by", "day", "--every", "3", "--bounds")
+    assert keyed.splitlines()[0].startswith("day,row,date,period,")  # the key first, then the key's row number
+    days = sorted({line.split(",")[0] for line in keyed.splitlines()[1:]})
+    assert days == [str(d) for d in range(1, 8)]
+    for key, path in key_files(elec, ["day"], [(d,) for d in days], tmp_path).items():
+        alone = explain(run, path, "--drop", "day", "--every", "3", "--bounds")
+        assert of_key(keyed, 1, key) == alone, key
+
+
+@pytest.fixture(scope="module")
+def drift_shards(tmp_path_factory) -> Path:
+    """400 rows around the function drift of agrawal_drift.csv, with a key column `shard`: a and b in turn, c
+    every tenth row."""
+    lines = (SAMPLE / "agrawal_drift.csv").read_text().splitlines()
+    path = tmp_path_factory.mktemp("by") / "drift_shards.csv"
+    shards = ["c" if i % 10 == 9 else "ab"[i % 2] for i in range(400)]
+    path.write_text("\n".join([lines[0] + ",shard", *(line + "," + shard
+                                                     for line, shard in zip(lines[9801:10201], shards))]) + "\n")
+    return path
+
+
+def test_eviction_gives_the_same_bytes(run, drift_shards, hgb, tmp_path):
+    """--max-keys 1 and 2 (keys evicted and restored at almost every row) write what no eviction writes,
+    the change events too."""
+    outputs = []
+    for limit in ([], ["--max-keys", "1"], ["--max-keys", "2"]):
+        events = tmp_path / f"events{len(outputs)}.jsonl"
+        result = run("explain", drift_shards, "-m", hgb, "-t", "class", "--seed", "7", "--no-live", "-q", "--by",
+                     "shard", "--every", "5", "--batch-size", "50", "--detect", "--events", events, *limit)
+        assert result.exit_code == 0, result.stderr
+        outputs.append((result.stdout, events.read_bytes()))
+    assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
+    assert outputs[0][1], "the test should see change events"
+    first = json.loads(outputs[0][1].splitlines()[0])
+    assert set(first["key"]) == {"shard"} and "row" in first
+
+
+def test_state_resume_equals_one_run(run, elec, tmp_path):
+    """A run stopped after 150 rows and continued from --state writes the bytes of one run (traces and
+    events), every key resumed, those evicted too."""
+    whole = tmp_path / "whole.csv"
+    common = ["--by", "day", "--every", "4", "--detect"]
+    explain(run, elec, *common, "-o", whole, "--events", tmp_path / "whole.jsonl")
+    first = tmp_path / "first.csv"
+    first.write_text(head_lines(elec, 150))
+    traces, state, events = tmp_path / "traces.csv", tmp_path / "run.state", tmp_path / "events.jsonl"
+    explain(run, first, *common, "-o", traces, "--events", events, "--state", state, "--checkpoint-every", "40",
+            "--max-keys", "2")
+    explain(run, elec, *common, "-o", traces, "--events", events, "--state", state, "--checkpoint-every", "40")
+    assert traces.read_bytes() == whole.read_bytes()
+    assert events.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    # a keyed state is not continued without --by (named in one line)
+    result = run("explain", elec, "-m", ELEC_MODEL, "-t", "class", "--seed", "7", "--no-live", "-q",
+                 "--every", "4", "--detect", "-o", traces, "--state", state)
+    assert result.exit_code != 0 and "--by" in result.stderr
+
+
+def test_multi_column_key_and_jsonl_layout(run, agrawal_small, hgb, tmp_path):
+    """--by elevel,car on the sample data: the two key columns start each record (JSONL: the first fields);
+    the keys with the most rows equal runs on their rows alone."""
+    source = tmp_path / "agrawal.csv"
+    source.write_text(head_lines(agrawal_small, 200))
+    base = ["-m", hgb, "-t", "class", "--seed", "2", "--no-live", "-q", "--every", "2"]
+    keyed = run("explain", source, *base, "--by", "elevel,car")
+    assert keyed.exit_code == 0, keyed.stderr
+    rows = list(csv.reader(io.StringIO(keyed.stdout)))
+    assert rows[0][:3] == ["elevel", "car", "row"]
+    counts: dict[tuple[str, ...], int] = {}
+    for record in rows[1:]:
+        counts[tuple(record[:2])] = counts.get(tuple(record[:2]), 0) + 1
+    biggest = sorted(counts, key=lambda k: (-counts[k], k))[:2]
+    for key, path in key_files(source, ["elevel", "car"], biggest, tmp_path).items():
+        alone = run("explain", path, *base, "--drop", "elevel,car")
+        assert of_key(keyed.stdout, 2, key) == alone.stdout, key
+    jsonl = run("explain", source, *base, "--by", "elevel,car", "--output-format", "jsonl")
+    record = json.loads(jsonl.stdout.splitlines()[0])
+    assert list(record)[:3] == ["elevel", "car", "row"]
+
+
+def test_missing_key_value_is_a_bad_row(run, elec, tmp_path):
+    lines = elec.read_text().splitlines()
+    fields = lines[5].split(",")
+    fields[1] = ""  # row 5 has no day
+    lines[5] = ",".join(fields)
+    source = tmp_path / "missing.csv"
+    source.write_text("\n".join(lines) + "\n")
+    result = run("explain", source, "-m", ELEC_MODEL, "-t", "class", "--seed", "7", "--no-live", "--by", "day")
+    assert result.exit_code == 1
+    assert "row 5 (line 6), column 'day': no value in this --by key column" in result.stderr
+    assert len(result.stdout.splitlines()) == 1 + 4  # the header and the 4 rows before it, written
+    skipped = explain(run, source, "--by", "day", "--on-bad-row", "skip")
+    # the row is no key's: every key's traces are those of the input without it
+    without = tmp_path / "without.csv"
+    without.write_text("\n".join(lines[:5] + lines[6:]) + "\n")
+    whole = explain(run, without, "--by", "day")
+    assert skipped.splitlines()[1:] != [] and skipped == whole
+
+
+@pytest.mark.parametrize("options, says", [
+    (["--by", "day", "--learn"], "--learn"),
+    (["--by", "day", "--labels", "labels.csv", "--id", "date"], "--labels"),
+    (["--by", "day", "--metrics-port", "0"], "metrics"),
+    (["--max-keys", "2"], "needs --by"),
+    (["--by", "day", "--removal", "conditional", "--max-keys", "2"], "state as data"),
+    (["--by", "day", "--removal", "conditional", "--state", "x.state"], "state as data"),
+    (["--by", "class"], "the --target"),
+    (["--by", "nope"], "no such input column: nope"),
+    (["--by", "day", "--features", "day,period"], "is a key column"),
+])
+def test_refused_before_the_first_row(run, elec, tmp_path, options, says):
+    out = tmp_path / "traces.csv"
+    options = [str(tmp_path / o) if o.endswith((".csv", ".state")) and o != "labels.csv" else o for o in options]
+    result = run("explain", elec, "-m", ELEC_MODEL, "-t", "class", "--no-live", "-o", out, *options)
+    assert result.exit_code == 2, result.stderr
+    assert says in " ".join(result.stderr.split())
+    assert not out.exists() or out.read_text() == ""
+    assert not (tmp_path / "x.state").exists()
+
+
+def test_key_column_named_like_a_trace_field(run, tmp_path, hgb, agrawal_small):
+    lines = agrawal_small.read_text().splitlines()
+    source = tmp_path / "row.csv"
+    source.write_text("\n".join([lines[0] + ",row"] + [line + ",a" for line in lines[1:50]]) + "\n")
+    result = run("explain", source, "-m", hgb, "-t", "class", "--no-live", "--by", "row")
+    assert result.exit_code != 0 and "the key column 'row' has the name of a trace field" in result.stderr
+
+
+def test_summary_and_meta_are_per_key(run, elec, tmp_path):
+    meta = tmp_path / "meta.json"
+    result = run("explain", elec, "-m", ELEC_MODEL, "-t", "class", "--seed", "7", "--no-live", "--by", "day",
+                 "--meta", meta, "-o", tmp_path / "t.csv")
+    assert result.exit_code == 0
+    assert "7 keys" in result.stderr and "day=1" in result.stderr
+    data = json.loads(meta.read_text())
+    assert [k["key"] for k in data["keys"]] == [{"day": d} for d in (2, 3, 4, 5, 6, 7, 1)]  # as they first came
+    assert sum(k["rows"] for k in data["keys"]) == data["rows"]["processed"] == 300
+    assert data["final"] is None and set(data["keys"][0]["importances"]) == {
+        "date", "period", "nswprice", "nswdemand", "vicprice", "vicdemand", "transfer"}
+
+
+def test_python_explain_rows_by(elec, tmp_path):
+    """The run layer's explain_rows takes by= and max_keys= as the command takes --by and --max-keys."""
+    import joblib
+
+    from ipfi_cli.run.explain import explain_rows
+
+    rows = [{k: (v if k == "class" else float(v)) for k, v in row.items()}
+            for row in csv.DictReader(io.StringIO(elec.read_text()))]
+    model = joblib.load(ELEC_MODEL)
+    outputs = []
+    for limit in (None, 1):
+        out = tmp_path / f"traces{limit}.csv"
+        session = explain_rows(model, rows, target="class", seed=1, by=["day"], max_keys=limit, output=str(out))
+        assert session.status.value == "ok"
+        outputs.append(out.read_text())
+    assert outputs[0] == outputs[1]
+    assert outputs[0].startswith("day,row,date,") and {line.split(",")[0] for line in outputs[0].splitlines()[1:]} \
+        == {str(row["day"]) for row in rows} == {f"{d}.0" for d in range(1, 8)}
