@@ -34,6 +34,7 @@ class InputSpec:
     na_values: Sequence[str] | None = None
     no_default_na: bool = False
     delimiter: str | None = None
+    decimal: str | None = None  # CSV numbers' decimal mark: "." (None) or "," (--decimal)
     text: Sequence[str] | None = None  # CSV columns read as text (--text)
     rows: Iterable[Mapping[str, Any]] | None = None  # rows as Python objects, instead of ``path``
 
@@ -41,7 +42,7 @@ class InputSpec:
         """Refuse bad reader options (a :class:`~ipfi_cli.errors.UsageError`) before any work."""
         from ipfi_cli.io.values import reader_options
 
-        reader_options(self.na_values, self.no_default_na, self.delimiter)
+        reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal)
 
     def open(self, *, hint: bool = True) -> RowReader:
         """The reader of the input, its ``--text`` columns set (reads nothing yet)."""
@@ -51,10 +52,10 @@ class InputSpec:
         if self.rows is not None:  # read as the JSONL lines they would be in a file
             from ipfi_cli.io.objects import JsonlRows
 
-            options = reader_options(self.na_values, self.no_default_na, self.delimiter)
+            options = reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal)
             return RowReader(cast(BinaryIO, JsonlRows(self.rows)), name="<rows>", format="jsonl", **options)
         reader = open_rows(None if self.path == "-" else self.path, format=self.format, hint=hint,
-                           **reader_options(self.na_values, self.no_default_na, self.delimiter))
+                           **reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal))
         try:
             reader.keep_as_text(self.text)
         except BaseException:

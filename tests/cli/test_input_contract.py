@@ -1,0 +1,75 @@
+"""The input contract through the real commands: decimal commas, --drop, True/False columns and
+inputs without rows read alike in CSV, JSONL and Parquet."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import SAMPLE, head_lines, parse_csv
+
+MODEL = str(SAMPLE / "agrawal_hgb.joblib")
+BASE = ["-m", MODEL, "-t", "class", "--seed", "1", "-M", "2"]
+
+
+def error_lines(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("ipfi: error: ")]
+
+
+# -- decimal commas ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def european(tmp_path_factory):
+    """20 rows of the sample data as a European spreadsheet exports them: ';' and decimal commas,
+    beside the same rows as a plain CSV."""
+    folder = tmp_path_factory.mktemp("eu")
+    plain = head_lines(SAMPLE / "agrawal_static.csv", 20)
+    (folder / "plain.csv").write_text(plain)
+    (folder / "eu.csv").write_text(plain.replace(",", ";").replace(".", ","))
+    return folder
+
+
+@pytest.mark.parametrize("command", ["explain", "batch", "compare"])
+def test_decimal_comma_reads_the_same_numbers(run, european, command):
+    extra = ["--no-live", "-q"] if command == "explain" else ["-q"]
+    if command == "compare":
+        extra = ["-q", "-o", str(european / f"{command}.csv")]
+    plain = run(command, european / "plain.csv", *BASE, *extra)
+    assert plain.exit_code == 0, plain.stderr
+    if command == "compare":
+        expected = (european / f"{command}.csv").read_text()
+    comma = run(command, european / "eu.csv", *BASE, *extra, "--decimal", ",")
+    assert comma.exit_code == 0, comma.stderr
+    if command == "compare":
+        assert (european / f"{command}.csv").read_text() == expected
+    else:
+        assert comma.stdout == plain.stdout and parse_csv(plain.stdout)
+
+
+@pytest.mark.parametrize("command", ["explain", "batch"])
+def test_decimal_comma_without_the_option_is_refused_with_the_hint(run, european, command):
+    extra = ["--no-live"] if command == "explain" else []
+    result = run(command, european / "eu.csv", *BASE, *extra)
+    assert result.exit_code == 1, result.stderr
+    [line] = error_lines(result)
+    assert "row 1 (line 2), column 'salary'" in line and "use --decimal ," in line, line
+
+
+def test_decimal_comma_on_stdin_and_its_misuse(run, european):
+    text = (european / "eu.csv").read_text()
+    assert run("batch", "-", *BASE, "-q", "--decimal", ",", input=text).exit_code == 0
+    for bad in (["--decimal", "x"], ["--decimal", ",", "--delimiter", ","]):
+        result = run("batch", european / "eu.csv", *BASE, *bad)
+        assert result.exit_code == 2 and "--decimal" in result.stderr, result.stderr
+
+
+def test_decimal_does_not_apply_to_typed_formats(run, european, tmp_path):
+    """JSONL and Parquet numbers are typed: --decimal , changes nothing for them (as documented)."""
+    import pandas as pd
+
+    frame = pd.read_csv(european / "plain.csv")
+    frame.to_json(tmp_path / "rows.jsonl", orient="records", lines=True)
+    frame.to_parquet(tmp_path / "rows.parquet")
+    expected = run("batch", european / "plain.csv", *BASE, "-q").stdout
+    for path in (tmp_path / "rows.jsonl", tmp_path / "rows.parquet"):
+        result = run("batch", path, *BASE, "-q", "--decimal", ",")
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == expected
