@@ -73,3 +73,32 @@ def test_decimal_does_not_apply_to_typed_formats(run, european, tmp_path):
         result = run("batch", path, *BASE, "-q", "--decimal", ",")
         assert result.exit_code == 0, result.stderr
         assert result.stdout == expected
+
+
+# -- --drop of a column the model does not take ------------------------------------------------------
+@pytest.fixture(scope="module")
+def with_id(tmp_path_factory):
+    """12 rows of the sample data with an `id` column the model never took, as CSV, JSONL and Parquet."""
+    import pandas as pd
+
+    folder = tmp_path_factory.mktemp("drop")
+    frame = pd.read_csv(SAMPLE / "agrawal_static.csv", nrows=12)
+    frame.to_csv(folder / "plain.csv", index=False)
+    frame.insert(0, "id", range(100, 112))
+    frame.to_csv(folder / "rows.csv", index=False)
+    frame.to_json(folder / "rows.jsonl", orient="records", lines=True)
+    frame.to_parquet(folder / "rows.parquet")
+    return folder
+
+
+@pytest.mark.parametrize("name", ["rows.csv", "rows.jsonl", "rows.parquet"])
+@pytest.mark.parametrize("command", ["explain", "batch"])
+def test_drop_of_a_column_the_model_does_not_take_is_a_note_in_every_format(run, with_id, name, command):
+    extra = ["--no-live"] if command == "explain" else []
+    expected = run(command, with_id / "plain.csv", *BASE, *extra, "-q")
+    result = run(command, with_id / name, *BASE, *extra, "--drop", "id")
+    assert result.exit_code == 0, result.stderr
+    assert "note: --drop id: not an input of the model" in result.stderr, result.stderr
+    assert result.stdout == expected.stdout
+    typo = run(command, with_id / name, *BASE, *extra, "--drop", "id,nosuch")
+    assert typo.exit_code == 2 and "no such column: nosuch" in typo.stderr, typo.stderr

@@ -169,7 +169,8 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
         else:
             columns, check_target = input_columns or list(known or []), bool(input_columns)
         columns = setup.model_columns(loaded, columns, target, source, check_target=check_target,
-                                      features=features, drop=drop, groups=groups, notes=notes)
+                                      features=features, drop=drop, groups=groups, notes=notes,
+                                      present=input_columns if reader.format == "jsonl" else None)
         selected, groups = setup.explained_columns(loaded, columns, features, drop, groups)
         check_inputs(loaded, columns, source)
         for line in notes:
