@@ -102,3 +102,56 @@ def test_drop_of_a_column_the_model_does_not_take_is_a_note_in_every_format(run,
     assert result.stdout == expected.stdout
     typo = run(command, with_id / name, *BASE, *extra, "--drop", "id,nosuch")
     assert typo.exit_code == 2 and "no such column: nosuch" in typo.stderr, typo.stderr
+
+
+# -- True/False columns ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bools(tmp_path_factory):
+    """A logistic regression fitted by pandas/scikit-learn on a bool feature and a bool label, and 40
+    rows as pandas writes them: CSV (True/False), JSONL (true/false) and CSV with 1/0."""
+    import joblib
+    import numpy as np
+    import pandas as pd
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    n = 200
+    frame = pd.DataFrame({"x": rng.normal(size=n).round(3), "flag": rng.random(n) < 0.5})
+    frame["y"] = frame.flag ^ (rng.random(n) < 0.15)
+    folder = tmp_path_factory.mktemp("bools")
+    joblib.dump(LogisticRegression().fit(frame[["x", "flag"]], frame.y), folder / "model.joblib")
+    joblib.dump(LogisticRegression().fit(frame[["x", "flag"]], frame.y.astype(str)), folder / "text_classes.joblib")
+    rows = frame.head(40)
+    rows.to_csv(folder / "rows.csv", index=False)
+    rows.to_json(folder / "rows.jsonl", orient="records", lines=True)
+    rows.astype({"flag": int, "y": int}).to_csv(folder / "numbers.csv", index=False)
+    return folder, rows
+
+
+def test_true_false_features_are_bools_in_csv_as_in_jsonl(run, bools):
+    folder, _ = bools
+    common = ["-m", folder / "model.joblib", "-t", "y", "--seed", "2", "-M", "3", "-q"]
+    expected = run("batch", folder / "numbers.csv", *common)
+    assert expected.exit_code == 0, expected.stderr
+    assert float(parse_csv(expected.stdout)[1]["importance"]) > 0.2  # flag: the label is flag, 15% flipped
+    for name in ("rows.csv", "rows.jsonl"):
+        result = run("batch", folder / name, *common)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == expected.stdout
+    traces = [run("explain", folder / name, *common, "--no-live").stdout for name in ("rows.csv", "rows.jsonl")]
+    assert traces[0] == traces[1] and len(parse_csv(traces[0])) == 40
+    kept = run("batch", folder / "rows.csv", *common, "--text", "flag")  # --text keeps them as text
+    assert kept.exit_code == 1 and "column 'flag'" in kept.stderr, kept.stderr
+
+
+def test_a_true_false_label_matches_text_classes(run, bools):
+    """A CSV's True/False label read as a bool finds the classes 'False'/'True' of a model fitted on text."""
+    import joblib
+
+    folder, rows = bools
+    model = joblib.load(folder / "text_classes.joblib")
+    error = float((model.predict(rows[["x", "flag"]]) != rows.y.astype(str)).mean())
+    result = run("batch", folder / "rows.csv", "-m", folder / "text_classes.joblib", "-t", "y", "--seed", "2",
+                 "-M", "3", "-q")
+    assert result.exit_code == 0, result.stderr
+    assert float(parse_csv(result.stdout)[0]["baseline_loss"]) == pytest.approx(error, abs=1e-12)

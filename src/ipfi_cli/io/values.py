@@ -2,6 +2,12 @@
 
 * A CSV field that parses as a number becomes an ``int`` or ``float``; other fields stay
   strings. JSONL values keep their JSON types.
+* ``True``/``False`` (also ``TRUE``/``true``, ``FALSE``/``false``: pandas' spellings) in a CSV
+  field become the bools ``True``/``False``, as a JSON ``true``/``false`` does and as
+  ``pandas.read_csv`` reads them, so a model fitted on a bool column gets 1 and 0 from
+  either format. They are numbers to the reader (a column of them is a numeric column);
+  ``--text`` keeps such a column as text. Labels are matched to the model's classes
+  whatever their spelling (:mod:`ipfi_cli.run.labels`).
 * **Missing values** become :data:`MISSING` (``float('nan')``), so the model sees NaN for a
   missing value whatever the input format: an empty CSV field, a JSON ``null``, and a CSV
   field or JSON string that is one of the ``na_values`` tokens (surrounding spaces ignored).
@@ -43,6 +49,9 @@ DEFAULT_NA_VALUES: frozenset[str] = frozenset({
 #: default missing-value tokens that pandas reads as text (a model trained on a frame pandas read
 #: may have learned them as categories)
 NOT_PANDAS_NA: frozenset[str] = frozenset({"?"})
+#: CSV fields read as bools: pandas' default ``true_values``/``false_values``
+BOOLEANS: dict[str, bool] = {"True": True, "TRUE": True, "true": True, "False": False, "FALSE": False,
+                             "false": False}
 #: field separators recognised from a header line that holds no comma
 SNIFFED_DELIMITERS = (";", "\t", "|")
 _DELIMITER_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|", "space": " "}
@@ -192,6 +201,8 @@ def number_parser(na_values: frozenset[str], decimal: str = ".") -> Callable[[st
             stripped = text.strip()
             if stripped and stripped in na_values:
                 return MISSING
+            if stripped in BOOLEANS:
+                return BOOLEANS[stripped]
             raise NotANumber(text) from None
         if "_" in text:  # float() accepts digit separators; in a data file that is a string
             raise NotANumber(text)
@@ -230,6 +241,8 @@ def parse_value(text: str, na_values: frozenset[str] = DEFAULT_NA_VALUES, decima
     [12, -3.5, 1000.0, nan, 'abc', '1_000', 7, -4, 2.0, nan, nan]
     >>> [parse_value(s, decimal=",") for s in ["12,8", "3", "1.5", "1,2,3"]]
     [12.8, 3, '1.5', '1,2,3']
+    >>> [parse_value(s) for s in ["True", "false", " TRUE ", "yes", "T"]]
+    [True, False, True, 'yes', 'T']
     """
     try:
         return number_parser(na_values, decimal)(text)
