@@ -155,3 +155,34 @@ def test_a_true_false_label_matches_text_classes(run, bools):
                  "-M", "3", "-q")
     assert result.exit_code == 0, result.stderr
     assert float(parse_csv(result.stdout)[0]["baseline_loss"]) == pytest.approx(error, abs=1e-12)
+
+
+# -- inputs without rows ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def no_rows(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("empty")
+    (folder / "header.csv").write_text((SAMPLE / "agrawal_static.csv").read_text().split("\n", 1)[0] + "\n")
+    (folder / "empty.jsonl").write_text("")
+    return folder
+
+
+@pytest.mark.parametrize("name", ["header.csv", "empty.jsonl", "-"])
+@pytest.mark.parametrize("command", ["explain", "batch", "compare"])
+def test_an_input_without_rows_is_one_line_and_exit_1(run, no_rows, name, command):
+    """No table (not even an empty one) before the line; exit 1 as for every run that explains nothing."""
+    extra = ["--no-live"] if command == "explain" else []
+    path = no_rows / name if name != "-" else "-"
+    result = run(command, path, *BASE, *extra, input=(no_rows / "header.csv").read_text() if name == "-" else None)
+    assert result.exit_code == 1, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("ipfi: error: ") and "the input has no rows" in result.stderr
+
+
+def test_an_input_without_rows_leaves_no_live_table_on_a_terminal(no_rows, tmp_path):
+    from .test_terminal import run_in_pty
+
+    code, terminal = run_in_pty(["explain", str(no_rows / "header.csv"), *BASE, "-o", str(tmp_path / "t.csv")],
+                                tmp_path / "stdout")
+    shown = terminal.decode(errors="replace")
+    assert code == 1, shown
+    assert "the input has no rows" in shown and "feature" not in shown and "importance" not in shown, shown

@@ -94,7 +94,7 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
         raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
     if len(rows) < 2:
         why = f"all {checker.skipped:,} row(s) were bad" if checker.skipped and not rows else \
-            f"{len(rows)} good row(s); batch PFI needs at least 2"
+            "the input has no rows" if not rows else f"{len(rows)} good row(s); batch PFI needs at least 2"
         raise RunError(f"{plan.source}: no data to explain: {why}")
     return Dataset(plan, rows_frame(rows, plan.columns), [r.label for r in rows])
 

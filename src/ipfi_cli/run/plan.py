@@ -155,8 +155,9 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
             if streaming:
                 raise RunError(f"{source}: no row was explained: the input has no rows"
                                + (f" but {len(bad):,} bad one(s); the first: {bad[0]}" if bad else ""))
-            raise InputError("no data rows" + (f" ({len(bad):,} bad row(s); the first: {bad[0]})" if bad else ""),
-                             source=source)
+            raise RunError(f"{source}: no data to explain: "
+                           + (f"all {len(bad):,} row(s) were bad; the first: {bad[0]}" if bad
+                              else "the input has no rows"))
         notes: list[str] = []
         if reader.format == "jsonl":
             # JSONL objects need not share keys: a model that names its inputs gets those, else
