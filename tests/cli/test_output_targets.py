@@ -63,3 +63,37 @@ def test_save_model_to_a_device_is_written_in_place(run, drift_csv, hoeffding, t
     import joblib
 
     assert type(joblib.load(saved)).__name__ == "HoeffdingAdaptiveTreeClassifier"
+
+
+# -- full disks ------------------------------------------------------------------------------------
+FULL = "/dev/full"
+needs_dev_full = pytest.mark.skipif(not os.path.exists(FULL), reason="needs /dev/full (Linux)")
+
+
+@needs_dev_full
+def test_events_on_a_full_disk_are_named_and_exit_1(tmp_path):
+    """--events /dev/full: the option and file named, exit 1, the traces written so far complete."""
+    from .conftest import run_shell
+
+    traces = tmp_path / "traces.csv"
+    result = run_shell(f"python -m ipfi_cli explain sample_data/agrawal_drift.csv -m sample_data/agrawal_hoeffding.pkl "
+                       f"-t class --learn --seed 1 -M 2 --no-live -q --detect --events {FULL} -o {traces}"
+                       .replace("python", sys.executable, 1))
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    assert stderr.strip() == f"ipfi: error: --events {FULL}: cannot write (No space left on device)", stderr
+    lines = traces.read_text().splitlines()
+    assert len(lines) > 2 and all(line.count(",") == lines[0].count(",") for line in lines)
+
+
+@needs_dev_full
+@pytest.mark.parametrize("command", ["batch", "compare", "explain"])
+def test_stdout_on_a_full_disk_is_named_and_exit_1(command, static_csv):
+    from .conftest import run_shell
+
+    extra = " --no-live" if command == "explain" else ""
+    result = run_shell(f"{sys.executable} -m ipfi_cli {command} {static_csv} -m sample_data/agrawal_hgb.joblib "
+                       f"-t class --seed 1 -M 2 -q{extra} > {FULL}")
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    assert stderr.strip() == "ipfi: error: <stdout>: cannot write (No space left on device)", stderr
