@@ -10,8 +10,6 @@ import sys
 
 import pytest
 
-from .conftest import SAMPLE
-
 LEARN = ["-t", "class", "--seed", "1", "-M", "2", "--no-live", "--learn"]
 
 

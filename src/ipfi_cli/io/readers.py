@@ -49,8 +49,8 @@ from ipfi_cli.io.values import (
     STRING,
     NotANumber,
     Row,
-    delimiter_for,
     decimal_comma_hint,
+    delimiter_for,
     detect_format,
     noted_missing_summary,
     number_parser,
@@ -256,9 +256,9 @@ class RowReader:
                     values = {name: convert(text) for name, convert, text in zip(header, converters, fields)}
                 except NotANumber as clash:
                     column = next(h for h, k, t in zip(header, kinds, fields) if k == NUMBER and t == clash.args[0])
-                    hint = decimal_comma_hint(clash.args[0], self.delimiter) if comma_hint else None
+                    comma = decimal_comma_hint(clash.args[0], self.delimiter) if comma_hint else None
                     yield self._bad(f"expected a number (the column held numbers before), got {clash.args[0]!r}"
-                                    + (f"; {hint}" if hint else ""), line, column)
+                                    + (f"; {comma}" if comma else ""), line, column)
                     continue
                 self.rows_read += 1
                 yield Row(self.rows_read, line, values)
@@ -275,13 +275,13 @@ class RowReader:
                 if value != value and text.strip() in NOT_PANDAS_NA:  # read as missing, where pandas keeps it
                     as_strings[i](text)  # counts it
                 if type(value) is str:
-                    hint = decimal_comma_hint(text, self.delimiter) if comma_hint else None
+                    comma = decimal_comma_hint(text, self.delimiter) if comma_hint else None
                     if kind == NUMBER:
                         problem = (f"expected a number (the column held numbers before), got {text!r}"
-                                   + (f"; {hint}" if hint else ""), header[i])
+                                   + (f"; {comma}" if comma else ""), header[i])
                         break
-                    if hint:
-                        problem = (hint, header[i])
+                    if comma:
+                        problem = (comma, header[i])
                         break
                     learned.append((i, STRING))
                 elif kind == 0 and value == value:  # a missing value does not fix the kind

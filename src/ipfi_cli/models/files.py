@@ -339,7 +339,7 @@ def check_save_model(path: str | os.PathLike[str], model: Any, option: str = "--
                              f"{first_line(error)}); save it as .joblib", option) from None
         return
     try:
-        pickle.Pickler(_Sink(), protocol=pickle.HIGHEST_PROTOCOL).dump(model)  # type: ignore[arg-type]
+        pickle.Pickler(_Sink(), protocol=pickle.HIGHEST_PROTOCOL).dump(model)
     except Exception as error:  # noqa: BLE001 - pickling fails in many ways
         raise UsageError(f"{name}: this {type(model).__name__} cannot be saved with joblib ({type(error).__name__}: "
                          f"{first_line(error)})", option) from None
