@@ -138,7 +138,7 @@ def _paired(cases: dict[str, Callable[[], Callable[[int], None]]], n_steps: int,
 def overhead(rows: int, one_rows: int, repeats: int, verdicts: Verdicts) -> None:
     import joblib
 
-    from ipfi_cli.core import ChangeDetector, IncrementalPFI
+    from ipfi_cli.core import ChangeDetector, IPFIEstimator
     from ipfi_cli.evaluation.changes import AGRAWAL_COLUMNS, scenario_stream
     from ipfi_cli.models import as_predictor
 
@@ -148,8 +148,8 @@ def overhead(rows: int, one_rows: int, repeats: int, verdicts: Verdicts) -> None
     batch = 250
     n_batches = -(-rows // batch)
 
-    def explainer() -> IncrementalPFI:
-        return IncrementalPFI(model, AGRAWAL_COLUMNS, loss="zero-one", n_repeats=10, seed=0)
+    def explainer() -> IPFIEstimator:
+        return IPFIEstimator(model, AGRAWAL_COLUMNS, loss="zero-one", n_repeats=10, seed=0)
 
     def many_plain() -> Callable[[int], None]:
         ex = explainer()

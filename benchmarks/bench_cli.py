@@ -3,7 +3,7 @@
 1. ``ipfi --help`` wall time (target < 0.3 s), and a check that scikit-learn, river and
    pandas are not imported on that path.
 2. Throughput through a pipe, ``cat rows.csv | ipfi explain -m agrawal_hgb.joblib -M 10``,
-   against the engine's own rows/s (``IncrementalPFI.explain_many`` on the same rows,
+   against the engine's own rows/s (``IPFIEstimator.explain_many`` on the same rows,
    already parsed, in batches of the same size) in the same run (target >= 90 %). Rounds
    alternate engine and command so that a busy machine slows both alike.
 3. Peak memory (RSS) of the command for 1,000,000 vs 100,000 rows (target within 10 %),
@@ -62,7 +62,7 @@ def engine_rate(path: Path, model_path: Path, repeats: int, batch: int, skip: in
     """Rows/s of explain_many on pre-parsed rows: (after the first ``skip`` rows, whole run)."""
     import joblib
 
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
     from ipfi_cli.io.readers import RowReader
     from ipfi_cli.models import as_predictor
 
@@ -70,7 +70,7 @@ def engine_rate(path: Path, model_path: Path, repeats: int, batch: int, skip: in
         rows = [r.values for r in RowReader(f)]
     targets = [r["class"] for r in rows]
     predictor = as_predictor(joblib.load(model_path))
-    explainer = IncrementalPFI(predictor, predictor.columns, n_repeats=repeats, seed=0)
+    explainer = IPFIEstimator(predictor, predictor.columns, n_repeats=repeats, seed=0)
     start = time.perf_counter()
     mark = None
     for i in range(0, len(rows), batch):
@@ -111,10 +111,10 @@ def command_rate(path: Path, model_path: Path, repeats: int, batch: int, skip: i
 
 SHARE_RUNNER = r"""
 import atexit, sys, time
-from ipfi_cli.core import IncrementalPFI
+from ipfi_cli.core import IPFIEstimator
 from ipfi_cli.run import explain as command
 spent = {"engine": 0.0, "stream": 0.0}
-explain_many, stream = IncrementalPFI.explain_many, command.ExplainSession._stream
+explain_many, stream = IPFIEstimator.explain_many, command.ExplainSession._stream
 def timed_many(self, *args, **kwargs):
     start = time.perf_counter()
     try:
@@ -127,7 +127,7 @@ def timed_stream(self, reader):
         return stream(self, reader)
     finally:
         spent["stream"] += time.perf_counter() - start
-IncrementalPFI.explain_many, command.ExplainSession._stream = timed_many, timed_stream
+IPFIEstimator.explain_many, command.ExplainSession._stream = timed_many, timed_stream
 atexit.register(lambda: print(f"{spent['engine']:.3f} {spent['stream']:.3f}", file=sys.stderr))
 from ipfi_cli.cli.app import main
 main()

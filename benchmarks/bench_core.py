@@ -261,7 +261,7 @@ def bench_hgb(s: Settings, report: Report) -> None:
     import pandas as pd
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
     from ipfi_cli.models import as_predictor
 
     train = agrawal(s.train_rows, s.seed + 1)
@@ -272,8 +272,8 @@ def bench_hgb(s: Settings, report: Report) -> None:
     xs = [x for x, _ in stream]
     ys = [y for _, y in stream]
 
-    def explainer(model_: Any) -> IncrementalPFI:
-        return IncrementalPFI(model_, AGRAWAL_FEATURES, loss="zero-one", n_repeats=M,
+    def explainer(model_: Any) -> IPFIEstimator:
+        return IPFIEstimator(model_, AGRAWAL_FEATURES, loss="zero-one", n_repeats=M,
                               sampling="geometric", reservoir_size=100, seed=s.seed)
 
     # the perturbed rows, recorded once (untimed): the floor predicts exactly these
@@ -321,13 +321,13 @@ def bench_hgb(s: Settings, report: Report) -> None:
 def bench_river(s: Settings, report: Report) -> None:
     from river import tree
 
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
     from ipfi_cli.models import as_predictor
 
     stream = agrawal(s.river_rows, s.seed + 7)
 
-    def explainer(model_: Any, loss: str, size: int = 100) -> IncrementalPFI:
-        return IncrementalPFI(model_, AGRAWAL_FEATURES, loss=loss, n_repeats=M, sampling="geometric",
+    def explainer(model_: Any, loss: str, size: int = 100) -> IPFIEstimator:
+        return IPFIEstimator(model_, AGRAWAL_FEATURES, loss=loss, n_repeats=M, sampling="geometric",
                               reservoir_size=size, seed=s.seed)
 
     # the perturbed dicts depend only on the rows and the seed, not on the model: record them once
@@ -430,7 +430,7 @@ def bench_river(s: Settings, report: Report) -> None:
 
 # -- 3. many features -----------------------------------------------------------------------------
 def bench_wide(s: Settings, report: Report) -> None:
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
     from ipfi_cli.models import FunctionPredictor, as_predictor
 
     d = len(WIDE_FEATURES)
@@ -440,8 +440,8 @@ def bench_wide(s: Settings, report: Report) -> None:
     ys = linear_label(values).tolist()
     function = FunctionPredictor(linear_label, vectorized=True, is_classifier=True)
 
-    def explainer(model_: Any) -> IncrementalPFI:
-        return IncrementalPFI(model_, WIDE_FEATURES, loss="zero-one", n_repeats=M, sampling="geometric",
+    def explainer(model_: Any) -> IPFIEstimator:
+        return IPFIEstimator(model_, WIDE_FEATURES, loss="zero-one", n_repeats=M, sampling="geometric",
                               reservoir_size=100, seed=s.seed)
 
     recorder = RecordingPredictor(function)
@@ -538,7 +538,7 @@ def bench_wide(s: Settings, report: Report) -> None:
 
 # -- 4. memory -----------------------------------------------------------------------------------
 def bench_memory(s: Settings, report: Report) -> None:
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
     from ipfi_cli.models import FunctionPredictor, as_predictor
 
     short, long = s.memory_rows
@@ -555,7 +555,7 @@ def bench_memory(s: Settings, report: Report) -> None:
         gc.collect()
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
-        ex = IncrementalPFI(model, AGRAWAL_FEATURES, loss="zero-one", n_repeats=M, sampling="geometric",
+        ex = IPFIEstimator(model, AGRAWAL_FEATURES, loss="zero-one", n_repeats=M, sampling="geometric",
                             reservoir_size=100, seed=s.seed)
         done = 0
         for stop in (short, long):

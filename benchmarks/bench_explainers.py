@@ -83,15 +83,15 @@ def main() -> int:
     from river import tree
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    from ipfi_cli.core.incremental import IncrementalPFI
-    from ipfi_cli.core.sage import IncrementalSAGE
+    from ipfi_cli.core.incremental import IPFIEstimator
+    from ipfi_cli.core.sage import ISAGEEstimator
     from ipfi_cli.models import as_predictor
 
     X, y = agrawal(rows + 3000)
     model = as_predictor(HistGradientBoostingClassifier(max_iter=30, random_state=0).fit(X[:3000], y[:3000]))
     X, y = X[3000:], y[3000:]
 
-    def static(make: Callable[[], IncrementalPFI]) -> Callable[[], None]:
+    def static(make: Callable[[], IPFIEstimator]) -> Callable[[], None]:
         def run() -> None:
             explainer = make()
             for start in range(0, rows, 500):
@@ -101,8 +101,8 @@ def main() -> int:
     print(f"python {sys.version.split()[0]}, {rows} rows (static), {river_rows} rows (river), M = {M}, "
           f"{rounds} interleaved rounds, CPU time")
     ratios = report("1. static HistGradientBoosting, explain_many", interleaved({
-        "iPFI": static(lambda: IncrementalPFI(model, AGRAWAL, n_repeats=M, seed=0)),
-        "iSAGE (n_inner 1)": static(lambda: IncrementalSAGE(model, AGRAWAL, n_repeats=M, seed=0)),
+        "iPFI": static(lambda: IPFIEstimator(model, AGRAWAL, n_repeats=M, seed=0)),
+        "iSAGE (n_inner 1)": static(lambda: ISAGEEstimator(model, AGRAWAL, n_repeats=M, seed=0)),
     }, rounds), rows, "iPFI")
     print(f"  -> iSAGE / iPFI = {ratios['iSAGE (n_inner 1)']:.2f} (target <= 1.3)")
 
@@ -112,7 +112,7 @@ def main() -> int:
     river_predictor = as_predictor(river_model)
     dicts = [dict(zip(AGRAWAL, x)) for x in X[:river_rows].tolist()]
 
-    def records(make: Callable[[], IncrementalPFI]) -> Callable[[], None]:
+    def records(make: Callable[[], IPFIEstimator]) -> Callable[[], None]:
         def run() -> None:
             explainer = make()
             for x, label in zip(dicts, y[:river_rows].tolist()):
@@ -120,16 +120,16 @@ def main() -> int:
         return run
 
     ratios = report("2. river HoeffdingTree, explain_one (records)", interleaved({
-        "iPFI": records(lambda: IncrementalPFI(river_predictor, AGRAWAL, n_repeats=M, seed=0)),
-        "iSAGE (n_inner 1)": records(lambda: IncrementalSAGE(river_predictor, AGRAWAL, n_repeats=M, seed=0)),
+        "iPFI": records(lambda: IPFIEstimator(river_predictor, AGRAWAL, n_repeats=M, seed=0)),
+        "iSAGE (n_inner 1)": records(lambda: ISAGEEstimator(river_predictor, AGRAWAL, n_repeats=M, seed=0)),
     }, rounds), river_rows, "iPFI")
     print(f"  -> iSAGE / iPFI = {ratios['iSAGE (n_inner 1)']:.2f}")
 
     ratios = report("3. conditional removal, static HistGradientBoosting, explain_many", interleaved({
-        "iPFI marginal": static(lambda: IncrementalPFI(model, AGRAWAL, n_repeats=M, seed=0)),
-        "iPFI conditional gaussian": static(lambda: IncrementalPFI(model, AGRAWAL, n_repeats=M, seed=0,
+        "iPFI marginal": static(lambda: IPFIEstimator(model, AGRAWAL, n_repeats=M, seed=0)),
+        "iPFI conditional gaussian": static(lambda: IPFIEstimator(model, AGRAWAL, n_repeats=M, seed=0,
                                                                    removal="conditional")),
-        "iPFI conditional tree": static(lambda: IncrementalPFI(model, AGRAWAL, n_repeats=M, seed=0,
+        "iPFI conditional tree": static(lambda: IPFIEstimator(model, AGRAWAL, n_repeats=M, seed=0,
                                                                removal="conditional", conditional_sampler="tree")),
     }, rounds), rows, "iPFI marginal")
     print(f"  -> overhead: gaussian x{ratios['iPFI conditional gaussian']:.2f}, "

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 from river.datasets import synth
 
-from ipfi_cli.core import IncrementalPFI
+from ipfi_cli.core import IPFIEstimator
 from ipfi_cli.core.choices import BOUNDS_METHODS
 from ipfi_cli.models import FunctionPredictor
 
@@ -109,7 +109,7 @@ def pfi_of(predict, pool_X: np.ndarray, pool_y: np.ndarray, rng: np.random.Gener
 
 def run_oracle(args, sampling: str, k: int, checkpoints: list[int]) -> list[dict]:
     X, y = agrawal(max(checkpoints), 1000 + k)
-    explainer = IncrementalPFI(FunctionPredictor(oracle), COLUMNS, alpha=args.alpha, n_repeats=args.repeats,
+    explainer = IPFIEstimator(FunctionPredictor(oracle), COLUMNS, alpha=args.alpha, n_repeats=args.repeats,
                                sampling=sampling, reservoir_size=args.reservoir, seed=k, bounds_method="realisations")
     records, done = [], 0
     for rows in checkpoints:
@@ -127,7 +127,7 @@ def run_learning(args, sampling: str, k: int, checkpoints: list[int], pool: tupl
                  ) -> list[dict]:
     X, y = agrawal(max(checkpoints), 1000 + k)
     model = OnlineLogistic()
-    explainer = IncrementalPFI(FunctionPredictor(model.predict), COLUMNS, alpha=args.alpha, n_repeats=args.repeats,
+    explainer = IPFIEstimator(FunctionPredictor(model.predict), COLUMNS, alpha=args.alpha, n_repeats=args.repeats,
                                sampling=sampling, reservoir_size=args.reservoir, seed=k, bounds_method="realisations")
     truth_rng = np.random.default_rng(10_000 + k)
     alpha, decay = args.alpha, 1.0 - args.alpha

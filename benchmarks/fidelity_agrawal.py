@@ -16,7 +16,7 @@ import time
 import numpy as np
 from river.datasets import synth
 
-from ipfi_cli.core import IncrementalPFI
+from ipfi_cli.core import IPFIEstimator
 from ipfi_cli.models import FunctionPredictor
 
 COLUMNS = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
@@ -43,7 +43,7 @@ def main() -> None:
         for seed in range(args.seeds):
             data = list(synth.Agrawal(classification_function=1, seed=100 + seed).take(args.rows))
             X = np.array([[x[c] for c in COLUMNS] for x, _ in data], dtype=float)
-            explainer = IncrementalPFI(FunctionPredictor(oracle), COLUMNS, alpha=0.001, n_repeats=10,
+            explainer = IPFIEstimator(FunctionPredictor(oracle), COLUMNS, alpha=0.001, n_repeats=10,
                                        sampling=sampling, seed=seed)
             trace = explainer.explain_many(X, [y for _, y in data])
             early.append(np.abs(trace[999] - TRUTH))

@@ -260,11 +260,11 @@ class IncrementalPFI:
         self.columns = list(columns) if columns is not None else _columns_of(model)
         self._labels = _matcher(model, self.loss)
         self._checked = False
-        self._core: core_incremental.IncrementalPFI | None = None
+        self._core: core_incremental.IPFIEstimator | None = None
         if self.columns is not None:
             self._start(self.columns)
 
-    def _start(self, columns: Sequence[str]) -> core_incremental.IncrementalPFI:
+    def _start(self, columns: Sequence[str]) -> core_incremental.IPFIEstimator:
         self.columns = [str(c) for c in columns]
         self._core = _build("pfi", self.model, self.columns, self.loss, self.options)
         return self._core
@@ -317,7 +317,7 @@ class IncrementalPFI:
                 raise ModelError(why.replace("check --target and ", "check "))
 
     @property
-    def explainer(self) -> core_incremental.IncrementalPFI | None:
+    def explainer(self) -> core_incremental.IPFIEstimator | None:
         """The core explainer (arrays in ``names`` order; the
         :class:`~ipfi_cli.core.explainer.Explainer` protocol), ``None`` before the first row."""
         return self._core
@@ -465,7 +465,7 @@ class IntervalPFI:
                  n_repeats: int = 10, features: Sequence[str] | None = None,
                  groups: Mapping[str, Sequence[str]] | None = None, seed: int | None = None,
                  n_jobs: int | None = None) -> None:
-        self._core = core_batch.IntervalPFI(as_predictor(model), [str(c) for c in columns], interval,
+        self._core = core_batch.IntervalPFIEstimator(as_predictor(model), [str(c) for c in columns], interval,
                                             loss=_default_loss(model, loss), n_repeats=n_repeats,
                                             features=features, groups=groups, seed=seed, n_jobs=n_jobs)
 
@@ -540,7 +540,7 @@ class IncrementalSAGE(IncrementalPFI):
         if self.columns is not None:
             self._start(self.columns)
 
-    def _start(self, columns: Sequence[str]) -> core_incremental.IncrementalPFI:
+    def _start(self, columns: Sequence[str]) -> core_incremental.IPFIEstimator:
         self.columns = [str(c) for c in columns]
         self._core = _build("sage", self.model, self.columns, self.loss, self.options)
         return self._core
@@ -651,7 +651,7 @@ class IncrementalPDP:
                  grid_size: int = 10, quantiles: tuple[float, float] = (0.05, 0.95),
                  grid: Mapping[str, Sequence[float]] | None = None, alpha: float = 0.001,
                  smoothing: str = "exponential", warm_up: int = 20, target_class: Any = None) -> None:
-        from ipfi_cli.core.pdp import IncrementalPDP as CorePDP
+        from ipfi_cli.core.pdp import IPDPEstimator as CorePDP
 
         names = list(columns) if columns is not None else _columns_of(model)
         if names is None:

@@ -22,11 +22,11 @@ STATIC = ("-M", "2", "--seed", "7")
 
 def core_traces(csv_path, model_path, *, every=1, bounds=False, delta=0.05, **kw):
     """The core's numbers for the same rows: explain_one row by row, as the CLI promises."""
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
     from ipfi_cli.models import as_predictor
 
     predictor = as_predictor(joblib.load(model_path))
-    explainer = IncrementalPFI(predictor, predictor.columns, **kw)
+    explainer = IPFIEstimator(predictor, predictor.columns, **kw)
     with open(csv_path, "rb") as f:
         rows = list(RowReader(f))
     out = []
@@ -264,12 +264,12 @@ def test_learn_with_river_and_save_model(run, drift_csv, hoeffding, tmp_path):
 
 
 def test_learn_matches_the_core_prequential_loop(run, drift_csv, hoeffding):
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
     from ipfi_cli.models import as_predictor
 
     result = run("explain", drift_csv, "-m", hoeffding, "-t", "class", "--learn", "-M", "2", "--seed", "3", "-q")
     predictor = as_predictor(joblib.load(hoeffding))
-    explainer = IncrementalPFI(predictor, FEATURES, n_repeats=2, seed=3)
+    explainer = IPFIEstimator(predictor, FEATURES, n_repeats=2, seed=3)
     expected = []
     with open(drift_csv, "rb") as f:
         for row in RowReader(f):

@@ -35,7 +35,7 @@ def test_sage_matches_the_core_on_the_same_rows(run, agrawal_small, hgb):
     import joblib
     import pandas as pd
 
-    from ipfi_cli.core.sage import IncrementalSAGE
+    from ipfi_cli.core.sage import ISAGEEstimator
     from ipfi_cli.models import as_predictor
 
     result = run("explain", agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--seed", "4",
@@ -44,7 +44,7 @@ def test_sage_matches_the_core_on_the_same_rows(run, agrawal_small, hgb):
     model = joblib.load(hgb)
     frame = pd.read_csv(agrawal_small)
     columns = list(model.feature_names_in_)
-    core = IncrementalSAGE(as_predictor(model), columns, n_repeats=2, n_inner=3, smoothing="mean", seed=4)
+    core = ISAGEEstimator(as_predictor(model), columns, n_repeats=2, n_inner=3, smoothing="mean", seed=4)
     expected = core.explain_many(frame[columns].to_numpy(dtype=np.float64), frame["class"].tolist())[-1]
     assert list(_last(result).values()) == expected.tolist()
 

@@ -57,7 +57,7 @@ def test_the_model_really_depends_on_string_hashing(union_pipeline):
         f"model = pickle.load(open({str(union_pipeline / 'model.pkl')!r}, 'rb'))\n"
         f"rows = list(csv.DictReader(open({str(union_pipeline / 'data.csv')!r})))\n"
         f"names = {NAMES!r}\n"
-        "explainer = core.IncrementalPFI(models.as_predictor(model), names, loss='log', n_repeats=3, seed=1)\n"
+        "explainer = core.IPFIEstimator(models.as_predictor(model), names, loss='log', n_repeats=3, seed=1)\n"
         "for r in rows:\n"
         "    x = {n: float(r[n]) for n in names}\n"
         "    explainer.explain_one(x, int(r['y']))\n"

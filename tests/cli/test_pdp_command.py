@@ -12,7 +12,7 @@ from tests.cli.conftest import parse_csv
 def test_pdp_records_are_the_core_curves(run, agrawal_small, hgb):
     import joblib
 
-    from ipfi_cli.core.pdp import IncrementalPDP
+    from ipfi_cli.core.pdp import IPDPEstimator
     from ipfi_cli.models import as_predictor
 
     result = run("pdp", agrawal_small, "-m", hgb, "--feature", "age,salary", "--class", "1", "--every", "100",
@@ -25,7 +25,7 @@ def test_pdp_records_are_the_core_curves(run, agrawal_small, hgb):
     model = joblib.load(hgb)
     frame = pd.read_csv(agrawal_small)
     columns = list(model.feature_names_in_)
-    core = IncrementalPDP(as_predictor(model), columns, ["age", "salary"], grid_size=4, smoothing="mean",
+    core = IPDPEstimator(as_predictor(model), columns, ["age", "salary"], grid_size=4, smoothing="mean",
                           target_class=1)
     core.explain_many(frame[columns].to_numpy(dtype=np.float64))
     last = records[-8:]

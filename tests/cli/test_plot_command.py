@@ -60,3 +60,47 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
     result = invoke("plot", traces, "-o", tmp_path / "x.png")
     assert result.exit_code == 1
     assert "pip install 'ipfi-cli[plot]'" in result.stderr
+
+
+def test_plot_takes_ipfi_batch_records_as_the_dashed_reference(tmp_path, monkeypatch):
+    """`ipfi batch`'s records (feature,importance,...,n_rows), CSV or JSONL, are one dashed level per
+    feature over every row: the values drawn are the records' importances."""
+    import csv
+    import io
+    from pathlib import Path
+
+    import ipfi_cli.plotting as plotting
+
+    sample = Path(__file__).resolve().parents[2] / "sample_data"
+    data = tmp_path / "rows.csv"
+    data.write_text("".join(open(sample / "agrawal_static.csv").readlines()[:41]))
+    common = ["-m", sample / "agrawal_hgb.joblib", "-t", "class", "--seed", "1", "-M", "2", "-q"]
+    traces = invoke("explain", data, *common, "--no-live")
+    assert traces.exit_code == 0, traces.stderr
+    (tmp_path / "traces.csv").write_text(traces.stdout)
+    drawn = []
+    original = plotting.plot_importance
+
+    def recording(path, names, panels, **kw):
+        drawn.append((list(names), kw["interval"]))
+        return original(path, names, panels, **kw)
+
+    monkeypatch.setattr(plotting, "plot_importance", recording)
+    for fmt in ("csv", "jsonl"):
+        batch = invoke("batch", data, *common, "-F", fmt)
+        assert batch.exit_code == 0, batch.stderr
+        records = tmp_path / f"batch.{fmt}"
+        records.write_text(batch.stdout)
+        out = tmp_path / f"{fmt}.png"
+        result = invoke("plot", tmp_path / "traces.csv", "-o", out, "--interval-traces", records)
+        assert result.exit_code == 0, result.stderr
+        assert out.read_bytes()[:8] == PNG
+    expected = {r["feature"]: float(r["importance"]) for r in csv.DictReader(io.StringIO(
+        (tmp_path / "batch.csv").read_text()))}
+    for names, reference in drawn:
+        assert reference.label == "batch PFI" and reference.rows.tolist() == [40]
+        assert dict(zip(names, reference.values[0].tolist())) == expected
+    bad = tmp_path / "other.csv"
+    bad.write_text("feature,importance\nnot_a_feature,0.5\n")
+    result = invoke("plot", tmp_path / "traces.csv", "-o", tmp_path / "x.png", "--interval-traces", bad)
+    assert result.exit_code == 1 and "no feature(s) salary" in result.stderr, result.stderr

@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ipfi_cli.core import IncrementalPFI, batch_pfi
+from ipfi_cli.core import IPFIEstimator, batch_pfi
 from ipfi_cli.models import FunctionPredictor
 
 TRUTH = {"salary": 80 / 169, "age": 16600 / 48373}
@@ -104,7 +104,7 @@ def test_truth_by_exact_enumeration(exact):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ipfi_after_1000_rows(agrawal_stream, agrawal_rule, agrawal_columns, exact, sampling, seed):
     X, y = agrawal_stream(1000, seed)
-    explainer = IncrementalPFI(FunctionPredictor(agrawal_rule), agrawal_columns, loss="zero-one",
+    explainer = IPFIEstimator(FunctionPredictor(agrawal_rule), agrawal_columns, loss="zero-one",
                                alpha=ALPHA, n_repeats=M, sampling=sampling, seed=100 + seed)
     final = dict(zip(explainer.names, explainer.explain_many(X, y)[-1]))
     # Tolerance 0.05: the ideal sd after 999 explained rows (n_eff ~ 924) is 0.0063 (salary) and
@@ -143,7 +143,7 @@ def test_ipfi_converges_after_20000_rows(agrawal_stream, agrawal_rule, agrawal_c
         for seed in seeds:
             X, y = agrawal_stream(20000, seed)
             # only the two used features: the others are exactly 0 (checked at 1,000 rows)
-            explainer = IncrementalPFI(FunctionPredictor(agrawal_rule), agrawal_columns, alpha=ALPHA,
+            explainer = IPFIEstimator(FunctionPredictor(agrawal_rule), agrawal_columns, alpha=ALPHA,
                                        n_repeats=M, sampling=sampling, features=["salary", "age"],
                                        seed=1000 + seed)
             final = explainer.explain_many(X, y)[-1]

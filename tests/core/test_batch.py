@@ -1,4 +1,4 @@
-"""Batch PFI (N / (N - 1) scaling, independent streams per group, n_jobs) and IntervalPFI."""
+"""Batch PFI (N / (N - 1) scaling, independent streams per group, n_jobs) and IntervalPFIEstimator."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ipfi_cli.core import IntervalPFI, batch_pfi
+from ipfi_cli.core import IntervalPFIEstimator, batch_pfi
 from ipfi_cli.models import FunctionPredictor
 
 
@@ -134,7 +134,7 @@ class _Switch:
 
 def test_interval_pfi_windows_and_the_model_at_each_windows_end():
     switch = _Switch()
-    interval = IntervalPFI(FunctionPredictor(switch), ["a", "b"], interval=50, n_repeats=4, seed=0)
+    interval = IntervalPFIEstimator(FunctionPredictor(switch), ["a", "b"], interval=50, n_repeats=4, seed=0)
     rng = np.random.default_rng(6)
     X = rng.random((175, 2))
     results = {}
@@ -165,7 +165,7 @@ def test_interval_pfi_uses_a_new_seed_per_window_and_repeats_with_the_same_seed(
     targets = [int(r["a"] > 0.5) for r in rows]
 
     def run():
-        interval = IntervalPFI(FunctionPredictor(_Switch()), ["a", "b"], interval=20, n_repeats=5, seed=1)
+        interval = IntervalPFIEstimator(FunctionPredictor(_Switch()), ["a", "b"], interval=20, n_repeats=5, seed=1)
         return [r for r in (interval.update(x, y) for x, y in zip(rows + rows[:20], targets + targets[:20]))
                 if r is not None]
 
@@ -177,4 +177,4 @@ def test_interval_pfi_uses_a_new_seed_per_window_and_repeats_with_the_same_seed(
 
 def test_interval_must_be_at_least_two():
     with pytest.raises(ValueError, match="at least 2"):
-        IntervalPFI(FunctionPredictor(_identity), ["x"], interval=1)
+        IntervalPFIEstimator(FunctionPredictor(_identity), ["x"], interval=1)

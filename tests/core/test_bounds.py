@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ipfi_cli.core import IncrementalPFI
+from ipfi_cli.core import IPFIEstimator
 from ipfi_cli.core.bounds import RealisationSpread, half_width
 from ipfi_cli.core.smoothing import ExponentialMean
 from ipfi_cli.models import FunctionPredictor
@@ -65,13 +65,13 @@ def test_realisations_half_width_by_hand():
 
 def test_bounds_need_what_they_read():
     model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))
-    explainer = IncrementalPFI(model, ["a", "b"], seed=0)
+    explainer = IPFIEstimator(model, ["a", "b"], seed=0)
     with pytest.raises(ValueError, match="spread"):
         explainer.bound_array(0.05, "realisations")
     with pytest.raises(ValueError, match="at least 2 repeats"):
-        IncrementalPFI(model, ["a", "b"], n_repeats=1, bounds_method="realisations")
+        IPFIEstimator(model, ["a", "b"], n_repeats=1, bounds_method="realisations")
     with pytest.raises(ValueError, match="unknown bounds method"):
-        IncrementalPFI(model, ["a", "b"], bounds_method="hoeffding")
+        IPFIEstimator(model, ["a", "b"], bounds_method="hoeffding")
     with pytest.raises(ValueError, match="delta"):
         explainer.bound_array(1.5)
 
@@ -101,7 +101,7 @@ def test_realisations_bound_covers_on_the_oracle():
     errors, widths = [], []
     for k in range(60):
         X = np.column_stack([rng.uniform(20000, 150000, 1500), rng.integers(20, 81, 1500)]).astype(float)
-        explainer = IncrementalPFI(FunctionPredictor(_rule), ["salary", "age"], alpha=0.01, n_repeats=10,
+        explainer = IPFIEstimator(FunctionPredictor(_rule), ["salary", "age"], alpha=0.01, n_repeats=10,
                                    sampling="uniform", seed=k, bounds_method="realisations")
         explainer.explain_many(X, _rule(X))
         estimate, bound = explainer.importances, explainer.bounds(0.05)

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from packaging.version import Version
 
-from ipfi_cli.core import IncrementalPFI
+from ipfi_cli.core import IPFIEstimator
 from ipfi_cli.core.changes import ChangeDetector, ChangeEvent, RankingEvent, default_ranges, ndcg_at_k
 from ipfi_cli.evaluation.changes import (
     AGRAWAL_COLUMNS,
@@ -56,9 +56,9 @@ def test_contributions_are_what_the_estimates_average(vectorized):
     rule = (lambda b: (np.asarray(b[:, 0], dtype=float) > 0.5).astype(int)) if vectorized \
         else (lambda r: int(r["a"] > 0.5))
     model = FunctionPredictor(rule, vectorized=vectorized)
-    plain = IncrementalPFI(model, ["a", "b", "c"], alpha=0.05, n_repeats=4, seed=7)
-    with_contributions = IncrementalPFI(model, ["a", "b", "c"], alpha=0.05, n_repeats=4, seed=7)
-    one = IncrementalPFI(model, ["a", "b", "c"], alpha=0.05, n_repeats=4, seed=7)
+    plain = IPFIEstimator(model, ["a", "b", "c"], alpha=0.05, n_repeats=4, seed=7)
+    with_contributions = IPFIEstimator(model, ["a", "b", "c"], alpha=0.05, n_repeats=4, seed=7)
+    one = IPFIEstimator(model, ["a", "b", "c"], alpha=0.05, n_repeats=4, seed=7)
     estimates = plain.explain_many(X, y)
     same, contributions, losses = with_contributions.explain_many(X, y, return_contributions=True)
     assert same.tobytes() == estimates.tobytes()   # asking for them changes no number
@@ -218,7 +218,7 @@ def test_pickled_detector_resumes_with_the_same_events():
     X, y, (before, after) = _drift_rows(4, 8000, 4000)
 
     def run(cuts):
-        explainer = IncrementalPFI(before, AGRAWAL_COLUMNS, alpha=0.001, n_repeats=3, seed=4)
+        explainer = IPFIEstimator(before, AGRAWAL_COLUMNS, alpha=0.001, n_repeats=3, seed=4)
         detector = ChangeDetector.from_explainer(explainer, reference=[1, 0, 1] + [0] * 6, warmup=500)
         events = []
         bounds = sorted({0, 4000, *cuts, 8000})
@@ -254,7 +254,7 @@ def test_row_by_row_and_batches_give_the_same_events():
         events_one += one.update_from(api)
         assert one.update_from(api) == []   # no new row, nothing fed twice
     # static path: explain_many and update_many
-    core = IncrementalPFI(before, AGRAWAL_COLUMNS, n_repeats=3, seed=5)
+    core = IPFIEstimator(before, AGRAWAL_COLUMNS, n_repeats=3, seed=5)
     many = ChangeDetector.from_explainer(core)
     events_many = []
     for a, b in ((0, 3000), (3000, 6000)):

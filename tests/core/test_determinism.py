@@ -13,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 from threadpoolctl import threadpool_limits
 
-from ipfi_cli.core import IncrementalPFI
+from ipfi_cli.core import IPFIEstimator
 from ipfi_cli.models import FunctionPredictor, as_predictor
 
 COLUMNS = ["a", "b", "c"]
@@ -51,7 +51,7 @@ def _one_by_one(explainer, rows, targets):
 def _explainer(model=None, **options):
     settings = {"loss": "zero-one", "alpha": 0.01, "n_repeats": 5, "reservoir_size": 20, "seed": 7}
     settings.update(options)
-    return IncrementalPFI(model or FunctionPredictor(_rule), COLUMNS, **settings)
+    return IPFIEstimator(model or FunctionPredictor(_rule), COLUMNS, **settings)
 
 
 @pytest.mark.parametrize("sampling", ["geometric", "uniform"])
@@ -125,8 +125,8 @@ def test_explain_many_equals_explain_one_for_a_sklearn_pipeline(pipeline_stream,
     assert predictor.columns == ["x", "colour", "z"]        # feature_names_in_: DataFrames go in
     rows, labels = rows[:100], labels[:100]
     columns = ["z", "colour", "x"]                          # not the fitted order: the adapter reorders
-    one = _one_by_one(IncrementalPFI(predictor, columns, loss=loss, seed=3), rows, labels)
-    many = IncrementalPFI(predictor, columns, loss=loss, seed=3).explain_many(rows, labels)
+    one = _one_by_one(IPFIEstimator(predictor, columns, loss=loss, seed=3), rows, labels)
+    many = IPFIEstimator(predictor, columns, loss=loss, seed=3).explain_many(rows, labels)
     assert np.array_equal(one, many, equal_nan=True)
     final = dict(zip(columns, one[-1]))
     # sanity (labels: x > 0 XOR colour == red; z unused): measured x 0.52 / 1.37, colour 0.41 / 1.07
@@ -153,8 +153,8 @@ def test_pickle_mid_stream_resumes_exactly_for_a_pipeline(pipeline_stream):
     predictor, rows, labels = pipeline_stream
     rows, labels = rows[:60], labels[:60]
     columns = ["x", "colour", "z"]
-    uninterrupted = _one_by_one(IncrementalPFI(predictor, columns, loss="log", seed=5), rows, labels)
-    explainer = IncrementalPFI(predictor, columns, loss="log", seed=5)
+    uninterrupted = _one_by_one(IPFIEstimator(predictor, columns, loss="log", seed=5), rows, labels)
+    explainer = IPFIEstimator(predictor, columns, loss="log", seed=5)
     head = _one_by_one(explainer, rows[:30], labels[:30])
     restored = pickle.loads(pickle.dumps(explainer))
     tail = restored.explain_many(rows[30:], labels[30:])
@@ -193,7 +193,7 @@ def test_a_failing_model_call_leaves_no_trace(batch: bool) -> None:
     bad_at = 30
 
     model = _FailingOnce(batch)
-    with_failure = IncrementalPFI(model, ["a", "b"], n_repeats=3, reservoir_size=8, seed=2)
+    with_failure = IPFIEstimator(model, ["a", "b"], n_repeats=3, reservoir_size=8, seed=2)
     with_failure.explain_many(rows[:bad_at], targets[:bad_at])
     model.fail = True
     with pytest.raises(RuntimeError):
@@ -219,7 +219,7 @@ def test_a_failing_model_call_leaves_no_trace(batch: bool) -> None:
         model.predict_records = original
     after_failure = with_failure.explain_many(rows[bad_at:], targets[bad_at:])
 
-    clean = IncrementalPFI(_FailingOnce(batch), ["a", "b"], n_repeats=3, reservoir_size=8, seed=2)
+    clean = IPFIEstimator(_FailingOnce(batch), ["a", "b"], n_repeats=3, reservoir_size=8, seed=2)
     clean.explain_many(rows[:bad_at], targets[:bad_at])
     expected = clean.explain_many(rows[bad_at:], targets[bad_at:])
     assert np.array_equal(after_failure, expected)

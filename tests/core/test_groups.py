@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ipfi_cli.core import IncrementalPFI, batch_pfi, resolve_groups
+from ipfi_cli.core import IPFIEstimator, batch_pfi, resolve_groups
 from ipfi_cli.models import FunctionPredictor
 
 
@@ -40,7 +40,7 @@ def test_resolve_groups_rejects_duplicate_columns():
 
 def test_explainer_surfaces_group_errors():
     with pytest.raises(ValueError, match="unknown column"):
-        IncrementalPFI(FunctionPredictor(lambda B: B[:, 0]), ["a", "b"], groups={"g": ["a", "q"]})
+        IPFIEstimator(FunctionPredictor(lambda B: B[:, 0]), ["a", "b"], groups={"g": ["a", "q"]})
 
 
 def _xor_of_copies(block):
@@ -60,13 +60,13 @@ def test_a_group_is_replaced_jointly_from_one_row(sampling):
     from one earlier row never does: its importance is exactly 0 at every step."""
     X = _bits(2000, 0)
     y = np.zeros(len(X), dtype=int)
-    explainer = IncrementalPFI(FunctionPredictor(_xor_of_copies), ["a", "a_copy", "b"], alpha=0.002,
+    explainer = IPFIEstimator(FunctionPredictor(_xor_of_copies), ["a", "a_copy", "b"], alpha=0.002,
                                sampling=sampling, groups={"both": ["a", "a_copy"]}, seed=1)
     assert explainer.names == ["both", "b"]
     trace = explainer.explain_many(X, y)
     assert trace.shape == (2000, 2)
     assert np.all(trace[1:] == 0.0)
-    single = IncrementalPFI(FunctionPredictor(_xor_of_copies), ["a", "a_copy", "b"], alpha=0.002,
+    single = IPFIEstimator(FunctionPredictor(_xor_of_copies), ["a", "a_copy", "b"], alpha=0.002,
                             sampling=sampling, features=["a"], seed=1).explain_many(X, y)
     # truth P(a' != a) = 0.5 for either a, so a row's contribution (mean of M = 10 draws) has
     # variance 0.25 / 10; at n_eff ~ 960 the sd is 0.0051, x1.4 for reservoir sharing 0.0072.
@@ -87,8 +87,8 @@ def test_group_importance_differs_from_each_single():
     rng = np.random.default_rng(3)
     X = rng.integers(0, 2, (4000, 2)).astype(float)
     y = _and(X)
-    singles = IncrementalPFI(FunctionPredictor(_and), ["a", "b"], alpha=0.002, seed=4).explain_many(X, y)[-1]
-    group = IncrementalPFI(FunctionPredictor(_and), ["a", "b"], alpha=0.002, groups={"ab": ["a", "b"]},
+    singles = IPFIEstimator(FunctionPredictor(_and), ["a", "b"], alpha=0.002, seed=4).explain_many(X, y)[-1]
+    group = IPFIEstimator(FunctionPredictor(_and), ["a", "b"], alpha=0.002, groups={"ab": ["a", "b"]},
                            seed=4).explain_many(X, y)[-1]
     # sd of a final: per-row variance Var(g) + E[g(1-g)]/M = 0.075 (single), 0.066 (group); at
     # n_eff ~ 999 that is 0.0087 / 0.0081, x1.4 for reservoir sharing ~ 0.012. Tolerance 0.05 (4 sd);

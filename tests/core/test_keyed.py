@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ipfi_cli.core import IncrementalPFI, plain_state
+from ipfi_cli.core import IPFIEstimator, plain_state
 from ipfi_cli.core.keyed import KeyedExplainers
 from ipfi_cli.core.mergeable import MergeablePFI
 from ipfi_cli.models import FunctionPredictor
@@ -19,7 +19,7 @@ def keyed_stream(agrawal_stream):
     return X, y, keys
 
 
-def factory(agrawal_rule, agrawal_columns, cls=IncrementalPFI, **extra):
+def factory(agrawal_rule, agrawal_columns, cls=IPFIEstimator, **extra):
     model = FunctionPredictor(agrawal_rule)
     return lambda key: cls(model, agrawal_columns, loss="zero-one", n_repeats=2, reservoir_size=50, seed=7, **extra)
 
@@ -36,7 +36,7 @@ def run_keyed(keyed, X, y, keys, chunk=37):
     return {k: np.vstack(v) for k, v in out.items()}
 
 
-@pytest.mark.parametrize("cls", [IncrementalPFI, MergeablePFI])
+@pytest.mark.parametrize("cls", [IPFIEstimator, MergeablePFI])
 def test_per_key_numbers_equal_separate_explainers_and_eviction_changes_nothing(keyed_stream, agrawal_rule,
                                                                                agrawal_columns, cls):
     X, y, keys = keyed_stream

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ipfi_cli.core import IncrementalPFI, batch_pfi
+from ipfi_cli.core import IPFIEstimator, batch_pfi
 from ipfi_cli.core.losses import Output, prediction_shift
 from ipfi_cli.models import FunctionPredictor
 
@@ -23,7 +23,7 @@ def test_a_regressors_shift_is_the_mean_absolute_change_of_its_output():
     # (E|U - U'| = 1/3 for independent uniforms); b moves nothing
     model = FunctionPredictor(lambda X: 2.0 * X[:, 0])
     loss = prediction_shift(is_classifier=False, classes=None, has_proba=False)
-    explainer = IncrementalPFI(model, ["a", "b"], loss=loss, alpha=0.002, sampling="uniform",
+    explainer = IPFIEstimator(model, ["a", "b"], loss=loss, alpha=0.002, sampling="uniform",
                                reservoir_size=500, seed=4)
     rows = uniform_rows(6000, 0)
     estimates = explainer.explain_many(rows, [None] * len(rows))[-1]
@@ -38,7 +38,7 @@ def test_a_classifier_without_probabilities_counts_label_flips():
     model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int), is_classifier=True)
     loss = prediction_shift(is_classifier=True, classes=[0, 1], has_proba=False)
     assert loss.output is Output.LABEL
-    explainer = IncrementalPFI(model, ["a", "b"], loss=loss, alpha=0.002, sampling="uniform",
+    explainer = IPFIEstimator(model, ["a", "b"], loss=loss, alpha=0.002, sampling="uniform",
                                reservoir_size=500, seed=5)
     rows = uniform_rows(6000, 1)
     estimates = explainer.explain_many(rows, [None] * len(rows))[-1]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from ipfi_cli.core import IncrementalPFI, LossMismatchError, Output, default_loss, get_loss
+from ipfi_cli.core import IPFIEstimator, LossMismatchError, Output, default_loss, get_loss
 from ipfi_cli.core.losses import LOG_LOSS_EPS
 from ipfi_cli.models import FunctionPredictor, ModelError, RiverPredictor, as_predictor
 
@@ -75,7 +75,7 @@ def test_log_loss_picks_the_probability_of_the_true_label(string_classifier):
 
 def test_log_loss_of_an_unknown_label_is_clipped(string_classifier):
     model, X = string_classifier
-    explainer = IncrementalPFI(as_predictor(model), ["a", "b"], loss="log", seed=0)
+    explainer = IPFIEstimator(as_predictor(model), ["a", "b"], loss="log", seed=0)
     explainer.explain_one({"a": X[0, 0], "b": X[0, 1]}, "yes")
     estimate = explainer.explain_one({"a": X[1, 0], "b": X[1, 1]}, "maybe")
     assert explainer.last_loss == pytest.approx(-math.log(1e-15))
@@ -87,7 +87,7 @@ def test_log_loss_of_an_unknown_label_is_clipped(string_classifier):
 
 def test_absolute_loss_on_a_string_classifier_raises_a_clear_error(string_classifier):
     model, X = string_classifier
-    explainer = IncrementalPFI(as_predictor(model), ["a", "b"], loss="absolute", seed=0)
+    explainer = IPFIEstimator(as_predictor(model), ["a", "b"], loss="absolute", seed=0)
     explainer.explain_one({"a": X[0, 0], "b": X[0, 1]}, "yes")          # first row: nothing predicted yet
     with pytest.raises(LossMismatchError, match=r"needs numeric predictions, got '(yes|no)'; "
                                                 r"for a classifier use the zero-one or log loss"):
@@ -114,7 +114,7 @@ class _ProbaOnlyRiverModel:
 
 def test_river_model_with_log_loss_uses_predict_proba_one():
     model = _ProbaOnlyRiverModel()
-    explainer = IncrementalPFI(RiverPredictor(model), ["a", "b"], loss="log", n_repeats=3, seed=0)
+    explainer = IPFIEstimator(RiverPredictor(model), ["a", "b"], loss="log", n_repeats=3, seed=0)
     explainer.explain_one({"a": 0.0, "b": 1.0}, True)
     explainer.explain_one({"a": 2.0, "b": 1.0}, False)
     assert model.proba_calls == 1 + 3 * 2                                  # one block of records
@@ -128,7 +128,7 @@ def test_river_model_with_log_loss_uses_predict_proba_one():
 
 
 def test_log_loss_needs_probabilities():
-    explainer = IncrementalPFI(FunctionPredictor(lambda B: B[:, 0]), ["a"], loss="log", seed=0)
+    explainer = IPFIEstimator(FunctionPredictor(lambda B: B[:, 0]), ["a"], loss="log", seed=0)
     explainer.explain_one({"a": 1.0}, 1)
     with pytest.raises(ModelError, match="no probabilities"):
         explainer.explain_one({"a": 2.0}, 1)
@@ -140,7 +140,7 @@ def test_log_loss_needs_probabilities():
         def predict(self, X):
             return np.zeros(len(X))
 
-    explainer = IncrementalPFI(as_predictor(PredictOnly()), ["a"], loss="log", seed=0)
+    explainer = IPFIEstimator(as_predictor(PredictOnly()), ["a"], loss="log", seed=0)
     explainer.explain_one({"a": 1.0}, 1)
     with pytest.raises(ModelError, match="needs predict_proba"):
         explainer.explain_one({"a": 2.0}, 1)

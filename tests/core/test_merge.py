@@ -138,13 +138,13 @@ def test_merged_ipfi_equals_the_whole_within_the_estimates_error(agrawal_stream,
 
 
 def test_merge_refuses_other_settings_and_row_count_smoothing(agrawal_stream, agrawal_rule, agrawal_columns):
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
 
     model, options, whole, shards, _, _ = agrawal_explainers(agrawal_stream, agrawal_rule, agrawal_columns, 2)
     other = MergeablePFI(model, agrawal_columns, seed=0, **{**options, "n_repeats": 2})
     with pytest.raises(ValueError, match=r"state 2 has other settings than state 1 \(n_repeats: 2 vs 3\)"):
         merge_states([shards[0].state_dict(), other.state_dict()])
-    counting = IncrementalPFI(model, agrawal_columns, seed=0, **options)
+    counting = IPFIEstimator(model, agrawal_columns, seed=0, **options)
     with pytest.raises(ValueError, match="not of a mergeable explainer"):
         merge_states([shards[0].state_dict(), counting.state_dict()])
 

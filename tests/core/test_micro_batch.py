@@ -1,7 +1,7 @@
 """The micro-batch path (array operations per model call) equals the row-by-row definition bit for bit.
 
 Expected values come from the row-by-row calls (``Reservoir.draw`` then ``insert``,
-``ExponentialMean.update``, ``IncrementalPFI.explain_one``), which are the definition; the
+``ExponentialMean.update``, ``IPFIEstimator.explain_one``), which are the definition; the
 batched code shares none of their arithmetic.
 """
 
@@ -12,7 +12,7 @@ import copy
 import numpy as np
 import pytest
 
-from ipfi_cli.core import IncrementalPFI
+from ipfi_cli.core import IPFIEstimator
 from ipfi_cli.core.samplers import GeometricReservoir, UniformReservoir, bounded_integers, make_sampler
 from ipfi_cli.core.smoothing import ExponentialMean
 from ipfi_cli.models import FunctionPredictor
@@ -129,13 +129,13 @@ def test_explain_many_is_explain_one_with_contributions(options):
     rng = np.random.default_rng(5)
     X = rng.random((260, len(columns)))
     y = (rng.random(260) < 0.5).astype(int).tolist()
-    one = IncrementalPFI(FunctionPredictor(rule), columns, **settings)
+    one = IPFIEstimator(FunctionPredictor(rule), columns, **settings)
     expected, contributions, losses = [], [], []
     for row, label in zip(X, y):
         expected.append(one.explain_one(dict(zip(columns, row.tolist())), label))
         contributions.append(one.last_contribution if one.n_explained else np.full(len(one.names), np.nan))
         losses.append(one.last_loss if one.n_explained else np.nan)
-    many = IncrementalPFI(FunctionPredictor(rule), columns, **settings)
+    many = IPFIEstimator(FunctionPredictor(rule), columns, **settings)
     many.max_block_cells = 40 * many.block_rows * len(columns)   # several model calls per micro-batch
     parts = [many.explain_many([dict(zip(columns, r.tolist())) for r in X[i:i + 100]], y[i:i + 100],
                                return_contributions=True) for i in range(0, 260, 100)]
@@ -163,7 +163,7 @@ def test_targets_compared_in_bulk_give_the_numbers_of_python_objects(loss, make_
         return labels if loss == "zero-one" else labels * 1.5 - 0.25 + block[:, 2]
 
     def explain(targets):
-        explainer = IncrementalPFI(FunctionPredictor(model), ["a", "b", "c"], loss=loss, alpha=0.05, seed=4)
+        explainer = IPFIEstimator(FunctionPredictor(model), ["a", "b", "c"], loss=loss, alpha=0.05, seed=4)
         return explainer.explain_many(X, targets)
 
     plain, objects = explain(y), explain([wrap(v) for v in y])
@@ -195,7 +195,7 @@ def test_model_calls_and_rows_predicted_are_counted_on_every_path(path):
     rng = np.random.default_rng(7)
     X = rng.random((90, 3))
     y = (rng.random(90) < 0.5).astype(int).tolist()
-    explainer = IncrementalPFI(predictor, ["a", "b", "c"], loss="zero-one", n_repeats=2, seed=1)
+    explainer = IPFIEstimator(predictor, ["a", "b", "c"], loss="zero-one", n_repeats=2, seed=1)
     explainer.max_block_cells = 20 * explainer.block_rows * 3   # several calls per micro-batch
     if path == "array":
         explainer.explain_many(X, y)

@@ -8,7 +8,7 @@ from sklearn.datasets import make_friedman1
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.inspection import partial_dependence
 
-from ipfi_cli.core.pdp import IncrementalPDP
+from ipfi_cli.core.pdp import IPDPEstimator
 from ipfi_cli.models import as_predictor
 
 COLUMNS = [f"x{i}" for i in range(10)]
@@ -33,7 +33,7 @@ def test_fixed_grid_equals_sklearn_exactly(fitted):
     predictions, to rounding."""
     model, X = fitted
     grids = {"x0": np.linspace(0.1, 0.9, 7), "x3": np.linspace(0.0, 1.0, 7)}
-    pdp = IncrementalPDP(as_predictor(model), COLUMNS, ["x0", "x3"], grid=grids, smoothing="mean", warm_up=WARM_UP)
+    pdp = IPDPEstimator(as_predictor(model), COLUMNS, ["x0", "x3"], grid=grids, smoothing="mean", warm_up=WARM_UP)
     pdp.explain_many(X)
     for name, column in (("x0", 0), ("x3", 3)):
         grid, curve = pdp.curves[name]
@@ -49,7 +49,7 @@ def test_streaming_quantile_grid_converges_to_sklearn(fitted):
     points by under 0.02. Tolerance: 3 % of the curve's range. The final grid is within 0.02 of the
     rows' exact quantiles (P-square after 3,000 rows)."""
     model, X = fitted
-    pdp = IncrementalPDP(as_predictor(model), COLUMNS, ["x0", "x3"], smoothing="mean", warm_up=WARM_UP)
+    pdp = IPDPEstimator(as_predictor(model), COLUMNS, ["x0", "x3"], smoothing="mean", warm_up=WARM_UP)
     traces = pdp.explain_many(X)
     assert traces.shape == (3000, 2, 10) and np.isnan(traces[WARM_UP - 1]).all()
     for name, column in (("x0", 0), ("x3", 3)):
@@ -65,7 +65,7 @@ def test_streaming_quantile_grid_converges_to_sklearn(fitted):
 def test_a_failing_call_leaves_the_curves_as_they_were(fitted):
     model, X = fitted
     predictor = as_predictor(model)
-    pdp = IncrementalPDP(predictor, COLUMNS, ["x0"], warm_up=5)
+    pdp = IPDPEstimator(predictor, COLUMNS, ["x0"], warm_up=5)
     pdp.explain_many(X[:100])
     before = pdp.curves["x0"]
     bad = X[100:200].copy()

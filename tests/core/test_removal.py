@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ipfi_cli.core.incremental import IncrementalPFI
+from ipfi_cli.core.incremental import IPFIEstimator
 from ipfi_cli.core.removal import GaussianSampler, TreeSampler
-from ipfi_cli.core.sage import IncrementalSAGE
+from ipfi_cli.core.sage import ISAGEEstimator
 from ipfi_cli.models import FunctionPredictor, as_predictor
 
 COLUMNS = ["x0", "x1", "x2", "x3"]
@@ -44,8 +44,8 @@ def test_feature_removal_stream_marginal_against_conditional():
     model = tree.HoeffdingAdaptiveTreeClassifier(leaf_prediction="nba", seed=42)
     predictor = as_predictor(model)
     explainers = {
-        "marginal": IncrementalPFI(predictor, COLUMNS, alpha=0.001, n_repeats=1, seed=1),
-        "gaussian": IncrementalPFI(predictor, COLUMNS, alpha=0.001, n_repeats=1, seed=1, removal="conditional"),
+        "marginal": IPFIEstimator(predictor, COLUMNS, alpha=0.001, n_repeats=1, seed=1),
+        "gaussian": IPFIEstimator(predictor, COLUMNS, alpha=0.001, n_repeats=1, seed=1, removal="conditional"),
     }
     at: dict[int, dict[str, np.ndarray]] = {}
     for t in range(20000):
@@ -78,17 +78,17 @@ def test_copies_are_replaceable_for_the_tree_sampler_and_share_conditional_sage(
     X, y = X[:3000], y[:3000]
     model = FunctionPredictor(lambda B: (B[:, 0] > 0).astype(int))
     options = {"alpha": 0.001, "n_repeats": 2, "seed": 6, "smoothing": "mean"}
-    marginal = IncrementalPFI(model, COLUMNS, **options).explain_many(X, y)[-1]
-    tree = IncrementalPFI(model, COLUMNS, removal="conditional", conditional_sampler="tree", **options)
+    marginal = IPFIEstimator(model, COLUMNS, **options).explain_many(X, y)[-1]
+    tree = IPFIEstimator(model, COLUMNS, removal="conditional", conditional_sampler="tree", **options)
     conditional = tree.explain_many(X, y)[-1]
     assert marginal[0] == pytest.approx(0.5, abs=0.06) and np.all(marginal[1:] == 0.0)
     assert np.all(np.abs(conditional) < 0.03), conditional
     assert min(tree.removal_fit.values()) > 0.99
-    sage = IncrementalSAGE(model, COLUMNS, removal="conditional", **options)
+    sage = ISAGEEstimator(model, COLUMNS, removal="conditional", **options)
     shares = sage.explain_many(X, y)[-1]
     assert sage.explained_loss == pytest.approx(0.5, abs=0.03)
     assert np.all(np.abs(shares - 0.125) < 0.04), shares
-    marginal_sage = IncrementalSAGE(model, COLUMNS, **options).explain_many(X, y)[-1]
+    marginal_sage = ISAGEEstimator(model, COLUMNS, **options).explain_many(X, y)[-1]
     assert marginal_sage[0] == pytest.approx(0.5, abs=0.06) and np.all(np.abs(marginal_sage[1:]) < 0.03)
 
 
@@ -134,7 +134,7 @@ def test_conditional_batched_path_gives_the_bytes_of_row_by_row():
     X = np.column_stack([a, a + 0.3 * rng.normal(size=400), rng.normal(size=400)])
     y = X[:, 0] + X[:, 2]
     model = FunctionPredictor(lambda B: B[:, 0] + B[:, 2])
-    for cls, extra in ((IncrementalPFI, {"n_repeats": 3}), (IncrementalSAGE, {"n_repeats": 2, "n_inner": 2})):
+    for cls, extra in ((IPFIEstimator, {"n_repeats": 3}), (ISAGEEstimator, {"n_repeats": 2, "n_inner": 2})):
         one = cls(model, ["a", "b", "c"], loss="squared", removal="conditional", seed=4, **extra)
         many = cls(model, ["a", "b", "c"], loss="squared", removal="conditional", seed=4, **extra)
         first = np.array([one.explain_one(dict(zip("abc", r)), t) for r, t in zip(X.tolist(), y.tolist())])
@@ -143,9 +143,9 @@ def test_conditional_batched_path_gives_the_bytes_of_row_by_row():
 
 
 def test_conditional_removal_names_a_non_numeric_value():
-    explainer = IncrementalPFI(FunctionPredictor(lambda r: 1.0, vectorized=False), ["a", "b"], loss="absolute",
+    explainer = IPFIEstimator(FunctionPredictor(lambda r: 1.0, vectorized=False), ["a", "b"], loss="absolute",
                                removal="conditional", seed=0)
     with pytest.raises(ValueError, match="numeric.*'red'"):
         explainer.explain_one({"a": 1.0, "b": "red"}, 1.0)
     with pytest.raises(ValueError, match="unknown removal"):
-        IncrementalPFI(FunctionPredictor(lambda B: B[:, 0]), ["a"], removal="conditionally")
+        IPFIEstimator(FunctionPredictor(lambda B: B[:, 0]), ["a"], removal="conditionally")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ipfi_cli.core import IncrementalPFI, batch_pfi
+from ipfi_cli.core import IPFIEstimator, batch_pfi
 from ipfi_cli.core.smoothing import RunningMean
 from ipfi_cli.models import FunctionPredictor
 
@@ -36,7 +36,7 @@ def test_ipfi_with_the_running_mean_matches_batch_pfi_after_20000_rows(agrawal_s
     features = ["salary", "age"]
     batch = batch_pfi(FunctionPredictor(agrawal_rule), X, y, agrawal_columns, n_repeats=10, features=features,
                       seed=4).as_dict()
-    running = IncrementalPFI(FunctionPredictor(agrawal_rule), agrawal_columns, n_repeats=10, sampling="uniform",
+    running = IPFIEstimator(FunctionPredictor(agrawal_rule), agrawal_columns, n_repeats=10, sampling="uniform",
                              features=features, smoothing="mean", seed=5)
     final = dict(zip(running.names, running.explain_many(X, y)[-1]))
     for name in features:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ipfi_cli.core.sage import IncrementalSAGE, batch_sage
+from ipfi_cli.core.sage import ISAGEEstimator, batch_sage
 from ipfi_cli.models import FunctionPredictor
 
 BETA = np.array([2.0, 1.0, 0.5, 0.0])
@@ -39,7 +39,7 @@ def _closed_form(k: int) -> np.ndarray:
 @pytest.mark.parametrize("n_inner", [1, 4])
 def test_isage_on_a_static_linear_model_matches_the_closed_form(n_inner):
     X, y = _linear_stream(20000, 0)
-    explainer = IncrementalSAGE(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="squared",
+    explainer = ISAGEEstimator(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="squared",
                                 n_inner=n_inner, smoothing="mean", sampling="uniform", seed=1)
     explainer.explain_many(X, y)
     values = explainer.importance_array()
@@ -91,7 +91,7 @@ def test_isage_converges_to_batch_sage_on_a_static_nonlinear_model():
     rng = np.random.default_rng(7)
     X = rng.normal(size=(20000, 4))
     y = _nonlinear(X) + 0.3 * rng.normal(size=20000)
-    explainer = IncrementalSAGE(FunctionPredictor(_nonlinear), COLUMNS, loss="squared", smoothing="mean",
+    explainer = ISAGEEstimator(FunctionPredictor(_nonlinear), COLUMNS, loss="squared", smoothing="mean",
                                 n_repeats=4, sampling="uniform", seed=8)
     explainer.explain_many(X, y)
     batch = batch_sage(FunctionPredictor(_nonlinear), X, y, COLUMNS, loss="squared", n_permutations=80000,
@@ -107,9 +107,9 @@ def test_isage_converges_to_batch_sage_on_a_static_nonlinear_model():
 
 def test_batched_path_gives_the_bytes_of_row_by_row():
     X, y = _linear_stream(300, 10)
-    one = IncrementalSAGE(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="absolute", n_repeats=3,
+    one = ISAGEEstimator(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="absolute", n_repeats=3,
                           n_inner=2, seed=11)
-    many = IncrementalSAGE(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="absolute", n_repeats=3,
+    many = ISAGEEstimator(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="absolute", n_repeats=3,
                            n_inner=2, seed=11)
     rows = [dict(zip(COLUMNS, r)) for r in X.tolist()]
     first = np.array([one.explain_one(r, t) for r, t in zip(rows, y.tolist())])
@@ -128,8 +128,8 @@ def test_a_failing_model_call_leaves_no_trace():
         return B @ BETA
 
     X, y = _linear_stream(50, 12)
-    reference = IncrementalSAGE(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="squared", seed=13)
-    explainer = IncrementalSAGE(FunctionPredictor(flaky), COLUMNS, loss="squared", seed=13)
+    reference = ISAGEEstimator(FunctionPredictor(lambda B: B @ BETA), COLUMNS, loss="squared", seed=13)
+    explainer = ISAGEEstimator(FunctionPredictor(flaky), COLUMNS, loss="squared", seed=13)
     for t in range(len(X)):
         row = dict(zip(COLUMNS, X[t].tolist()))
         expected = reference.explain_one(row, y[t])
@@ -139,7 +139,7 @@ def test_a_failing_model_call_leaves_no_trace():
             got = explainer.explain_one(row, y[t])  # retried: as if the failure never happened
         assert got.tobytes() == expected.tobytes()
     # the batched path rolls back a whole call
-    batched = IncrementalSAGE(FunctionPredictor(flaky), COLUMNS, loss="squared", seed=13)
+    batched = ISAGEEstimator(FunctionPredictor(flaky), COLUMNS, loss="squared", seed=13)
     calls["n"] = 3
     batched.explain_many(X[:10], y[:10])
     with pytest.raises(RuntimeError):
@@ -154,9 +154,9 @@ def test_zero_one_loss_on_labels_and_records_model():
     rng = np.random.default_rng(14)
     X = rng.normal(size=(2000, 3))
     y = (X[:, 0] > 0).astype(int)
-    block = IncrementalSAGE(FunctionPredictor(lambda B: (np.asarray(B[:, 0], float) > 0).astype(int)),
+    block = ISAGEEstimator(FunctionPredictor(lambda B: (np.asarray(B[:, 0], float) > 0).astype(int)),
                             ["a", "b", "c"], loss="zero-one", n_repeats=2, smoothing="mean", seed=15)
-    records = IncrementalSAGE(FunctionPredictor(lambda r: int(r["a"] > 0), vectorized=False),
+    records = ISAGEEstimator(FunctionPredictor(lambda r: int(r["a"] > 0), vectorized=False),
                               ["a", "b", "c"], loss="zero-one", n_repeats=2, smoothing="mean", seed=15)
     block.explain_many(X, y)
     for r, t in zip(X.tolist(), y.tolist()):
@@ -175,16 +175,16 @@ def test_zero_one_loss_on_labels_and_records_model():
 def test_rejects_what_sage_cannot_do():
     model = FunctionPredictor(lambda B: B[:, 0])
     with pytest.raises(ValueError, match="log loss"):
-        IncrementalSAGE(model, ["a", "b"], loss="log")
+        ISAGEEstimator(model, ["a", "b"], loss="log")
     with pytest.raises(ValueError, match="gaussian"):
-        IncrementalSAGE(model, ["a", "b"], loss="squared", removal="conditional", conditional_sampler="tree")
+        ISAGEEstimator(model, ["a", "b"], loss="squared", removal="conditional", conditional_sampler="tree")
 
 
 def test_pickled_mid_stream_continues_with_the_same_numbers():
     import pickle
 
     X, y = _linear_stream(200, 16)
-    explainer = IncrementalSAGE(FunctionPredictor(_nonlinear), COLUMNS, loss="squared", n_repeats=2, seed=17,
+    explainer = ISAGEEstimator(FunctionPredictor(_nonlinear), COLUMNS, loss="squared", n_repeats=2, seed=17,
                                 removal="conditional")
     explainer.explain_many(X[:100], y[:100])
     copy = pickle.loads(pickle.dumps(explainer))

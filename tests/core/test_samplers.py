@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ipfi_cli.core import GeometricReservoir, IncrementalPFI, UniformReservoir, make_sampler
+from ipfi_cli.core import GeometricReservoir, IPFIEstimator, UniformReservoir, make_sampler
 from ipfi_cli.models import FunctionPredictor
 
 R = 20_000
@@ -129,7 +129,7 @@ def test_a_row_is_never_drawn_at_its_own_step(sampling, path):
     n_rows, n_repeats, columns = 60, 5, ["id", "shadow"]
     recorder = _Recorder()
     model = FunctionPredictor(recorder, vectorized=path != "records")
-    explainer = IncrementalPFI(model, columns, loss="absolute", n_repeats=n_repeats, sampling=sampling,
+    explainer = IPFIEstimator(model, columns, loss="absolute", n_repeats=n_repeats, sampling=sampling,
                                reservoir_size=3, seed=4)
     rows = np.column_stack([np.arange(n_rows), np.arange(n_rows) + 0.5]).astype(float)
     if path == "many":
@@ -159,7 +159,7 @@ def test_storage_turns_to_objects_when_a_string_arrives():
         seen.append(block)
         return np.zeros(len(block))
 
-    explainer = IncrementalPFI(FunctionPredictor(model), ["a", "b"], loss="absolute", n_repeats=2, seed=0)
+    explainer = IPFIEstimator(FunctionPredictor(model), ["a", "b"], loss="absolute", n_repeats=2, seed=0)
     explainer.explain_one({"a": 1.0, "b": 2.0}, 0.0)
     explainer.explain_one({"a": 3.0, "b": 4.0}, 0.0)
     assert seen[-1].dtype == np.float64

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ipfi_cli.core import ExponentialMean, IncrementalPFI
+from ipfi_cli.core import ExponentialMean, IPFIEstimator
 from ipfi_cli.models import FunctionPredictor
 
 
@@ -86,7 +86,7 @@ def test_ipfi_estimate_is_weighted_average_of_its_contributions_at_every_step(pa
     alpha, rng = 0.05, np.random.default_rng(3)
     X = rng.random((120, 2))
     y = (rng.random(120) < 0.8) * _two_features(X)          # some rows mislabelled: loss varies
-    explainer = IncrementalPFI(FunctionPredictor(_two_features), ["a", "b"], alpha=alpha, n_repeats=4,
+    explainer = IPFIEstimator(FunctionPredictor(_two_features), ["a", "b"], alpha=alpha, n_repeats=4,
                                reservoir_size=7, seed=11)
     contributions, losses = [], []
     for t in range(len(X)):

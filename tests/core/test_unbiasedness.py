@@ -14,7 +14,7 @@ import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
-from ipfi_cli.core import IncrementalPFI, batch_pfi
+from ipfi_cli.core import IPFIEstimator, batch_pfi
 from ipfi_cli.models import FunctionPredictor, as_predictor
 
 COLUMNS = ["a", "b", "c"]
@@ -50,7 +50,7 @@ def test_mean_of_ipfi_matches_batch_pfi(static_model, sampling):
     finals = []
     for seed in range(40):
         X, y = _classification_data(300, 1000 + seed)
-        explainer = IncrementalPFI(model, COLUMNS, loss="zero-one", alpha=0.001, n_repeats=10,
+        explainer = IPFIEstimator(model, COLUMNS, loss="zero-one", alpha=0.001, n_repeats=10,
                                    sampling=sampling, seed=seed)
         finals.append(explainer.explain_many(X, y)[-1])
     finals = np.array(finals)
@@ -85,7 +85,7 @@ def test_linear_oracle_ipfi(linear_model):
     predictor = as_predictor(linear_model)
     finals = []
     for seed in range(4):
-        explainer = IncrementalPFI(predictor, list("abcd"), loss="squared", alpha=0.001, n_repeats=10,
+        explainer = IPFIEstimator(predictor, list("abcd"), loss="squared", alpha=0.001, n_repeats=10,
                                    seed=seed)
         finals.append(explainer.explain_many(*_linear_data(5000, 100 + seed))[-1])
     estimate = np.mean(finals, axis=0)
@@ -126,7 +126,7 @@ def test_estimate_is_unbiased_from_the_first_explained_row():
     data = np.random.default_rng(5).random((runs, rows, 2))
     estimates = np.empty((runs, rows, 2))
     for run in range(runs):
-        explainer = IncrementalPFI(FunctionPredictor(_threshold), ["a", "b"], loss="zero-one",
+        explainer = IPFIEstimator(FunctionPredictor(_threshold), ["a", "b"], loss="zero-one",
                                    alpha=alpha, n_repeats=10, seed=run)
         estimates[run] = explainer.explain_many(data[run], _threshold(data[run]))
     assert np.isnan(estimates[:, 0]).all()             # nothing earlier to draw from

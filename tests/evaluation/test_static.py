@@ -82,13 +82,13 @@ def test_same_seed_same_numbers_other_seed_other_orderings(data):
 
 
 def test_keep_order_streams_the_rows_as_given(data):
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
 
     X, y = data
     result = run(data, orderings=1, shuffle=False, samplings=["uniform"], keep_traces=True)
     # the same explainer seed on the rows in file order gives the same final estimates
     seed = int(np.random.SeedSequence(5).spawn(3)[2].spawn(1)[0].spawn(2)[0].generate_state(1)[0])
-    direct = IncrementalPFI(FunctionPredictor(rule), COLUMNS, alpha=0.02, n_repeats=3, sampling="uniform", seed=seed)
+    direct = IPFIEstimator(FunctionPredictor(rule), COLUMNS, alpha=0.02, n_repeats=3, sampling="uniform", seed=seed)
     direct.explain_many(X, y.tolist())
     assert result.runs[0].estimates.tolist() == direct.importance_array().tolist()
     with pytest.raises(ValueError, match="only one ordering"):

@@ -6,7 +6,7 @@ counts, invalid UTF-8, blank lines, CRLF, a BOM, odd extra columns, JSONL non-ob
 and missing keys) and run through the command in-process. An oracle written from the
 documented rules says which rows are good and which is the first bad one; then:
 
-* exit 0: the trace records are exactly the core's numbers (``IncrementalPFI.explain_one``,
+* exit 0: the trace records are exactly the core's numbers (``IPFIEstimator.explain_one``,
   and ``learn_one`` with ``--learn``) on the good rows, with their row numbers; stderr is
   empty (``-q``): no warnings leak;
 * exit 1: stderr is one line ``ipfi: error: ...`` naming the row (and the column when one
@@ -174,12 +174,12 @@ def oracle(table: Table, learn: bool, skip: bool) -> Expected:
 
 
 def core_records(model_path: Path, learn: bool, inputs: list[str], good: list[Any], every: int) -> list[list[float]]:
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
     from ipfi_cli.models import as_predictor
 
     model = pickle.loads(model_path.read_bytes()) if learn else joblib.load(model_path)
     predictor = as_predictor(copy.deepcopy(model))
-    explainer = IncrementalPFI(predictor, inputs, n_repeats=REPEATS, seed=SEED)
+    explainer = IPFIEstimator(predictor, inputs, n_repeats=REPEATS, seed=SEED)
     records = []
     for i, (number, values, label) in enumerate(good, 1):
         estimates = explainer.explain_one(values, label)

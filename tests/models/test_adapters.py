@@ -15,7 +15,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from ipfi_cli.core import IncrementalPFI, Output, explain_then_learn
+from ipfi_cli.core import IPFIEstimator, Output, explain_then_learn
 from ipfi_cli.models import FunctionPredictor, ModelError, RiverPredictor, SklearnPredictor, as_predictor
 
 
@@ -143,7 +143,7 @@ def test_values_reach_a_river_model_untouched():
     predictor = as_predictor(model)
     rows = [{"name": "ab", "count": 3, "ratio": 0.5}, {"name": "xyz", "count": 10, "ratio": 1.25},
             {"name": "é", "count": -1, "ratio": 2.0}]
-    explainer = IncrementalPFI(predictor, ["name", "count", "ratio"], loss="absolute", n_repeats=2, seed=0)
+    explainer = IPFIEstimator(predictor, ["name", "count", "ratio"], loss="absolute", n_repeats=2, seed=0)
     for _row in explain_then_learn(explainer, predictor, [(r, 1.0) for r in rows]):
         pass
     assert model.learned == rows and all(type(x["count"]) is int for x in model.learned)
@@ -210,7 +210,7 @@ def test_explaining_never_changes_a_river_pipeline(loss):
     for x, y in stream[:100]:
         model.learn_one(x, y)
     predictor = as_predictor(model)
-    explainer = IncrementalPFI(predictor, ["a", "b", "c"], loss=loss, n_repeats=5, seed=0)
+    explainer = IPFIEstimator(predictor, ["a", "b", "c"], loss=loss, n_repeats=5, seed=0)
     probes = [x for x, _ in _river_stream(20, seed=9)]
     before = [model.predict_proba_one(p) for p in probes]
     state = pickle.dumps(model)
@@ -225,11 +225,11 @@ def test_prequential_loop_explains_then_learns():
     stream = _river_stream()
     model = _pipeline()
     predictor = as_predictor(model)
-    explainer = IncrementalPFI(predictor, ["a", "b", "c"], loss="zero-one", alpha=0.01, n_repeats=5, seed=2)
+    explainer = IPFIEstimator(predictor, ["a", "b", "c"], loss="zero-one", alpha=0.01, n_repeats=5, seed=2)
     traces = np.array(list(explain_then_learn(explainer, predictor, stream)))
     # the same loop by hand, on a fresh copy: explain row t with h_t, then learn it
     manual_model = _pipeline()
-    manual = IncrementalPFI(as_predictor(manual_model), ["a", "b", "c"], loss="zero-one", alpha=0.01,
+    manual = IPFIEstimator(as_predictor(manual_model), ["a", "b", "c"], loss="zero-one", alpha=0.01,
                             n_repeats=5, seed=2)
     expected = []
     for x, y in stream:
@@ -251,10 +251,10 @@ def test_river_use_many_agrees_with_records():
     model = _pipeline()
     for x, y in stream[:100]:
         model.learn_one(x, y)
-    by_record = IncrementalPFI(as_predictor(model), ["a", "b", "c"], loss="log", n_repeats=3, seed=4)
+    by_record = IPFIEstimator(as_predictor(model), ["a", "b", "c"], loss="log", n_repeats=3, seed=4)
     many = as_predictor(model, use_many=True)
     assert many.supports_batch
-    by_frame = IncrementalPFI(many, ["a", "b", "c"], loss="log", n_repeats=3, seed=4)
+    by_frame = IPFIEstimator(many, ["a", "b", "c"], loss="log", n_repeats=3, seed=4)
     one = np.array([by_record.explain_one(x, y) for x, y in stream[100:]])
     batched = np.array([by_frame.explain_one(x, y) for x, y in stream[100:]])
     # the same draws; river's dict and DataFrame paths round differently, hence rtol 1e-9

@@ -64,7 +64,7 @@ def reference_function(model: Any, dtypes: dict[str, Any]) -> Callable[[np.ndarr
 def test_explain_batch_and_compare(run, booster, text_csv):
     import pandas as pd
 
-    from ipfi_cli.core import IncrementalPFI, batch_pfi
+    from ipfi_cli.core import IPFIEstimator, batch_pfi
     from ipfi_cli.models import FunctionPredictor
 
     model, dtypes, path = booster
@@ -75,7 +75,7 @@ def test_explain_batch_and_compare(run, booster, text_csv):
     result = run("explain", text_csv, "-m", path, "-t", "class", "--seed", 3, "--no-live", "-q")
     assert result.exit_code == 0, result.stderr
     got = pd.read_csv(io.StringIO(result.stdout))
-    expected = IncrementalPFI(reference, FEATURES, seed=3).explain_many(rows, labels)
+    expected = IPFIEstimator(reference, FEATURES, seed=3).explain_many(rows, labels)
     np.testing.assert_allclose(got[FEATURES].to_numpy(float), expected, rtol=0, atol=1e-12, equal_nan=True)
     assert np.nanmax(np.abs(expected[-1])) > 0.01
 

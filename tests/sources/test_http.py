@@ -84,7 +84,7 @@ def test_a_declared_tensor_input_gets_the_columns_by_position(run, mlserver_serv
 
 
 def test_a_micro_batch_travels_in_capped_requests(mlserver_server, forest, fit_frame):
-    from ipfi_cli.core import IncrementalPFI
+    from ipfi_cli.core import IPFIEstimator
     from ipfi_cli.models.http import HttpOptions, HttpPredictor
     from sources.conftest import FEATURES
 
@@ -93,7 +93,7 @@ def test_a_micro_batch_travels_in_capped_requests(mlserver_server, forest, fit_f
     counts = []
     for cap in (10_000, 50):
         predictor = HttpPredictor(HttpOptions(url=mlserver_server, max_request_rows=cap))
-        explainer = IncrementalPFI(predictor, FEATURES, n_repeats=2, seed=0)
+        explainer = IPFIEstimator(predictor, FEATURES, n_repeats=2, seed=0)
         before = predictor.requests
         explainer.explain_many(rows, targets)
         counts.append((predictor.requests - before, predictor.rows_sent))

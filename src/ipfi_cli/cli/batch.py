@@ -39,6 +39,7 @@ from ipfi_cli.cli.options import (
     PANEL_ESTIMATOR,
     DataArg,
     DebugOpt,
+    DecimalOpt,
     DelimiterOpt,
     DropOpt,
     FeaturesOpt,
@@ -127,6 +128,7 @@ def batch(
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
+    decimal: DecimalOpt = None,
     text: TextOpt = None,
     on_bad_row: OnBadRowOpt = "fail",
     output: OutputOpt = None,
@@ -156,7 +158,7 @@ def batch(
         from ipfi_cli.models.loading import load_predictor
         from ipfi_cli.run.dataset import load_dataset
 
-        inputs = input_spec(data, input_format, na_values, no_default_na, delimiter, text)
+        inputs = input_spec(data, input_format, na_values, no_default_na, delimiter, text, decimal)
         chosen = selection(target, task, loss, features, drop, group)
         seed = draw_seed(seed)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,

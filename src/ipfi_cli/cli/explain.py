@@ -57,6 +57,7 @@ from ipfi_cli.cli.options import (
     PICKLE_WARNING,
     BoundsMethod,
     DebugOpt,
+    DecimalOpt,
     DelimiterOpt,
     DropOpt,
     FeaturesOpt,
@@ -144,6 +145,7 @@ def explain(
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
+    decimal: DecimalOpt = None,
     text: TextOpt = None,
     task: TaskOpt = "auto",
     loss: LossOpt = None,
@@ -383,7 +385,7 @@ def explain(
     live = (not no_live and live_display_allowed(quiet)
             and not (output in (None, "-") and stream_is_terminal(sys.stdout)))
     with reporting(debug):
-        inputs = input_spec(input, input_format, na_values, no_default_na, delimiter, text)
+        inputs = input_spec(input, input_format, na_values, no_default_na, delimiter, text, decimal)
         chosen = selection(target, task, loss, features, drop, group)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
@@ -392,6 +394,7 @@ def explain(
         settings = ExplainSettings(
             model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,
             na_values=na_values, no_default_na=inputs.no_default_na, delimiter=inputs.delimiter,
+            decimal=inputs.decimal,
             text=split_names(text), task=chosen.task, loss=chosen.loss, learn=learn, save_model=save_model,
             method=value(method), alpha=params.alpha, time_column=time_column, half_life=half_life_seconds,
             running_mean=running_mean, repeats=params.n_repeats,

@@ -89,6 +89,11 @@ DelimiterOpt = Annotated[Optional[str], typer.Option(
     "--delimiter", "-d", help="CSV field separator: one character, or tab, semicolon, pipe. Default: a comma, "
     "unless the header has none and has ';', tab or '|'; tab for .tsv.", rich_help_panel=PANEL_INPUT,
     show_default=False, metavar="SEP")]
+DecimalOpt = Annotated[Optional[str], typer.Option(
+    "--decimal", help="The decimal mark of a CSV file's numbers: '.' (the default) or ',' (12,8 as European "
+    "spreadsheets export it, with ';' between fields; a field with a '.' is then text). JSONL and Parquet "
+    "numbers are typed: it does not apply to them.", rich_help_panel=PANEL_INPUT, show_default=False,
+    metavar="MARK")]
 
 
 FormatOpt = Annotated[Optional[InputFormat], typer.Option(
@@ -217,10 +222,10 @@ def parse_groups(specs: Sequence[str] | None, option: str = "--group") -> dict[s
 
 # -- option groups -------------------------------------------------------------------------------
 def input_spec(path: str | None, input_format: Any, na_values: Sequence[str] | None, no_default_na: bool,
-               delimiter: str | None, text: Sequence[str] | None) -> InputSpec:
+               delimiter: str | None, text: Sequence[str] | None, decimal: str | None = None) -> InputSpec:
     """The input options as one value; bad reader options are usage errors, before any work."""
     spec = InputSpec(path=path, format=value(input_format), na_values=na_values, no_default_na=no_default_na,
-                     delimiter=delimiter, text=split_names(text))
+                     delimiter=delimiter, decimal=decimal, text=split_names(text))
     spec.check()
     return spec
 

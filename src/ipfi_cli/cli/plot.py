@@ -5,7 +5,9 @@ the traces ``ipfi explain`` writes (``row`` then one column per feature, bound
 columns ignored) or ``ipfi compare --traces`` writes (``method,row,<features>``: every
 ``ipfi-*`` method becomes a panel, ``interval``/``batch`` rows are drawn dashed), CSV
 or JSONL. ``--interval-traces`` adds interval PFI from another file of the same shape
-(its ``row`` is each window's last row).
+(its ``row`` is each window's last row), or the records ``ipfi batch`` writes
+(``feature,importance,...,n_rows``: one value per feature for the whole file, drawn as one
+dashed level over every row).
 """
 
 from __future__ import annotations
@@ -31,17 +33,19 @@ PlotDriftOpt = Annotated[Optional[int], typer.Option(
 TopKOpt = Annotated[int, typer.Option(
     "--top-k", "-k", min=0, help="Colour the K features with the largest mean importance; the others are grey.")]
 IntervalTracesOpt = Annotated[Optional[str], typer.Option(
-    "--interval-traces", help="Interval (or batch) PFI to draw dashed: a file with row (each window's last "
-    "row) and one column per feature.", show_default=False, metavar="FILE")]
+    "--interval-traces", help="Interval or batch PFI to draw dashed: a file with row (each window's last "
+    "row) and one column per feature, or the records of `ipfi batch` (one level over every row).",
+    show_default=False, metavar="FILE")]
 TitleOpt = Annotated[Optional[str], typer.Option("--title", help="Figure title.", show_default=False)]
 PlotFeaturesOpt = Annotated[Optional[list[str]], typer.Option(
     "--features", help="Plot only these features (comma-separated, repeatable).", show_default=False,
     metavar="COLS")]
 
 
-def read_traces(path: str) -> Any:
+def read_traces(path: str, *, batch: bool = False) -> Any:
     """A trace file as a DataFrame, read through the one reader of every command (CSV or
-    JSONL, by name or content, gzip allowed); an unreadable row stops with its location."""
+    JSONL, by name or content, gzip allowed); an unreadable row stops with its location.
+    ``batch``: ``ipfi batch``'s records (``feature``, ``importance``) are taken too."""
     import pandas as pd
 
     from ipfi_cli.io.readers import open_rows
@@ -53,9 +57,9 @@ def read_traces(path: str) -> Any:
             if row.error is not None:
                 raise row.error
             records.append(row.values)
-    if "row" not in columns:
-        raise InputError("no 'row' column; expected the traces of `ipfi explain` or `ipfi compare --traces`",
-                         source=path)
+    if "row" not in columns and not (batch and {"feature", "importance"} <= set(columns)):
+        raise InputError("no 'row' column; expected the traces of `ipfi explain` or `ipfi compare --traces`"
+                         + (" (or the records of `ipfi batch`)" if batch else ""), source=path)
     if not records:
         raise InputError("no trace rows", source=path)
     return pd.DataFrame.from_records(records, columns=columns)
@@ -120,13 +124,8 @@ def plot(
         else:
             panels.append(Series("iPFI", frame["row"].to_numpy(), frame[names].to_numpy(dtype=float)))
         if interval_traces:
-            other = read_traces(interval_traces)
-            if "method" in other.columns:
-                other = other[other["method"].isin(REFERENCE_METHODS)]
-            missing = [n for n in names if n not in other.columns]
-            if missing:
-                raise InputError(f"no column(s) {', '.join(missing)} of the traces", source=interval_traces)
-            reference = Series("interval PFI", other["row"].to_numpy(), other[names].to_numpy(dtype=float))
+            last = max((float(p.rows[-1]) for p in panels if len(p.rows)), default=0.0)
+            reference = reference_series(interval_traces, names, last)
         if not panels:
             raise InputError(f"no iPFI traces (only {', '.join(REFERENCE_METHODS)} rows)", source=traces)
         try:
@@ -136,6 +135,36 @@ def plot(
             raise OutputError(f"{output}: cannot write the figure ({error})") from None
         if not quiet:
             say(f"wrote {path} ({len(panels)} panel(s), {len(names)} features)")
+
+
+def reference_series(path: str, names: list[str], last_row: float) -> Any:
+    """``--interval-traces``: interval PFI (``row`` and a column per feature), or ``ipfi batch``'s
+    records (one value per feature for the whole file, held from row 0 to its ``n_rows`` or the
+    traces' last row, whichever is further)."""
+    import numpy as np
+
+    from ipfi_cli.plotting import Series
+
+    other = read_traces(path, batch=True)
+    if "row" not in other.columns:  # ipfi batch: feature,importance,...,n_rows
+        values = dict(zip(other["feature"].astype(str), other["importance"]))
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise InputError(f"no feature(s) {', '.join(missing)} of the traces in these batch records", source=path)
+        rows = other["n_rows"].max() if "n_rows" in other.columns else 0
+        end = max(float(rows) if rows == rows else 0.0, last_row)
+        label = "batch SAGE" if "explained_loss" in other.columns else "batch PFI"
+        try:
+            level = np.array([[float(values[n]) for n in names]])
+        except (TypeError, ValueError):
+            raise InputError("the 'importance' column is not numbers", source=path) from None
+        return Series(label, np.array([end]), level)
+    if "method" in other.columns:
+        other = other[other["method"].isin(REFERENCE_METHODS)]
+    missing = [n for n in names if n not in other.columns]
+    if missing:
+        raise InputError(f"no column(s) {', '.join(missing)} of the traces", source=path)
+    return Series("interval PFI", other["row"].to_numpy(), other[names].to_numpy(dtype=float))
 
 
 def _plot_curves(frame: Any, output: str, wanted: list[str] | None, title: str | None, quiet: bool) -> None:

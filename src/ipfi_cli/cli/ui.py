@@ -159,12 +159,15 @@ class Dashboard:
         if self._live is not None:
             self._live.update(self.render(snapshot), refresh=True)
 
-    def stop(self, snapshot: Snapshot | None = None) -> None:
-        """End the live view, leaving its last frame (updated with ``snapshot``) on screen."""
+    def stop(self, snapshot: Snapshot | None = None, *, clear: bool = False) -> None:
+        """End the live view, leaving its last frame (updated with ``snapshot``) on screen, or
+        none with ``clear`` (a run that explained no row leaves no empty table)."""
         if self._live is None:
             return
         try:
-            if snapshot is not None:
+            if clear:
+                self._live.transient = True  # Rich erases a transient view as it stops
+            elif snapshot is not None:
                 self._live.update(self.render(snapshot), refresh=True)
         finally:
             self._live.stop()
@@ -302,7 +305,7 @@ class TerminalReporter(PlainReporter):
             super().on_end(end)
             return
         try:
-            self.dashboard.stop(end.snapshot)
+            self.dashboard.stop(end.snapshot, clear=end.snapshot is not None and not end.snapshot.explained)
         finally:
             for text, kind in end.notes:
                 self.message(text, kind)

@@ -10,33 +10,33 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names as a type checker sees them
-    from ipfi_cli.core.batch import IntervalPFI, PFIResult, batch_pfi
+    from ipfi_cli.core.batch import IntervalPFIEstimator, PFIResult, batch_pfi
     from ipfi_cli.core.changes import ChangeDetector, ChangeEvent, RankingEvent, ndcg_at_k
     from ipfi_cli.core.explainer import METHODS, Explainer, make_explainer
     from ipfi_cli.core.groups import resolve_groups
-    from ipfi_cli.core.incremental import IncrementalPFI, RowError
+    from ipfi_cli.core.incremental import IPFIEstimator, RowError
     from ipfi_cli.core.losses import LOSSES, Loss, LossMismatchError, Output, default_loss, get_loss
     from ipfi_cli.core.paired import BothRemovals
-    from ipfi_cli.core.pdp import IncrementalPDP
+    from ipfi_cli.core.pdp import IPDPEstimator
     from ipfi_cli.core.predictor import Predictor
     from ipfi_cli.core.prequential import explain_then_learn
     from ipfi_cli.core.removal import GaussianSampler, TreeSampler
-    from ipfi_cli.core.sage import IncrementalSAGE, SAGEResult, batch_sage
+    from ipfi_cli.core.sage import ISAGEEstimator, SAGEResult, batch_sage
     from ipfi_cli.core.samplers import GeometricReservoir, UniformReservoir, make_sampler
     from ipfi_cli.core.smoothing import ExponentialMean, RunningMean
 
 _WHERE = {
-    "IntervalPFI": "batch", "PFIResult": "batch", "batch_pfi": "batch",
+    "IntervalPFIEstimator": "batch", "PFIResult": "batch", "batch_pfi": "batch",
     "ChangeDetector": "changes", "ChangeEvent": "changes", "RankingEvent": "changes", "ndcg_at_k": "changes",
     "METHODS": "explainer", "Explainer": "explainer", "make_explainer": "explainer",
     "resolve_groups": "groups",
-    "IncrementalPFI": "incremental", "RowError": "incremental",
+    "IPFIEstimator": "incremental", "RowError": "incremental",
     "LOSSES": "losses", "Loss": "losses", "LossMismatchError": "losses", "Output": "losses",
     "default_loss": "losses", "get_loss": "losses",
-    "BothRemovals": "paired", "IncrementalPDP": "pdp",
+    "BothRemovals": "paired", "IPDPEstimator": "pdp",
     "Predictor": "predictor",
     "GaussianSampler": "removal", "TreeSampler": "removal",
-    "IncrementalSAGE": "sage", "SAGEResult": "sage", "batch_sage": "sage",
+    "ISAGEEstimator": "sage", "SAGEResult": "sage", "batch_sage": "sage",
     "explain_then_learn": "prequential",
     "GeometricReservoir": "samplers", "UniformReservoir": "samplers", "make_sampler": "samplers",
     "ExponentialMean": "smoothing", "RunningMean": "smoothing",
@@ -44,7 +44,7 @@ _WHERE = {
 
 __all__ = [
     "LOSSES", "METHODS", "BothRemovals", "ChangeDetector", "ChangeEvent", "Explainer", "ExponentialMean",
-    "GaussianSampler", "GeometricReservoir", "IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI",
+    "GaussianSampler", "GeometricReservoir", "IPDPEstimator", "IPFIEstimator", "ISAGEEstimator", "IntervalPFIEstimator",
     "Loss", "LossMismatchError", "Output", "PFIResult", "Predictor", "RankingEvent", "RowError", "RunningMean",
     "SAGEResult", "TreeSampler", "UniformReservoir", "batch_pfi", "batch_sage", "default_loss", "explain_then_learn",
     "get_loss", "make_explainer", "make_sampler", "ndcg_at_k", "resolve_groups",

@@ -192,7 +192,7 @@ def batch_pfi(
 
 
 @dataclass
-class IntervalPFI:
+class IntervalPFIEstimator:
     """Batch PFI over consecutive windows of a stream, with the model as it is at each window's end.
 
     Call :meth:`update` for every row (after the model learned it, in a prequential

@@ -2,7 +2,7 @@
 
 iPFI's smoothed estimate of feature (or group) ``j`` averages per-row contributions
 ``lambda_t(j)`` (the loss increase of row ``t`` when ``j`` is replaced, averaged over the
-``M`` realisations; :attr:`IncrementalPFI.last_contribution`). A change in the model's
+``M`` realisations; :attr:`IPFIEstimator.last_contribution`). A change in the model's
 reliance on ``j`` is a change in the mean of ``lambda_t(j)``. :class:`ChangeDetector` runs
 one river :class:`~river.drift.ADWIN` per feature or group, and one on the model's own
 per-row loss, and turns ADWIN's detections into :class:`ChangeEvent` records that say what
@@ -32,7 +32,7 @@ delta`` (0.0144 at the default ``delta = 0.002``). Over a stream of ``T`` rows a
 ``T / clock`` checks: ``7.2 * delta * T / clock`` bounds its expected number of false alarms.
 The bound is loose (a union over overlapping cuts, Bernstein with the worst-case range), and
 the measured rate is far lower (none in 10 x 20,000 rows, 10 detectors, M = 10 or 3: see
-``benchmarks/bench_changes.py``). Two caveats, as for :meth:`IncrementalPFI.bounds`: the
+``benchmarks/bench_changes.py``). Two caveats, as for :meth:`IPFIEstimator.bounds`: the
 test uses the window's sample variance in place of the true one, and contributions of nearby
 rows share reservoir rows, so they are not quite independent; the guarantee is for the
 idealised stream of independent rows. For a loss without a known range (absolute, squared,
@@ -207,11 +207,11 @@ class ChangeDetector:
     @classmethod
     def from_explainer(cls, explainer: Any, **options: Any) -> ChangeDetector:
         """A detector for an :class:`~ipfi_cli.core.explainer.Explainer` (or the Python API's
-        ``IncrementalPFI``, through its ``explainer``): its names, and its loss's ranges.
+        ``IPFIEstimator``, through its ``explainer``): its names, and its loss's ranges.
 
-        >>> from ipfi_cli.core import IncrementalPFI
+        >>> from ipfi_cli.core import IPFIEstimator
         >>> from ipfi_cli.models import FunctionPredictor
-        >>> explainer = IncrementalPFI(FunctionPredictor(lambda X: X[:, 0] > 0), ["a", "b"])
+        >>> explainer = IPFIEstimator(FunctionPredictor(lambda X: X[:, 0] > 0), ["a", "b"])
         >>> detector = ChangeDetector.from_explainer(explainer, min_change=0.02)
         >>> detector.names, detector.value_range, detector.loss_range
         (['a', 'b'], 2.0, 1.0)
@@ -229,7 +229,7 @@ class ChangeDetector:
                estimates: Sequence[float] | np.ndarray | None = None) -> list[ChangeEvent | RankingEvent]:
         """Feed one explained row; returns its events (usually none).
 
-        ``contributions``: the row's contribution per feature (``IncrementalPFI.last_contribution``),
+        ``contributions``: the row's contribution per feature (``IPFIEstimator.last_contribution``),
         ``loss``: its unperturbed loss (``last_loss``), ``estimates``: the smoothed estimates after
         it (needed only for the reference check). A row with a NaN contribution is skipped.
         """

@@ -14,9 +14,9 @@ data (dicts, lists, strings, numbers, booleans, ``None`` and NumPy arrays; a ran
 state as its dict), and a resumed run builds a new explainer with the same settings and calls
 ``load_state_dict()`` on it: loading a state runs no code (:mod:`ipfi_cli.core.plain_state`).
 
->>> from ipfi_cli.core.incremental import IncrementalPFI
+>>> from ipfi_cli.core.incremental import IPFIEstimator
 >>> from ipfi_cli.models import FunctionPredictor
->>> isinstance(IncrementalPFI(FunctionPredictor(lambda X: X[:, 0]), ["a"], loss="squared"), Explainer)
+>>> isinstance(IPFIEstimator(FunctionPredictor(lambda X: X[:, 0]), ["a"], loss="squared"), Explainer)
 True
 >>> sorted(METHODS)
 ['pfi', 'sage']
@@ -110,15 +110,15 @@ def _both_or_one(cls: Any, predictor: Predictor, columns: Sequence[str], setting
 
 
 def _pfi(predictor: Predictor, columns: Sequence[str], **settings: Any) -> Explainer:
-    from ipfi_cli.core.incremental import IncrementalPFI
+    from ipfi_cli.core.incremental import IPFIEstimator
 
     settings.pop("n_inner", None)  # SAGE's
-    return _both_or_one(IncrementalPFI, predictor, columns, settings)
+    return _both_or_one(IPFIEstimator, predictor, columns, settings)
 
 
 def _sage(predictor: Predictor, columns: Sequence[str], *, features: Sequence[str] | None = None,
           groups: Mapping[str, Sequence[str]] | None = None, **settings: Any) -> Explainer:
-    from ipfi_cli.core.sage import IncrementalSAGE
+    from ipfi_cli.core.sage import ISAGEEstimator
     from ipfi_cli.errors import UsageError
 
     grouped = {c for members in (groups or {}).values() for c in members}
@@ -126,7 +126,7 @@ def _sage(predictor: Predictor, columns: Sequence[str], *, features: Sequence[st
         left = [c for c in columns if c not in set(features) | grouped]
         raise UsageError(f"SAGE shares the loss among all the model's inputs; {', '.join(left)} would be left "
                          "out (explain every input; --group is fine)", "--features")
-    return _both_or_one(IncrementalSAGE, predictor, columns, {**settings, "groups": groups})
+    return _both_or_one(ISAGEEstimator, predictor, columns, {**settings, "groups": groups})
 
 
 #: method name -> factory; the keys are :data:`ipfi_cli.core.choices.METHOD_NAMES` (a test checks it)

@@ -9,7 +9,7 @@ with rate ``alpha`` (see :mod:`ipfi_cli.core.smoothing`).
 
 One row costs one unperturbed and ``G * M`` perturbed predictions (``G`` groups).
 With a predictor that ``supports_batch`` they go to the model in one call, and
-:meth:`IncrementalPFI.explain_many` (static models only) puts the rows of many time
+:meth:`IPFIEstimator.explain_many` (static models only) puts the rows of many time
 steps into one call. Every random choice comes from one generator seeded by ``seed``,
 drawn in the same order on every path: same seed, same numbers.
 
@@ -20,7 +20,7 @@ model explain row ``t`` with ``h_t`` and then learn it
 >>> import numpy as np
 >>> from ipfi_cli.models import FunctionPredictor
 >>> model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))   # uses only "a"
->>> explainer = IncrementalPFI(model, ["a", "b"], loss="zero-one", alpha=0.01, seed=1)
+>>> explainer = IPFIEstimator(model, ["a", "b"], loss="zero-one", alpha=0.01, seed=1)
 >>> rng = np.random.default_rng(0)
 >>> for _ in range(2000):
 ...     a, b = rng.random(2)
@@ -74,7 +74,7 @@ def _all_rows_numbers(rows: list[list[Any]]) -> bool:
     return set(map(type, chain.from_iterable(rows))) <= _PLAIN_TYPES or all(_all_numbers(row) for row in rows)
 
 
-class IncrementalPFI:
+class IPFIEstimator:
     """Anytime permutation feature importance of a model on a stream.
 
     Parameters
@@ -389,7 +389,7 @@ class IncrementalPFI:
         The array form is :class:`ExponentialMean`'s (:meth:`ExponentialMean.update_many`);
         another smoother, or a subclass that folds otherwise (event times), folds row by row
         with :meth:`_fold`, so its numbers are those of :meth:`explain_one`."""
-        if type(self._tracker) is not ExponentialMean or type(self)._fold is not IncrementalPFI._fold:
+        if type(self._tracker) is not ExponentialMean or type(self)._fold is not IPFIEstimator._fold:
             for t, step in enumerate(losses):
                 self._fold(step)
                 out[t] = self._tracker.mean
@@ -687,10 +687,10 @@ class IncrementalPFI:
 
         >>> from ipfi_cli.models import FunctionPredictor
         >>> model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))
-        >>> a = IncrementalPFI(model, ["a", "b"], alpha=0.1, seed=1)
+        >>> a = IPFIEstimator(model, ["a", "b"], alpha=0.1, seed=1)
         >>> for x in (0.2, 0.7, 0.9):
         ...     _ = a.explain_one({"a": x, "b": 0.0}, int(x > 0.5))
-        >>> b = IncrementalPFI(model, ["a", "b"], alpha=0.1, seed=1)
+        >>> b = IPFIEstimator(model, ["a", "b"], alpha=0.1, seed=1)
         >>> b.load_state_dict(a.state_dict())
         >>> a.explain_one({"a": 0.1, "b": 1.0}, 0).tolist() == b.explain_one({"a": 0.1, "b": 1.0}, 0).tolist()
         True

@@ -7,10 +7,10 @@ into bytes) and dropped; when its key comes back it is rebuilt by the factory an
 that state. The state round trip is exact, so a run with eviction gives the numbers of a run
 without it, and each key's numbers are those of an explainer that saw only that key's rows.
 
->>> from ipfi_cli.core import IncrementalPFI
+>>> from ipfi_cli.core import IPFIEstimator
 >>> from ipfi_cli.models import FunctionPredictor
 >>> model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))
->>> keyed = KeyedExplainers(lambda key: IncrementalPFI(model, ["a", "b"], alpha=0.1, seed=1), max_keys=1)
+>>> keyed = KeyedExplainers(lambda key: IPFIEstimator(model, ["a", "b"], alpha=0.1, seed=1), max_keys=1)
 >>> for key, a in [("eu", 0.2), ("us", 0.9), ("eu", 0.7), ("us", 0.1)]:
 ...     _ = keyed.get(key).explain_one({"a": a, "b": 0.0}, int(a > 0.5))
 >>> keyed.keys(), keyed.n_live, keyed.evictions

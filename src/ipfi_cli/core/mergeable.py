@@ -1,6 +1,6 @@
 """iPFI whose state merges: smoothing by event time (forward decay) or the running mean.
 
-:class:`MergeablePFI` is :class:`~ipfi_cli.core.incremental.IncrementalPFI` with its row-count
+:class:`MergeablePFI` is :class:`~ipfi_cli.core.incremental.IPFIEstimator` with its row-count
 smoothing replaced by a :class:`~ipfi_cli.core.decay.DecayedMean`: with ``half_life`` each row's
 contribution weighs by its event time (``explain_one(x, y, time=...)``), without it every row
 weighs alike (the static setting's running mean). The states of shards of one stream, each
@@ -38,13 +38,13 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core.decay import DecayedMean, event_time, merge_reservoir_rows
-from ipfi_cli.core.incremental import IncrementalPFI, RowError
+from ipfi_cli.core.incremental import IPFIEstimator, RowError
 
 
-class MergeablePFI(IncrementalPFI):
+class MergeablePFI(IPFIEstimator):
     """iPFI smoothed by forward decay in event time (``half_life``) or by the running mean (``None``).
 
-    The parameters are :class:`~ipfi_cli.core.incremental.IncrementalPFI`'s, with ``half_life``
+    The parameters are :class:`~ipfi_cli.core.incremental.IPFIEstimator`'s, with ``half_life``
     (in the unit of the times given) in place of ``alpha``.
     """
 

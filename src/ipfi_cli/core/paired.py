@@ -9,10 +9,10 @@ three. Both see every row or neither: if the second fails on a micro-batch, the 
 back as it was.
 
 >>> import numpy as np
->>> from ipfi_cli.core.incremental import IncrementalPFI
+>>> from ipfi_cli.core.incremental import IPFIEstimator
 >>> from ipfi_cli.models import FunctionPredictor
 >>> model = FunctionPredictor(lambda X: X[:, 0])
->>> make = lambda removal: IncrementalPFI(model, ["a", "b"], loss="squared", removal=removal,
+>>> make = lambda removal: IPFIEstimator(model, ["a", "b"], loss="squared", removal=removal,
 ...                                       smoothing="mean", seed=0)
 >>> both = BothRemovals(make("marginal"), make("conditional"))
 >>> a = np.random.default_rng(0).normal(size=3000)
@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from ipfi_cli.core.incremental import IncrementalPFI
+from ipfi_cli.core.incremental import IPFIEstimator
 
 
 class BothRemovals:
     """Two explainers of one kind, marginal and conditional removal, as one."""
 
-    def __init__(self, marginal: IncrementalPFI, conditional: IncrementalPFI) -> None:
+    def __init__(self, marginal: IPFIEstimator, conditional: IPFIEstimator) -> None:
         if marginal.names != conditional.names:
             raise ValueError("the two explainers must explain the same features")
         self.marginal, self.conditional = marginal, conditional

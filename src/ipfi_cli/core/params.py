@@ -50,5 +50,5 @@ class PFIParams:
             raise ValueError(f"sampling must be one of {', '.join(SAMPLING_NAMES)}, got {self.sampling!r}")
 
     def as_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of :class:`~ipfi_cli.core.incremental.IncrementalPFI` they set."""
+        """The keyword arguments of :class:`~ipfi_cli.core.incremental.IPFIEstimator` they set."""
         return asdict(self)

@@ -15,11 +15,11 @@ importance: it needs no target, so a change in it signals a change in the model 
 labels.
 
 Cost per row: ``grid_size`` evaluations per feature, in one model call for a batch
-predictor; :meth:`IncrementalPDP.explain_many` puts many rows in one call.
+predictor; :meth:`IPDPEstimator.explain_many` puts many rows in one call.
 
 >>> import numpy as np
 >>> from ipfi_cli.models import FunctionPredictor
->>> pdp = IncrementalPDP(FunctionPredictor(lambda X: X[:, 0] ** 2 + X[:, 1]), ["a", "b"], ["a"],
+>>> pdp = IPDPEstimator(FunctionPredictor(lambda X: X[:, 0] ** 2 + X[:, 1]), ["a", "b"], ["a"],
 ...                      grid={"a": [-1.0, 0.0, 1.0]}, smoothing="mean")
 >>> X = np.random.default_rng(0).normal(size=(2000, 2))
 >>> _ = pdp.explain_many(X)
@@ -41,7 +41,7 @@ from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.smoothing import make_smoother
 
 
-class IncrementalPDP:
+class IPDPEstimator:
     """Anytime partial-dependence curves of chosen features of a model on a stream.
 
     Parameters

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ipfi_cli.core.incremental import IncrementalPFI
+from ipfi_cli.core.incremental import IPFIEstimator
 
 
 class Learner(Protocol):
@@ -15,7 +15,7 @@ class Learner(Protocol):
 
 
 def explain_then_learn(
-    explainer: IncrementalPFI,
+    explainer: IPFIEstimator,
     learner: Learner,
     stream: Iterable[tuple[Mapping[str, Any], Any]],
 ) -> Iterator[np.ndarray]:
@@ -27,7 +27,7 @@ def explain_then_learn(
     >>> from river import linear_model
     >>> from ipfi_cli.models import as_predictor
     >>> model = as_predictor(linear_model.LinearRegression())
-    >>> explainer = IncrementalPFI(model, ["a", "b"], loss="absolute", seed=0)
+    >>> explainer = IPFIEstimator(model, ["a", "b"], loss="absolute", seed=0)
     >>> stream = [({"a": i % 7, "b": i % 3}, 2.0 * (i % 7)) for i in range(50)]
     >>> traces = list(explain_then_learn(explainer, model, stream))
     >>> len(traces), traces[-1].shape

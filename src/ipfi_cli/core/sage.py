@@ -37,7 +37,7 @@ many rows' into one call.
 >>> import numpy as np
 >>> from ipfi_cli.models import FunctionPredictor
 >>> model = FunctionPredictor(lambda X: 3 * X[:, 0] + X[:, 1])
->>> explainer = IncrementalSAGE(model, ["a", "b", "c"], loss="squared", n_inner=10,
+>>> explainer = ISAGEEstimator(model, ["a", "b", "c"], loss="squared", n_inner=10,
 ...                             smoothing="mean", seed=0)
 >>> X = np.random.default_rng(1).normal(size=(3000, 3))
 >>> _ = explainer.explain_many(X, 3 * X[:, 0] + X[:, 1])
@@ -61,7 +61,7 @@ import numpy as np
 
 from ipfi_cli.core.batch import as_block
 from ipfi_cli.core.groups import resolve_groups
-from ipfi_cli.core.incremental import IncrementalPFI
+from ipfi_cli.core.incremental import IPFIEstimator
 from ipfi_cli.core.losses import Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.smoothing import make_smoother
@@ -120,10 +120,10 @@ class _Marginal:
         return max(weights, key=weights.__getitem__)
 
 
-class IncrementalSAGE(IncrementalPFI):
+class ISAGEEstimator(IPFIEstimator):
     """Anytime SAGE values of a model on a stream (see the module docstring).
 
-    Parameters are iPFI's (:class:`~ipfi_cli.core.incremental.IncrementalPFI`), except:
+    Parameters are iPFI's (:class:`~ipfi_cli.core.incremental.IPFIEstimator`), except:
 
     n_repeats
         Random orderings per row (iXAI: 1).

@@ -7,7 +7,7 @@ share their memory of the past. Rows are stored as arrays in column order. Memor
 
 The order of random draws is fixed: for each row, first :meth:`draw` (when the row
 is explained), then :meth:`insert`. Both the row-by-row and the batched paths of
-:class:`~ipfi_cli.core.incremental.IncrementalPFI` follow it, which is what makes
+:class:`~ipfi_cli.core.incremental.IPFIEstimator` follow it, which is what makes
 them give the same numbers. :meth:`Reservoir.draw_insert_many` does both for many
 rows at once with array operations, from the very same random numbers: numpy's
 bounded integers below ``2**32`` are Lemire's method on the generator's stream of

@@ -1,7 +1,7 @@
 """Comparisons of iPFI with batch and interval PFI: the paper's error metric and experiment runners.
 
 Pure like the core (no CLI, no display, no file I/O); it only composes the core's
-estimators (``IncrementalPFI``, ``batch_pfi``, ``IntervalPFI``, ``explain_then_learn``).
+estimators (``IPFIEstimator``, ``batch_pfi``, ``IntervalPFIEstimator``, ``explain_then_learn``).
 
 * :mod:`~ipfi_cli.evaluation.metrics`: normalisation and the error between two importance vectors;
 * :mod:`~ipfi_cli.evaluation.records`: flat per-feature comparison records;

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core.changes import ChangeDetector, ChangeEvent, RankingEvent
-from ipfi_cli.core.incremental import IncrementalPFI
+from ipfi_cli.core.incremental import IPFIEstimator
 from ipfi_cli.evaluation.drift import agrawal_function_drift
 
 #: river's Agrawal columns, in its order
@@ -79,7 +79,7 @@ class ChangeRun:
     at: int
     events: list[ChangeEvent | RankingEvent]
     detector: ChangeDetector
-    explainer: IncrementalPFI
+    explainer: IPFIEstimator
     delays: dict[str, int] = field(default_factory=dict)   # feature (or "loss") -> rows from ``at`` to its first event
     false_alarms: list[ChangeEvent] = field(default_factory=list)   # before ``at`` (stationary: all)
 
@@ -117,7 +117,7 @@ def change_scenario(scenario: str, *, seed: int = 0, n_repeats: int = 10, n_rows
     from ipfi_cli.models import FunctionPredictor
 
     X, y, (before, after) = scenario_stream(scenario, seed, n_rows, at, swap)
-    explainer = IncrementalPFI(FunctionPredictor(before), AGRAWAL_COLUMNS, loss="zero-one", alpha=alpha,
+    explainer = IPFIEstimator(FunctionPredictor(before), AGRAWAL_COLUMNS, loss="zero-one", alpha=alpha,
                                n_repeats=n_repeats, seed=seed)
     detector = ChangeDetector.from_explainer(explainer, **detector_options)
     events: list[ChangeEvent | RankingEvent] = []

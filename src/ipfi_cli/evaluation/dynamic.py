@@ -3,11 +3,11 @@
 One prequential pass (:func:`~ipfi_cli.core.prequential.explain_then_learn`) drives
 everything, so the model learns each row exactly once whatever is compared:
 
-* one :class:`~ipfi_cli.core.IncrementalPFI` per sampling strategy explains row ``t``
+* one :class:`~ipfi_cli.core.IPFIEstimator` per sampling strategy explains row ``t``
   with the model ``h_t``; extra smoothing rates (``alphas[1:]``) reuse that explainer's
   per-row contributions (``last_contributions``) through the core's own
   :class:`~ipfi_cli.core.ExponentialMean`, so a second alpha costs no model call;
-* after the model learned the row, :class:`~ipfi_cli.core.IntervalPFI` gathers it and
+* after the model learned the row, :class:`~ipfi_cli.core.IntervalPFIEstimator` gathers it and
   computes batch PFI of the model as it is at the end of each window of ``interval`` rows.
 
 At each window's end the iPFI estimate after that row is compared with the window's
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ipfi_cli.core import ExponentialMean, IncrementalPFI, IntervalPFI, PFIResult, explain_then_learn
+from ipfi_cli.core import ExponentialMean, IntervalPFIEstimator, IPFIEstimator, PFIResult, explain_then_learn
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.evaluation.metrics import ErrorSummary, importance_error, summarise
@@ -134,7 +134,7 @@ class LearningComparison:
 class _Explainers:
     """Explains one row with every explainer (what explain_then_learn calls ``explainer``)."""
 
-    def __init__(self, explainers: list[IncrementalPFI], extra: list[list[ExponentialMean]]) -> None:
+    def __init__(self, explainers: list[IPFIEstimator], extra: list[list[ExponentialMean]]) -> None:
         self.explainers = explainers
         self.extra = extra
 
@@ -155,7 +155,7 @@ class _Explainers:
 class _LearnThenWindow:
     """Learns the row, then hands it to interval PFI (what explain_then_learn calls ``learner``)."""
 
-    def __init__(self, predictor: Predictor, interval: IntervalPFI) -> None:
+    def __init__(self, predictor: Predictor, interval: IntervalPFIEstimator) -> None:
         self.predictor = predictor
         self.interval = interval
         self.last: PFIResult | None = None
@@ -202,18 +202,18 @@ def compare_learning(
     alphas = list(dict.fromkeys(float(a) for a in alphas))
     explainer_seeds, interval_seed = np.random.SeedSequence(seed).spawn(2)
     children = explainer_seeds.spawn(2)
-    explainers: list[IncrementalPFI] = []
+    explainers: list[IPFIEstimator] = []
     extra: list[list[ExponentialMean]] = []
     traces: list[Trace] = []
     for sampling in samplings:
-        explainer = IncrementalPFI(predictor, columns, loss=loss, alpha=alphas[0], n_repeats=n_repeats,
+        explainer = IPFIEstimator(predictor, columns, loss=loss, alpha=alphas[0], n_repeats=n_repeats,
                                    sampling=sampling, reservoir_size=reservoir_size, features=features,
                                    groups=groups, seed=int(children[sampling_slot(sampling)].generate_state(1)[0]))
         explainers.append(explainer)
         extra.append([ExponentialMean(a, len(explainer.names)) for a in alphas[1:]])
         traces.extend(Trace(sampling, a) for a in alphas)
     names = explainers[0].names
-    window = IntervalPFI(predictor, columns, interval, loss=loss, n_repeats=n_repeats, features=features,
+    window = IntervalPFIEstimator(predictor, columns, interval, loss=loss, n_repeats=n_repeats, features=features,
                          groups=groups, seed=int(interval_seed.generate_state(1)[0]), n_jobs=n_jobs)
     fan_out = _Explainers(explainers, extra)
     learner = _LearnThenWindow(predictor, window)

@@ -3,7 +3,7 @@
 Batch PFI does not depend on the order of the rows, so it is computed **once** on the
 whole data and every iPFI run (each sampling strategy on each ordering) is compared
 with it. Each iPFI run streams the rows of one ordering through
-:meth:`IncrementalPFI.explain_many` in chunks (one model call per chunk), and its final
+:meth:`IPFIEstimator.explain_many` in chunks (one model call per chunk), and its final
 estimates are compared with batch PFI using :func:`~ipfi_cli.evaluation.metrics.importance_error`.
 Runs are independent, so ``n_jobs`` spreads them (and batch PFI's groups) over joblib workers.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ipfi_cli.core import IncrementalPFI, PFIResult, batch_pfi
+from ipfi_cli.core import IPFIEstimator, PFIResult, batch_pfi
 from ipfi_cli.core.batch import as_block
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.core.predictor import Predictor
@@ -114,7 +114,7 @@ def _run(predictor: Predictor, block: np.ndarray, targets: np.ndarray, columns: 
          order: np.ndarray, sampling: str, ordering: int, explainer_seed: int, reference: np.ndarray,
          options: dict[str, Any], keep_trace: bool, trace_every: int, normalisation: str) -> StaticRun:
     start = time.perf_counter()
-    explainer = IncrementalPFI(predictor, columns, sampling=sampling, seed=explainer_seed, **options)
+    explainer = IPFIEstimator(predictor, columns, sampling=sampling, seed=explainer_seed, **options)
     chunk = max(1, CHUNK_MODEL_ROWS // explainer.block_rows)
     trace_rows: list[np.ndarray] = []
     trace: list[np.ndarray] = []

@@ -49,6 +49,7 @@ from ipfi_cli.io.values import (
     STRING,
     NotANumber,
     Row,
+    decimal_comma_hint,
     delimiter_for,
     detect_format,
     noted_missing_summary,
@@ -90,14 +91,17 @@ class RowReader:
         Fields (CSV) and strings (JSONL) that mean a missing value; see :func:`na_tokens`.
     delimiter
         The CSV field separator; ``None`` sniffs it from the header line.
+    decimal
+        The CSV numbers' decimal mark, ``.`` or ``,`` (``12,8``); JSON numbers are typed.
     """
 
     def __init__(self, stream: BinaryIO | int, *, name: str = STDIN_NAME, format: str | None = None,
                  close: bool = False, na_values: frozenset[str] = DEFAULT_NA_VALUES,
-                 delimiter: str | None = None) -> None:
+                 delimiter: str | None = None, decimal: str = ".") -> None:
         self.name = name
         self.na_values = na_values
         self.delimiter = delimiter
+        self.decimal = decimal
         self._source = ByteSource(stream, close)
         self._lines = LineBuffer(self._source)
         self._format = detect_format(None, format) if format else None
@@ -135,6 +139,9 @@ class RowReader:
             if self.delimiter is None:
                 first = self._lines.peek_nonblank()
                 self.delimiter = sniff_delimiter(first or "")
+            if self.decimal == "," and self.delimiter == ",":
+                raise UsageError("the decimal mark ',' needs fields separated by something else (';', a tab): "
+                                 "the header is separated by ',' (give --delimiter)", "--decimal")
             self._csv = csv.reader(iter(self._lines), delimiter=self.delimiter)
             header = self._read_header()
             self._columns = header
@@ -209,7 +216,10 @@ class RowReader:
         converters: list[Callable[[str], Any]] | None = None  # once every kind is known
         na_values = self.na_values
         noted = self.noted_missing
-        as_number = number_parser(na_values)
+        decimal = self.decimal
+        as_number = number_parser(na_values, decimal)
+        # a decimal comma read with the decimal point: refused with the hint, not learned as text
+        comma_hint = decimal == "." and self.delimiter != ","
         as_strings = [string_parser(na_values, noted.setdefault(h, {})) for h in header]
         last_line = reader.line_num
         while True:
@@ -246,8 +256,9 @@ class RowReader:
                     values = {name: convert(text) for name, convert, text in zip(header, converters, fields)}
                 except NotANumber as clash:
                     column = next(h for h, k, t in zip(header, kinds, fields) if k == NUMBER and t == clash.args[0])
-                    yield self._bad(f"expected a number (the column held numbers before), got {clash.args[0]!r}",
-                                    line, column)
+                    comma = decimal_comma_hint(clash.args[0], self.delimiter) if comma_hint else None
+                    yield self._bad(f"expected a number (the column held numbers before), got {clash.args[0]!r}"
+                                    + (f"; {comma}" if comma else ""), line, column)
                     continue
                 self.rows_read += 1
                 yield Row(self.rows_read, line, values)
@@ -260,12 +271,17 @@ class RowReader:
                 if kind == STRING:
                     values[header[i]] = as_strings[i](text)
                     continue
-                value = parse_value(text, na_values)
+                value = parse_value(text, na_values, decimal)
                 if value != value and text.strip() in NOT_PANDAS_NA:  # read as missing, where pandas keeps it
                     as_strings[i](text)  # counts it
                 if type(value) is str:
+                    comma = decimal_comma_hint(text, self.delimiter) if comma_hint else None
                     if kind == NUMBER:
-                        problem = (f"expected a number (the column held numbers before), got {text!r}", header[i])
+                        problem = (f"expected a number (the column held numbers before), got {text!r}"
+                                   + (f"; {comma}" if comma else ""), header[i])
+                        break
+                    if comma:
+                        problem = (comma, header[i])
                         break
                     learned.append((i, STRING))
                 elif kind == 0 and value == value:  # a missing value does not fix the kind
@@ -417,20 +433,23 @@ class RowReader:
 
 
 def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
-              na_values: frozenset[str] = DEFAULT_NA_VALUES, delimiter: str | None = None) -> RowReader:
+              na_values: frozenset[str] = DEFAULT_NA_VALUES, delimiter: str | None = None,
+              decimal: str = ".") -> RowReader:
     """Open ``path`` (``None`` or ``-``: stdin) for reading rows.
 
     When reading a terminal, prints csvkit's hint to stderr so a user who forgot the
     input knows why nothing happens. Raises :class:`InputError` when the file cannot
     be opened. Parquet (a file, a folder of partitions or a glob) is read by
-    :class:`~ipfi_cli.io.parquet.ParquetRowReader`, which has the same interface.
+    :class:`~ipfi_cli.io.parquet.ParquetRowReader`, which has the same interface
+    (``delimiter`` and ``decimal`` do not apply to its typed columns).
     """
     from ipfi_cli.io.parquet import is_parquet_input, open_parquet
 
     if is_parquet_input(path, format):
         return open_parquet(path, na_values=na_values)  # type: ignore[return-value]
     fmt = detect_format(path, format)
-    options: dict[str, Any] = {"na_values": na_values, "delimiter": delimiter or delimiter_for(path)}
+    options: dict[str, Any] = {"na_values": na_values, "delimiter": delimiter or delimiter_for(path),
+                               "decimal": decimal}
     if not path or path == "-":
         if hint and stdin_is_tty():
             print(TTY_HINT, file=sys.stderr, flush=True)

@@ -2,12 +2,22 @@
 
 * A CSV field that parses as a number becomes an ``int`` or ``float``; other fields stay
   strings. JSONL values keep their JSON types.
+* ``True``/``False`` (also ``TRUE``/``true``, ``FALSE``/``false``: pandas' spellings) in a CSV
+  field become the bools ``True``/``False``, as a JSON ``true``/``false`` does and as
+  ``pandas.read_csv`` reads them, so a model fitted on a bool column gets 1 and 0 from
+  either format. They are numbers to the reader (a column of them is a numeric column);
+  ``--text`` keeps such a column as text. Labels are matched to the model's classes
+  whatever their spelling (:mod:`ipfi_cli.run.labels`).
 * **Missing values** become :data:`MISSING` (``float('nan')``), so the model sees NaN for a
   missing value whatever the input format: an empty CSV field, a JSON ``null``, and a CSV
   field or JSON string that is one of the ``na_values`` tokens (surrounding spaces ignored).
   The default tokens, :data:`DEFAULT_NA_VALUES`, are pandas' default list plus UCI's ``?``.
 * The separator of a CSV file: ``,`` unless the header has none and has ``;``, a tab or
   ``|``; a ``.tsv``/``.tab`` name means a tab.
+* The decimal mark of a CSV file's numbers: ``.``, or ``,`` with ``--decimal ,`` (as European
+  spreadsheets export, with ``;`` between fields): then ``12,8`` is 12.8 and a field with a
+  ``.`` in it is text, as in ``pandas.read_csv(decimal=",")``. JSONL and Parquet numbers are
+  typed, so the decimal mark does not apply to them.
 
 >>> [parse_value(s) for s in ["12", "-3.5", "NA", "abc"]]
 [12, -3.5, nan, 'abc']
@@ -16,6 +26,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -38,6 +49,9 @@ DEFAULT_NA_VALUES: frozenset[str] = frozenset({
 #: default missing-value tokens that pandas reads as text (a model trained on a frame pandas read
 #: may have learned them as categories)
 NOT_PANDAS_NA: frozenset[str] = frozenset({"?"})
+#: CSV fields read as bools: pandas' default ``true_values``/``false_values``
+BOOLEANS: dict[str, bool] = {"True": True, "TRUE": True, "true": True, "False": False, "FALSE": False,
+                             "false": False}
 #: field separators recognised from a header line that holds no comma
 SNIFFED_DELIMITERS = (";", "\t", "|")
 _DELIMITER_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|", "space": " "}
@@ -57,16 +71,47 @@ def na_tokens(extra: Iterable[str] | None = None, *, defaults: bool = True) -> f
 
 
 def reader_options(na_values: Iterable[str] | None = None, no_default_na: bool = False,
-                   delimiter: str | None = None) -> dict[str, Any]:
-    """``open_rows``'s ``na_values`` and ``delimiter`` from the options ``--na-values`` (each value
-    may hold several tokens, comma-separated), ``--no-default-na`` and ``--delimiter``.
+                   delimiter: str | None = None, decimal: str | None = None) -> dict[str, Any]:
+    """``open_rows``'s ``na_values``, ``delimiter`` and ``decimal`` from the options ``--na-values``
+    (each value may hold several tokens, comma-separated), ``--no-default-na``, ``--delimiter`` and
+    ``--decimal``.
 
     >>> options = reader_options(["-999,missing"], delimiter="tab")
-    >>> options["delimiter"], {"-999", "missing", "NA"} <= options["na_values"]
-    ('\\t', True)
+    >>> options["delimiter"], {"-999", "missing", "NA"} <= options["na_values"], options["decimal"]
+    ('\\t', True, '.')
     """
     tokens = na_tokens([t for value in na_values or [] for t in value.split(",")], defaults=not no_default_na)
-    return {"na_values": tokens, "delimiter": parse_delimiter(delimiter) if delimiter is not None else None}
+    return {"na_values": tokens, "delimiter": parse_delimiter(delimiter) if delimiter is not None else None,
+            "decimal": parse_decimal(decimal)}
+
+
+def parse_decimal(text: str | None) -> str:
+    """A ``--decimal`` value: ``.`` (the default) or ``,`` (also ``point``/``comma``).
+
+    >>> [parse_decimal(t) for t in [None, ".", ",", "comma"]]
+    ['.', '.', ',', ',']
+    """
+    value = {"point": ".", "dot": ".", "comma": ","}.get((text or ".").strip().lower(), (text or ".").strip())
+    if value not in (".", ","):
+        raise UsageError(f"the decimal mark is '.' or ',', got {text!r}", "--decimal")
+    return value
+
+
+#: a field that is a number written with a decimal comma (``12,8``, ``-0,5``)
+DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+
+
+def decimal_comma_hint(text: str, delimiter: str | None) -> str | None:
+    """The hint for a field that looks like a number with a decimal comma, read with the
+    decimal point in a file not separated by commas (``;``, tab...); ``None`` for any other.
+
+    >>> decimal_comma_hint("12,8", ";") is not None, decimal_comma_hint("12,8", ","), decimal_comma_hint("a,b", ";")
+    (True, None, None)
+    """
+    if delimiter == "," or not DECIMAL_COMMA.fullmatch(text.strip()):
+        return None
+    return (f"{text!r} looks like a number with a decimal comma: use --decimal , (or --text for a column "
+            "that is text)")
 
 
 def parse_delimiter(text: str) -> str:
@@ -118,9 +163,29 @@ class NotANumber(ValueError):
 
 
 @functools.lru_cache(maxsize=8)
-def number_parser(na_values: frozenset[str]) -> Callable[[str], Any]:
+def number_parser(na_values: frozenset[str], decimal: str = ".") -> Callable[[str], Any]:
     """A field of a column known to hold numbers: missing token -> ``MISSING``, number-like
-    -> int/float; raises :class:`NotANumber` for anything else."""
+    -> int/float; raises :class:`NotANumber` for anything else.
+
+    With ``decimal=","`` the decimal mark is a comma (``12,8`` is 12.8) and a field with a
+    ``.`` is not a number.
+
+    >>> number_parser(frozenset(), ",")("-12,5"), number_parser(frozenset(), ",")("7")
+    (-12.5, 7)
+    """
+    point = number_parser(na_values) if decimal == "," else None
+
+    def comma_number(text: str) -> Any:
+        if "." in text and text not in na_values and text.strip() not in na_values:
+            raise NotANumber(text)
+        assert point is not None
+        try:
+            return point(text.replace(",", ".", 1) if "," in text else text)
+        except NotANumber:
+            raise NotANumber(text) from None
+
+    if decimal == ",":
+        return comma_number
 
     def number(text: str) -> Any:
         if text in na_values:
@@ -136,6 +201,8 @@ def number_parser(na_values: frozenset[str]) -> Callable[[str], Any]:
             stripped = text.strip()
             if stripped and stripped in na_values:
                 return MISSING
+            if stripped in BOOLEANS:
+                return BOOLEANS[stripped]
             raise NotANumber(text) from None
         if "_" in text:  # float() accepts digit separators; in a data file that is a string
             raise NotANumber(text)
@@ -167,14 +234,18 @@ def string_parser(na_values: frozenset[str], noted: dict[str, int] | None = None
     return string
 
 
-def parse_value(text: str, na_values: frozenset[str] = DEFAULT_NA_VALUES) -> Any:
+def parse_value(text: str, na_values: frozenset[str] = DEFAULT_NA_VALUES, decimal: str = ".") -> Any:
     """A CSV field as a value: missing token -> ``MISSING``, number-like -> int/float, else the text.
 
     >>> [parse_value(s) for s in ["12", "-3.5", "1e3", "", "abc", "1_000", " 7 ", "-4", "2.0", "NA", " ? "]]
     [12, -3.5, 1000.0, nan, 'abc', '1_000', 7, -4, 2.0, nan, nan]
+    >>> [parse_value(s, decimal=",") for s in ["12,8", "3", "1.5", "1,2,3"]]
+    [12.8, 3, '1.5', '1,2,3']
+    >>> [parse_value(s) for s in ["True", "false", " TRUE ", "yes", "T"]]
+    [True, False, True, 'yes', 'T']
     """
     try:
-        return number_parser(na_values)(text)
+        return number_parser(na_values, decimal)(text)
     except NotANumber:
         return text
 

@@ -25,8 +25,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from ipfi_cli.errors import ModelError, first_line
-from ipfi_cli.io.writers import atomic_write
+from ipfi_cli.errors import ModelError, UsageError, first_line
+from ipfi_cli.io.writers import atomic_write, target_problem
 
 
 class ModelFileError(ModelError):
@@ -308,6 +308,41 @@ def _load_skops(path: str, trusted: list[str]) -> Any:
         raise ModelFileError(path, _mismatch_message(_failing_module(error), error)) from None
     except Exception as error:  # noqa: BLE001 - skops raises many kinds for a damaged archive
         raise ModelFileError(path, f"{damaged} ({type(error).__name__}: {first_line(error)})") from None
+
+
+class _Sink:
+    """A binary stream that keeps nothing (to see whether a model can be written at all)."""
+
+    def write(self, data: Any) -> int:
+        return len(data)
+
+
+def check_save_model(path: str | os.PathLike[str], model: Any, option: str = "--save-model") -> None:
+    """Refuse, before any work, a model that :func:`save_model` could not write at ``path``
+    (:class:`~ipfi_cli.errors.UsageError` naming ``option``): a target that cannot be written, a
+    ``.skops`` name without skops installed, or a model the format cannot hold. The model is
+    serialised once into nothing to find out, so a long run never loses it at its end.
+    """
+    name = os.fspath(path)
+    problem = target_problem(name)
+    if problem:
+        raise UsageError(f"{name}: cannot write the model there ({problem})", option)
+    if name.lower().endswith(SKOPS_SUFFIX):
+        try:
+            import skops.io as sio
+        except ImportError:
+            raise UsageError(f"{name}: {SKOPS_MISSING.replace('reading', 'writing')}", option) from None
+        try:
+            sio.dumps(model)
+        except Exception as error:  # noqa: BLE001 - skops cannot persist every object
+            raise UsageError(f"{name}: skops cannot save this {type(model).__name__} ({type(error).__name__}: "
+                             f"{first_line(error)}); save it as .joblib", option) from None
+        return
+    try:
+        pickle.Pickler(_Sink(), protocol=pickle.HIGHEST_PROTOCOL).dump(model)
+    except Exception as error:  # noqa: BLE001 - pickling fails in many ways
+        raise UsageError(f"{name}: this {type(model).__name__} cannot be saved with joblib ({type(error).__name__}: "
+                         f"{first_line(error)})", option) from None
 
 
 def save_model(path: str | os.PathLike[str], model: Any) -> None:

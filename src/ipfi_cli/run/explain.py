@@ -169,6 +169,10 @@ class ExplainSession:
 
             saved = self.state.saved_model() if self.state is not None else None
             loaded.rewrap(canonical_copy(saved if saved is not None else loaded.model))
+        if s.save_model:  # refused now rather than after the whole run
+            from ipfi_cli.models.files import check_save_model
+
+            check_save_model(s.save_model, loaded.model)
         inputs = s.inputs if self._rows is None else replace(s.inputs, rows=self._rows)
         selection = s.selection
         if s.labels and s.id_column and not loaded.predictor.columns and s.id_column not in (selection.drop or []):

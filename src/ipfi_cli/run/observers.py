@@ -113,14 +113,18 @@ class EventsFile:
     """``--events FILE`` (or ``-`` for stderr): each change event as one JSONL line, written at once.
 
     ``keep``: continuing a run, keep the file's first ``keep`` events (those of the checkpoint).
+    A write that fails (a full disk) is an :class:`~ipfi_cli.errors.OutputError` naming the option
+    and the file.
     """
 
     def __init__(self, path: str, *, keep: int | None = None) -> None:
+        from ipfi_cli.io.writers import NamedOutput
+
         self.path = path
         self.written = keep or 0  # events in the file
         self._stream: IO[bytes] | None = None
         if path == "-":
-            self._stream = sys.stderr.buffer
+            self._stream = NamedOutput(sys.stderr.buffer, "--events <stderr>")  # type: ignore[assignment]
             return
         try:
             if keep is not None and os.path.exists(path):
@@ -128,11 +132,12 @@ class EventsFile:
                     lines = f.read().split(b"\n")[:keep]
                 with open(path, "wb") as f:
                     f.write(b"".join(line + b"\n" for line in lines if line))
-                self._stream = open(path, "ab")
+                stream = open(path, "ab")
             else:
-                self._stream = open(path, "wb")
+                stream = open(path, "wb")
         except OSError as error:
             raise OutputError(f"{path}: cannot write the events file ({error.strerror or error})") from None
+        self._stream = NamedOutput(stream, f"--events {path}")  # type: ignore[assignment]
 
     def on_start(self, start: RunStart) -> None:
         pass
@@ -154,6 +159,10 @@ class EventsFile:
         self.close()
 
     def close(self) -> None:
-        if self._stream is not None and self._stream is not getattr(sys.stderr, "buffer", None):
-            self._stream.close()
-        self._stream = None
+        stream, self._stream = self._stream, None
+        if stream is None:
+            return
+        if self.path == "-":
+            stream.flush()
+        else:
+            stream.close()

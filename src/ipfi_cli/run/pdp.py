@@ -79,7 +79,7 @@ def _class(predictor: Any, settings: PDPSettings) -> Any:
 def pdp_records(settings: PDPSettings) -> Iterator[dict[str, Any]]:
     """Load the model and open the input now (their errors come before any output), then return the
     records: each row read is folded into the curves (see the module docstring)."""
-    from ipfi_cli.core.pdp import IncrementalPDP
+    from ipfi_cli.core.pdp import IPDPEstimator
     from ipfi_cli.io.readers import open_rows
     from ipfi_cli.io.values import reader_options
     from ipfi_cli.models.loading import load_predictor
@@ -95,7 +95,7 @@ def pdp_records(settings: PDPSettings) -> Iterator[dict[str, Any]]:
         if missing:
             raise RunError(f"{source}: --feature {', '.join(missing)} is not among the model's inputs "
                            f"({', '.join(columns)})")
-        pdp = IncrementalPDP(loaded.predictor, columns, s.features, grid_size=s.grid_size, alpha=s.alpha,
+        pdp = IPDPEstimator(loaded.predictor, columns, s.features, grid_size=s.grid_size, alpha=s.alpha,
                              smoothing=s.smoothing, warm_up=s.warm_up, target_class=_class(loaded.predictor, s))
     except BaseException:
         reader.close()

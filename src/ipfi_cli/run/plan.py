@@ -34,6 +34,7 @@ class InputSpec:
     na_values: Sequence[str] | None = None
     no_default_na: bool = False
     delimiter: str | None = None
+    decimal: str | None = None  # CSV numbers' decimal mark: "." (None) or "," (--decimal)
     text: Sequence[str] | None = None  # CSV columns read as text (--text)
     rows: Iterable[Mapping[str, Any]] | None = None  # rows as Python objects, instead of ``path``
 
@@ -41,7 +42,7 @@ class InputSpec:
         """Refuse bad reader options (a :class:`~ipfi_cli.errors.UsageError`) before any work."""
         from ipfi_cli.io.values import reader_options
 
-        reader_options(self.na_values, self.no_default_na, self.delimiter)
+        reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal)
 
     def open(self, *, hint: bool = True) -> RowReader:
         """The reader of the input, its ``--text`` columns set (reads nothing yet)."""
@@ -51,10 +52,10 @@ class InputSpec:
         if self.rows is not None:  # read as the JSONL lines they would be in a file
             from ipfi_cli.io.objects import JsonlRows
 
-            options = reader_options(self.na_values, self.no_default_na, self.delimiter)
+            options = reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal)
             return RowReader(cast(BinaryIO, JsonlRows(self.rows)), name="<rows>", format="jsonl", **options)
         reader = open_rows(None if self.path == "-" else self.path, format=self.format, hint=hint,
-                           **reader_options(self.na_values, self.no_default_na, self.delimiter))
+                           **reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal))
         try:
             reader.keep_as_text(self.text)
         except BaseException:
@@ -157,8 +158,9 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
             if streaming:
                 raise RunError(f"{source}: no row was explained: the input has no rows"
                                + (f" but {len(bad):,} bad one(s); the first: {bad[0]}" if bad else ""))
-            raise InputError("no data rows" + (f" ({len(bad):,} bad row(s); the first: {bad[0]})" if bad else ""),
-                             source=source)
+            raise RunError(f"{source}: no data to explain: "
+                           + (f"all {len(bad):,} row(s) were bad; the first: {bad[0]}" if bad
+                              else "the input has no rows"))
         by = list(selection.by)
         if by and input_columns:
             setup.check_key_columns(by, input_columns, target, features, groups, source)
@@ -174,7 +176,8 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
         else:
             columns, check_target = input_columns or list(known or []), bool(input_columns)
         columns = setup.model_columns(loaded, columns, target, source, check_target=check_target,
-                                      features=features, drop=drop, groups=groups, notes=notes, by=by)
+                                      features=features, drop=drop, groups=groups, notes=notes, by=by,
+                                      present=input_columns if reader.format == "jsonl" else None)
         selected, groups = setup.explained_columns(loaded, columns, features, drop, groups, by=by)
         check_inputs(loaded, columns, source)
         for line in notes:

@@ -83,10 +83,11 @@ class PlainReporter:
         pass
 
     def on_end(self, end: RunEnd) -> None:
-        """The end-of-run notes, then the final importances (unless the run failed)."""
+        """The end-of-run notes, then the final importances (unless the run failed or explained
+        no row: then its one line says why, with no empty table before it)."""
         for text, kind in end.notes:
             self.message(text, kind)
-        if end.snapshot is not None and end.status in ENDED:
+        if end.snapshot is not None and end.status in ENDED and end.snapshot.explained:
             self.summary(end.title, end.snapshot)
 
     def summary(self, title: str, snapshot: Snapshot) -> None:

@@ -37,6 +37,7 @@ class ExplainSettings:
     na_values: list[str] | None = None
     no_default_na: bool = False
     delimiter: str | None = None
+    decimal: str | None = None  # --decimal: the CSV numbers' decimal mark ("." when None)
     text: list[str] | None = None  # CSV columns read as text (--text)
     task: str = "auto"
     loss: str | None = None
@@ -88,7 +89,8 @@ class ExplainSettings:
     def inputs(self) -> InputSpec:
         """Where the rows come from and how they are read."""
         return InputSpec(path=self.input, format=self.format, na_values=self.na_values,
-                         no_default_na=self.no_default_na, delimiter=self.delimiter, text=self.text)
+                         no_default_na=self.no_default_na, delimiter=self.delimiter, decimal=self.decimal,
+                         text=self.text)
 
     @property
     def selection(self) -> Selection:

@@ -155,7 +155,8 @@ def _preview(columns: Sequence[str]) -> str:
 def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str, source: str,
                   *, check_target: bool = True, features: Sequence[str] | None = None,
                   drop: Sequence[str] | None = None, groups: dict[str, list[str]] | None = None,
-                  notes: list[str] | None = None, by: Sequence[str] = ()) -> list[str]:
+                  notes: list[str] | None = None, by: Sequence[str] = (),
+                  present: Sequence[str] | None = None) -> list[str]:
     """The model's input columns, checked against the input's columns up front.
 
     A model that names its inputs (``feature_names_in_``) gets exactly those, and every
@@ -164,9 +165,12 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
     members) or else every input column but the target, the ``--by`` key columns and the
     ``--drop`` columns; one
     fitted on an array takes them by position, so the count must match (``notes`` gets a
-    line saying so).
+    line saying so). ``present`` are the columns the input is seen to hold when they differ from
+    ``input_columns`` (JSONL: the first object's keys); a ``--drop`` name among them that the model
+    does not take is a note, as for a CSV header's column.
     """
     inputs = list(input_columns)
+    seen = [*inputs, *(c for c in present or () if c not in inputs)]
     if check_target and target not in inputs:
         hint = ""
         for delimiter, name in ((";", "';'"), ("\t", "tab"), ("|", "'|'")):
@@ -200,12 +204,12 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
             lacking = [c for c in missing if c not in spaced] or missing
             raise InputError(f"the model needs column(s) {', '.join(map(repr, lacking))}, which the input lacks "
                              f"(the model's inputs: {', '.join(map(repr, known))}){hint}", source=source)
-        _check_drop(known, inputs, drop or [], notes)
+        _check_drop(known, seen, drop or [], notes)
         return list(known)
     available = [c for c in inputs if c != target and c not in by]
     for option, names in (("--features", features or []), ("--drop", drop or []),
                           ("--group", [c for members in (groups or {}).values() for c in members])):
-        unknown = [n for n in names if n not in available]
+        unknown = [n for n in names if n not in available and (option != "--drop" or n not in seen or n == target)]
         if unknown:
             raise UsageError(f"no such input column: {', '.join(unknown)} (the columns: {', '.join(available)})",
                              option)
