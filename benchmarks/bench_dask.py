@@ -5,8 +5,8 @@ Batch PFI of the sample model (HistGradientBoosting, 9 features) on the sample d
 reference), then on local clusters of 1 and 2 worker processes (one thread each), in interleaved
 rounds; wall time (the work is spread over processes, so CPU time of this process says nothing).
 Prints the speed-up and efficiency against 1 worker, each worker's peak memory (RSS), and what
-crosses to the workers (the pickled rows and model per task). The numbers of every run are
-checked equal to the reference's.
+crosses to the workers (the pickled rows and model, once per worker; a task carries only its
+columns and random stream). The numbers of every run are checked equal to the reference's.
 
     python benchmarks/bench_dask.py [--rows 20000] [--repeats 3] [--rounds 2]
 """
@@ -82,8 +82,8 @@ def main() -> None:
         client.close()
         cluster.close()
     shipped = len(pickle.dumps((model, X.to_numpy(), y)))
-    print(f"   per task (one feature) the rows and the model go to the worker once: {shipped / 1e6:.2f} MB "
-          f"({shipped / args.rows:.0f} bytes per row); a result is {args.repeats} floats")
+    print(f"   the rows and the model go once to each worker: {shipped / 1e6:.2f} MB ({shipped / args.rows:.0f} "
+          f"bytes per row); a task adds its columns and seed, a result is {args.repeats} floats")
 
 
 if __name__ == "__main__":
