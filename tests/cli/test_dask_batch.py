@@ -131,3 +131,67 @@ def test_a_worker_killed_mid_run_changes_nothing(tmp_path, hgb, two_workers):
     assert spread.returncode == 0, err
     assert out == alone.stdout
     assert len(client.scheduler_info()["workers"]) == 1  # the killed worker did not come back
+
+
+# -- explain --by: the keys spread over the workers ------------------------------------------------------
+ELEC = ROOT / "sample_data" / "elec2_excerpt.csv"  # real data: the Elec2 electricity market, an excerpt
+ELEC_MODEL = ROOT / "sample_data" / "elec2_hgb.joblib"
+
+
+def keyed_explain(run, source, *options, input=None):
+    return run("explain", source, "-m", ELEC_MODEL, "-t", "class", "--seed", "7", "--no-live", "--by", "day",
+               *options, input=input)
+
+
+def test_explain_by_on_a_running_cluster_gives_the_bytes_of_one_process(run, scheduler, tmp_path):
+    """Traces, change events, the per-key summary and --meta's keys: those of one process."""
+    import json
+
+    lines = ELEC.read_text().splitlines()
+    data = tmp_path / "elec.csv"
+    data.write_text("\n".join(lines[:901]) + "\n")
+    found = {}
+    for name, extra in (("alone", ()), ("spread", ("--scheduler", scheduler))):
+        events, meta = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.json"
+        result = keyed_explain(run, data, "--every", "40", "--bounds", "--detect", "--events", events,
+                               "--meta", meta, *extra)
+        assert result.exit_code == 0, result.stderr
+        found[name] = (result.stdout, events.read_text(), json.loads(meta.read_text())["keys"], result.stderr)
+    alone, spread = found["alone"], found["spread"]
+    assert spread[0] == alone[0] and alone[0].count("\n") > 20
+    assert spread[1] == alone[1]
+    assert spread[2] == alone[2] and len(alone[2]) == 7
+    assert spread[3] == alone[3]  # the summary table per key, on stderr
+
+
+def test_explain_by_spread_counts_and_names_bad_rows_as_one_process(run, scheduler, tmp_path):
+    lines = ELEC.read_text().splitlines()
+    broken = lines[:301]
+    broken[40] = broken[40].replace(broken[40].split(",")[1], "", 1)  # no key value: shard 0's row
+    fields = broken[120].split(",")
+    broken[120] = ",".join([*fields[:3], "cheap", *fields[4:]])  # a text where the model needs a number
+    data = tmp_path / "broken.csv"
+    data.write_text("\n".join(broken) + "\n")
+    skip = [keyed_explain(run, data, "--on-bad-row", "skip", *extra) for extra in ((), ("--scheduler", scheduler))]
+    assert skip[0].exit_code == 0 and skip[1].exit_code == 0, skip[1].stderr
+    assert skip[1].stdout == skip[0].stdout
+    assert "skipped 2 bad row(s)" in skip[0].stderr and skip[1].stderr == skip[0].stderr
+    fail = [keyed_explain(run, data, *extra) for extra in ((), ("--scheduler", scheduler))]
+    assert fail[0].exit_code == fail[1].exit_code == 1
+    assert fail[1].stderr.strip().splitlines()[-1] == fail[0].stderr.strip().splitlines()[-1]
+    assert "row 40" in fail[1].stderr
+    assert set(fail[1].stdout.splitlines()) <= set(fail[0].stdout.splitlines())
+
+
+def test_explain_by_spread_refusals_are_one_line(run, tmp_path):
+    data = tmp_path / "elec.csv"
+    data.write_text(ELEC.read_text())
+    cases = [
+        (("--workers", "2"), "-", "needs an input file"),
+        (("--workers", "2", "--state", tmp_path / "s.state"), data, "--state"),
+    ]
+    for options, source, says in cases:
+        result = keyed_explain(run, source, *options, input="")
+        assert result.exit_code == 2 and says in result.stderr, result.stderr
+    plain = run("explain", data, "-m", ELEC_MODEL, "-t", "class", "--workers", "2")
+    assert plain.exit_code == 2 and "needs --by" in plain.stderr

@@ -18,6 +18,8 @@ OWN = {
     "input": "explain streams INPUT (optional, stdin); batch and compare read DATA whole",
     "data": "explain streams INPUT (optional, stdin); batch and compare read DATA whole",
     "method": "explain runs an incremental method (iPFI, iSAGE); batch the batch estimator it approximates",
+    "workers": "batch spreads its permutations over Dask workers; explain --by its keys",
+    "scheduler": "batch spreads its permutations over Dask workers; explain --by its keys",
 }
 
 

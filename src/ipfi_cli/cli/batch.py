@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -54,6 +54,7 @@ from ipfi_cli.cli.options import (
     OutputFormatOpt,
     OutputOpt,
     QuietOpt,
+    SchedulerOpt,
     SeedOpt,
     TargetOpt,
     TaskOpt,
@@ -61,6 +62,7 @@ from ipfi_cli.cli.options import (
     ThreadsOpt,
     TrustOpt,
     VerboseOpt,
+    WorkersOpt,
     draw_seed,
     input_spec,
     selection,
@@ -113,12 +115,8 @@ def batch(
         "N, not with the input.", metavar="N")] = DEFAULT_MAX_ROWS,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,
-    workers: Annotated[Optional[int], typer.Option(
-        "--workers", help="Run the permutations on a local Dask cluster of N worker processes (127.0.0.1); the "
-        "same seed gives the same numbers. Needs ipfi-cli[dask].", show_default=False, metavar="N")] = None,
-    scheduler: Annotated[Optional[str], typer.Option(
-        "--scheduler", help="Run the permutations on a running Dask cluster (tcp://HOST:PORT); its workers need "
-        "ipfi and the model's libraries.", show_default=False, metavar="ADDRESS")] = None,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
     features: FeaturesOpt = None,
     drop: DropOpt = None,
     group: GroupOpt = None,

@@ -90,7 +90,7 @@ from ipfi_cli.cli.options import (
 )
 from ipfi_cli.cli.ui import TerminalReporter, live_display_allowed, stream_is_terminal
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
-from ipfi_cli.run.explain import new_session
+from ipfi_cli.run.explain import ExplainSession, new_session
 from ipfi_cli.run.settings import (
     CHECKPOINT_EVERY,
     DEFAULT_LABEL_WAIT,
@@ -283,6 +283,15 @@ def explain(
         "a reservoir of 100; more with --detect) and rebuilt when the key comes back (about 3 ms for an eviction "
         "and a return): the same bytes out, the memory of N explainers, more time when keys alternate often.",
         rich_help_panel=PANEL_KEYS, show_default=False, metavar="N")] = None,
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", min=1, help="With --by: spread the keys over a local Dask cluster of N worker processes "
+        "(127.0.0.1), one shard of keys each; the same bytes as one process. The input must be a file, folder or "
+        "glob (each worker reads it). Not with --state or --stop-on-change yet. Needs ipfi-cli[dask].",
+        rich_help_panel=PANEL_KEYS, show_default=False, metavar="N")] = None,
+    scheduler: Annotated[Optional[str], typer.Option(
+        "--scheduler", help="With --by: spread the keys over a running Dask cluster (tcp://HOST:PORT), one shard "
+        "per worker; the workers need ipfi and the model's libraries and read the input and model files "
+        "themselves.", rich_help_panel=PANEL_KEYS, show_default=False, metavar="ADDRESS")] = None,
     labels: Annotated[Optional[str], typer.Option(
         "--labels", help="Labels that arrive late: read the --target column from this file or named pipe (CSV or "
         "JSONL, with the --id column too), joined to the input's rows by --id. Each row waits for its label and rows "
@@ -407,8 +416,14 @@ def explain(
             verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
             checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
             monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow,
-            by=key_columns, max_keys=max_keys)
-        session = new_session(settings, TerminalReporter(live=live, quiet=quiet))
+            by=key_columns, max_keys=max_keys, workers=workers, scheduler=scheduler)
+        reporter = TerminalReporter(live=live, quiet=quiet)
+        if key_columns and (workers is not None or scheduler is not None):
+            from ipfi_cli.run.keyed_spread import SpreadKeyedSession
+
+            session: ExplainSession = SpreadKeyedSession(settings, reporter)
+        else:
+            session = new_session(settings, reporter)
         status = session.run()
     if status is RunStatus.INTERRUPTED:
         raise typer.Exit(EXIT_INTERRUPTED)

@@ -173,6 +173,14 @@ DataArg = Annotated[str, typer.Argument(
 NJobsOpt = Annotated[Optional[int], typer.Option(
     "--n-jobs", "-j", help="Parallel workers (joblib) for the permutations, one feature per task; -1: all "
     "cores. Results do not depend on it.", rich_help_panel=PANEL_ESTIMATOR, show_default=False)]
+WorkersOpt = Annotated[Optional[int], typer.Option(
+    "--workers", min=1, help="Spread the work over a local Dask cluster of N worker processes (127.0.0.1): batch's "
+    "permutations, explain --by's keys. The same seed gives the same bytes. Needs ipfi-cli[dask].",
+    show_default=False, metavar="N")]
+SchedulerOpt = Annotated[Optional[str], typer.Option(
+    "--scheduler", help="Spread the work over a running Dask cluster (tcp://HOST:PORT); its workers need ipfi and "
+    "the model's libraries, and explain --by's workers read the input and model files themselves.",
+    show_default=False, metavar="ADDRESS")]
 OnBadRowOpt = Annotated[OnBadRow, typer.Option(
     "--on-bad-row", help="fail: stop at the first unreadable row (exit 1). skip: skip it and report "
     "the count at the end.", rich_help_panel=PANEL_DISPLAY)]

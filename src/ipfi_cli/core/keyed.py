@@ -64,6 +64,16 @@ class KeyedExplainers:
                 self._evict()
         return explainer
 
+    def adopt(self, key: Hashable, explainer: Any) -> None:
+        """Take ``explainer``, fed elsewhere (another process), as ``key``'s; it is the most recent."""
+        self._saved.pop(key, None)
+        self._order.setdefault(key, len(self._order))
+        self._live[key] = explainer
+        self._live.move_to_end(key)
+        if self.max_keys is not None:
+            while len(self._live) > self.max_keys:
+                self._evict()
+
     def _evict(self) -> None:
         from ipfi_cli.core.plain_state import dumps
 

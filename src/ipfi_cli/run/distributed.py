@@ -87,3 +87,20 @@ def dask_runner(client: Any) -> Any:
             client.cancel(futures + everywhere)
 
     return run
+
+
+def gather_tasks(client: Any, function: Any, tasks: Any) -> list[Any]:
+    """``[function(*task) for task in tasks]`` on ``client``'s workers, in order; a lost worker's tasks
+    run again on the others, a task that keeps killing workers is one line."""
+    from distributed import KilledWorker
+
+    futures = [client.submit(function, *task, pure=False) for task in tasks]
+    try:
+        return list(client.gather(futures))
+    except KilledWorker as error:
+        raise RunError(f"Dask workers died running one task, {error.args[0]!r}, again and again: is the "
+                       "model too big for a worker's memory? (their logs say why)") from None
+    except (OSError, TimeoutError) as error:
+        raise RunError(f"the Dask cluster failed ({type(error).__name__}: {error})") from None
+    finally:
+        client.cancel(futures)

@@ -85,6 +85,13 @@ def new_session(settings: ExplainSettings, reporter: Reporter, observers: Sequen
     (:class:`~ipfi_cli.run.keyed.KeyedSession`)."""
     if settings.max_keys is not None and not settings.by:
         raise UsageError("needs --by (it bounds the keys' explainers kept live)", "--max-keys")
+    if (settings.workers is not None or settings.scheduler is not None) and not settings.by:
+        raise UsageError("needs --by (the keys are what is spread over the workers)",
+                         "--workers" if settings.workers is not None else "--scheduler")
+    if settings.by and (settings.workers is not None or settings.scheduler is not None):
+        raise UsageError("the keys spread over Dask workers are a run of files: "
+                         "ipfi_cli.run.keyed_spread.SpreadKeyedSession(settings, reporter).run()",
+                         "--workers" if settings.workers is not None else "--scheduler")
     if settings.by:
         return KeyedSession(settings, reporter, observers, model=model, rows=rows)
     return ExplainSession(settings, reporter, observers, model=model, rows=rows)

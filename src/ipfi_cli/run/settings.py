@@ -84,6 +84,8 @@ class ExplainSettings:
     labels_follow: bool = False
     by: list[str] | None = None  # --by: one explainer (and change watch) per value of these key columns
     max_keys: int | None = None  # --max-keys: the most keys kept live; the others saved as plain data
+    workers: int | None = None  # with by: spread the keys over a local Dask cluster of this many workers
+    scheduler: str | None = None  # with by: spread the keys over this running Dask cluster
 
     @property
     def inputs(self) -> InputSpec:

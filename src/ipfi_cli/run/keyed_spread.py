@@ -1,0 +1,243 @@
+"""``ipfi explain --by ... --workers N`` (or ``--scheduler ADDRESS``): the keys spread over Dask workers.
+
+Each key's explainer sees only that key's rows (see :mod:`ipfi_cli.run.keyed`), so keys can be
+explained apart. The keys are split into one shard per worker by a hash of the key's text
+(:func:`shard_of`); every shard is one task (:func:`explain_shard`) that reads the input itself
+(a file, a folder of partitions or a glob that every worker can read: the data stays where the
+workers are) and explains only its keys' rows, with the run's settings and seed. The task
+returns its records, change events and keys; this process writes them in the input's order, so
+the traces, events and summary are the bytes of the run in one process. A worker lost mid-run has
+its shard run again by Dask on another.
+
+A row whose key cannot be read (a missing key value, a malformed line) belongs to shard 0, so
+each bad row is counted (or stops the run) once. A shard that meets a bad row with
+``--on-bad-row fail`` stops there; the run writes the records of the rows before the first such
+row of all shards and stops with its error, as one process does (whose records of other keys in
+that row's micro-batch may go a little further).
+
+Not yet: standard input (the workers read the input themselves), ``--state`` and
+``--stop-on-change`` (refused before the first row); the records are written when every shard is
+done, so Ctrl-C leaves the traces with the header only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipfi_cli.errors import InputError, IpfiError, UsageError
+from ipfi_cli.run.explain import ExplainSession, KeyedSession
+from ipfi_cli.run.key_runs import Key, KeyedEvent, KeyRun, row_key
+from ipfi_cli.run.report import PlainReporter
+from ipfi_cli.run.settings import ExplainSettings, RunParts, RunStatus
+
+
+def shard_of(key: Key, shards: int) -> int:
+    """The shard of ``key``: a hash of its text, the same in every process (unlike ``hash``).
+
+    >>> shard_of(("eu",), 4) == shard_of(("eu",), 4), 0 <= shard_of(("eu", 3.0), 4) < 4
+    (True, True)
+    """
+    return zlib.crc32(repr(key).encode("utf-8", "backslashreplace")) % shards
+
+
+@dataclass
+class ShardResult:
+    """What one shard sends back: its records and events (each with its input row), its keys with
+    the input row of each key's first explained row, the counters, and the error it stopped on."""
+
+    records: list[tuple[int, Key, int, Sequence[float], Sequence[float] | None]] = field(default_factory=list)
+    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    #: (its first explained row, key, its pieces, its rows numbered, its last explained row)
+    keys: list[tuple[int, Key, KeyRun, int, int]] = field(default_factory=list)
+    input_rows: int = 0
+    skipped: int = 0
+    first_skip: tuple[int, str] | None = None
+    labels_matched: int = 0
+    labels_unknown: dict[Any, int] = field(default_factory=dict)
+    failure: tuple[int, IpfiError] | None = None
+
+
+class ShardSession(KeyedSession):
+    """A keyed session on one shard's rows, in a worker: it keeps its records instead of writing them."""
+
+    def __init__(self, settings: ExplainSettings, shard: int, shards: int) -> None:
+        super().__init__(settings, PlainReporter(quiet=True))
+        self.shard, self.shards = shard, shards
+        self.result = ShardResult()
+        self._first: dict[Key, int] = {}
+        self._last: dict[Key, int] = {}
+
+    def _owns(self, values: dict[str, Any] | None) -> bool:
+        assert self.plan is not None
+        key = row_key(values, self.plan.by)
+        return self.shard == 0 if key is None else shard_of(key, self.shards) == self.shard
+
+    def _explain_batch(self, batch: list[Any]) -> IpfiError | None:
+        self.result.input_rows += len(batch)
+        mine = [row for row in batch if self._owns(row.values)]
+        if not mine:
+            return None
+        failure = super()._explain_batch(mine)
+        if failure is not None:
+            self.result.failure = (getattr(failure, "row", None) or mine[0].number, failure)
+        return failure
+
+    def _on_skip(self, error: Any) -> None:
+        if self.result.first_skip is None:
+            self.result.first_skip = (getattr(error, "row", None) or 0, str(error))
+
+    def _explain_key(self, key: Key, rows: list[Any], numbers: dict[int, tuple[Key, int]]) -> None:
+        self._first.setdefault(key, rows[0].number)
+        self._last[key] = rows[-1].number
+        super()._explain_key(key, rows, numbers)
+
+    def _write_pending(self) -> None:
+        self.result.records.extend(self._records)
+        self.result.events.extend((row, event.to_dict()) for row, event in self._events)
+        self._records.clear()
+        self._events.clear()
+
+    def _write_last(self, parts: RunParts) -> None:
+        pass  # the run writes every key's last record, in the order the keys came over all shards
+
+    def _report(self, plan: Any, parts: RunParts) -> RunStatus:
+        return self.status  # the run checks the keys of all shards together
+
+    def _end(self, notes: Any) -> None:
+        pass
+
+    def finish(self) -> ShardResult:
+        """The result, once :meth:`run` returned or raised."""
+        result, keyed = self.result, self.keyed
+        if self.parts is not None:
+            checker = self.parts.checker
+            result.skipped = checker.skipped
+            result.keys = [(self._first[key], key, keyed.peek(key), keyed.numbered.get(key, 0), self._last[key])
+                           for key in keyed.keys()]
+        if self.plan is not None:
+            result.labels_matched = self.plan.labels.matched
+            result.labels_unknown = dict(self.plan.labels.unknown)
+        return result
+
+
+def explain_shard(settings: ExplainSettings, shard: int, shards: int) -> ShardResult:
+    """Explain the keys of ``shard`` (of ``shards``) with ``settings``: runs in a Dask worker."""
+    session = ShardSession(settings, shard, shards)
+    try:
+        session.run()
+    except InputError as error:  # a bad row with --on-bad-row fail: the run decides which stops it
+        if session.result.failure is None:
+            session.result.failure = (error.row or 0, error)
+    return session.finish()
+
+
+class SpreadKeyedSession(KeyedSession):
+    """``ipfi explain --by`` with its keys spread over Dask workers; see the module docstring."""
+
+    def _refuse(self) -> None:
+        super()._refuse()
+        s = self.settings
+        option = "--scheduler" if s.scheduler else "--workers"
+        if s.input in (None, "-"):
+            raise UsageError("needs an input file, folder or glob: the workers read it themselves, not this "
+                             "process's standard input", option)
+        if s.state is not None:
+            raise UsageError("cannot be used with --state yet (the keys' states are on the workers)", option)
+        if s.watch is not None and s.watch.stop_on_change:
+            raise UsageError("cannot be used with --stop-on-change yet", option)
+
+    def _stream(self, reader: Any) -> RunStatus:
+        from ipfi_cli.run.distributed import dask_client, gather_tasks
+
+        plan, parts = self.plan, self.parts
+        assert plan is not None and parts is not None
+        s = self.settings
+        shard_settings = dataclasses.replace(s, seed=self.seed, output=os.devnull, output_format=None, meta=None,
+                                             verbose=False, quiet=True, save_model=None, workers=None,
+                                             scheduler=None, watch=_quiet_watch(s.watch), input=_here(s.input),
+                                             model=_here(s.model))
+        self.status = RunStatus.RUNNING
+        failure: IpfiError | None = None
+        try:
+            with dask_client(s.workers, s.scheduler) as client:
+                shards = s.workers or max(1, len(client.scheduler_info()["workers"]))
+                if s.verbose:
+                    self.reporter.message(f"explaining the keys in {shards} shard(s) on Dask workers")
+                results: list[ShardResult] = gather_tasks(client, explain_shard,
+                                                          [(shard_settings, i, shards) for i in range(shards)])
+            failure = self._merge(results, parts)
+            self.refresh()  # the display hears of the rows (its summary shows what it last heard)
+            if failure is None:
+                self._write_last(parts)
+            parts.writer.flush()
+            self.status = RunStatus.OK if failure is None else RunStatus.ERROR
+        except KeyboardInterrupt:
+            self.status = RunStatus.INTERRUPTED
+        except BrokenPipeError:
+            self.status = RunStatus.BROKEN_PIPE
+        except BaseException as error:
+            self.status = RunStatus.ERROR
+            self.error = str(error)
+            raise
+        finally:
+            self._close(plan, parts)
+        if failure is not None:
+            raise failure
+        return self._report(plan, parts)
+
+    def _merge(self, results: list[ShardResult], parts: RunParts) -> IpfiError | None:
+        """Write the shards' records and events in the input's order, up to the first failing row; take
+        their keys (in the order they first came), counters and label counts."""
+        assert self.plan is not None
+        stops = [r.failure for r in results if r.failure is not None]
+        stop_row, failure = min(stops, key=lambda f: f[0]) if stops else (None, None)
+        records = sorted((r for result in results for r in result.records), key=lambda r: r[0])
+        events = sorted((e for result in results for e in result.events), key=lambda e: e[0])
+        for where, key, row, values, bounds in records:
+            if stop_row is None or where < stop_row:
+                parts.writer.write(row, values, bounds, key=key)
+        keyed, latest = self.keyed, -1
+        for _, key, run, numbered, last in sorted((k for result in results for k in result.keys),
+                                                  key=lambda k: k[0]):
+            keyed.keyed.adopt(key, run)
+            keyed.numbered[key] = numbered
+            parts.progress.rows += run.progress.rows
+            if last > latest:  # the key shown is the one explained last
+                latest, keyed.current, keyed.current_key = last, run, key
+        parts.progress.input_rows = max((r.input_rows for r in results), default=0)
+        checker = parts.checker
+        checker.skipped = sum(r.skipped for r in results)
+        firsts = [r.first_skip for r in results if r.first_skip is not None]
+        if firsts:
+            checker.first_skip = min(firsts, key=lambda f: f[0])[1]
+        labels = self.plan.labels
+        labels.matched += sum(r.labels_matched for r in results)
+        for result in results:
+            for label, count in result.labels_unknown.items():
+                labels.unknown[label] = labels.unknown.get(label, 0) + count
+        found = [KeyedEvent(fields) for where, fields in events if stop_row is None or where < stop_row]
+        if found:
+            if parts.watch is not None:
+                parts.watch.events.extend(found)
+            ExplainSession.report_events(self, found)
+        return failure
+
+
+def _quiet_watch(watch: Any) -> Any:
+    """The change watch's settings for a shard: no events file (this process writes the events)."""
+    return None if watch is None else dataclasses.replace(watch, events=None, fail_on_change=False,
+                                                          reference=_here(watch.reference))
+
+
+def _here(path: Any) -> Any:
+    """A relative path of this process's folder as an absolute one, for workers elsewhere; other text
+    (a glob, a model URI, ``None``) as it is."""
+    if isinstance(path, str) and path and not os.path.isabs(path) and "://" not in path \
+            and (os.path.exists(path) or any(c in path for c in "*?[")):
+        return os.path.abspath(path)
+    return path
