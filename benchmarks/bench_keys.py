@@ -7,11 +7,14 @@ as its own ``ipfi explain`` process (start-up included, the same for all):
 
 * ``plain``: one explainer over all rows (the key column dropped), the reference;
 * ``--by shop``: one explainer per key;
-* ``--by shop --max-keys 10``: at most 10 live, the others saved as plain data and restored.
+* ``--by shop --max-keys 10``: at most 10 live, the others saved as plain data and restored;
+* ``--by shop --workers 1`` and ``--workers 2``: the keys spread over a local Dask cluster (its
+  start-up included; each worker reads the whole input and explains its keys' rows).
 
-Prints the wall and CPU time (of the process and its children), the ratio to ``plain``, the peak
-memory (RSS) and the size of the ``--state`` file with every key. The traces of the two keyed runs
-are checked equal.
+Prints the wall and CPU time of the ``ipfi`` process (the workers' CPU is not in it: compare wall
+times for them), the ratio to ``plain``, the speed-up of 2 workers over 1, the peak memory (RSS) of
+the ``ipfi`` process and the size of the ``--state`` file with every key. The traces of every keyed
+run are checked equal.
 
     python benchmarks/bench_keys.py [--rows 10000] [--keys 100] [--rounds 2]
 """
@@ -64,13 +67,15 @@ def main() -> None:
         "plain": [*base, "--drop", "shop"],
         "--by shop": [*base, "--by", "shop"],
         "--by shop --max-keys 10": [*base, "--by", "shop", "--max-keys", "10"],
+        "--by shop --workers 1": [*base, "--by", "shop", "--workers", "1"],
+        "--by shop --workers 2": [*base, "--by", "shop", "--workers", "2"],
     }
     found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in cases}
     for _ in range(args.rounds):
         for name, command in cases.items():
             found[name].append(run(command, folder / f"{len(found[name])}-{name.replace(' ', '_')}.csv"))
     keyed = [(folder / f"0-{name.replace(' ', '_')}.csv").read_bytes() for name in list(cases)[1:]]
-    assert keyed[0] == keyed[1], "eviction changed the traces"
+    assert all(traces == keyed[0] for traces in keyed), "eviction or the workers changed the traces"
     state = folder / "all.state"
     run([*cases["--by shop"], "--state", str(state)], folder / "state-run.csv")
     reference_cpu = statistics.median(c for _, c, _ in found["plain"])
@@ -83,6 +88,9 @@ def main() -> None:
         peak = max(p for _, _, p in values)
         print(f"   {name:<26} wall {wall:6.2f} s  CPU {cpu:6.2f} s ({cpu / reference_cpu:4.2f}x plain)  "
               f"peak RSS {peak:5.0f} MiB")
+    walls = {name: statistics.median(w for w, _, _ in values) for name, values in found.items()}
+    one, two = walls["--by shop --workers 1"], walls["--by shop --workers 2"]
+    print(f"   2 workers against 1: speed-up {one / two:.2f}, efficiency {one / two / 2:.0%} (wall)")
     size = state.stat().st_size
     print(f"   --state with every key: {size / 1e6:.1f} MB ({size / args.keys / 1e3:.1f} kB per key)")
 

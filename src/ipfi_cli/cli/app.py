@@ -25,7 +25,17 @@ def _no_type_for_flags() -> None:
     from typer.core import TyperOption
 
     shown = getattr(TyperOption, "display_type_rich", None)
-    if shown is None or getattr(shown, "_ipfi_flags", False):
+    if shown is None:  # Typer before 0.27 shows make_metavar(), skipping only the text BOOLEAN
+        make = getattr(TyperOption, "make_metavar")  # noqa: B009 - not in newer Typer's stubs
+        if getattr(make, "_ipfi_flags", False):
+            return
+
+        def make_metavar(self: Any, *args: Any, **kwargs: Any) -> str:
+            return "BOOLEAN" if getattr(self, "is_flag", False) else make(self, *args, **kwargs)
+        make_metavar._ipfi_flags = True  # type: ignore[attr-defined]
+        setattr(TyperOption, "make_metavar", make_metavar)  # noqa: B010
+        return
+    if getattr(shown, "_ipfi_flags", False):
         return
 
     def display_type_rich(self: Any, ctx: Any) -> str | None:
