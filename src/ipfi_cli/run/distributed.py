@@ -71,20 +71,13 @@ def dask_runner(client: Any) -> Any:
     tasks run again by Dask on the others, so the result is the same; a task that kills
     workers again and again ends the run in one line.
     """
-    from distributed import KilledWorker
 
     def run(function: Any, shared: Any, tasks: Any) -> list[Any]:
         everywhere = client.scatter(list(shared), broadcast=True, hash=False)
-        futures = [client.submit(function, *task, *everywhere, pure=False) for task in tasks]
         try:
-            return list(client.gather(futures))
-        except KilledWorker as error:
-            raise RunError(f"Dask workers died running one task, {error.args[0]!r}, again and again: is the "
-                           "model too big for a worker's memory? (their logs say why)") from None
-        except (OSError, TimeoutError) as error:
-            raise RunError(f"the Dask cluster failed ({type(error).__name__}: {error})") from None
+            return gather_tasks(client, function, [(*task, *everywhere) for task in tasks])
         finally:
-            client.cancel(futures + everywhere)
+            client.cancel(everywhere)
 
     return run
 
