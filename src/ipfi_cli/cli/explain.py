@@ -279,7 +279,7 @@ def explain(
         rich_help_panel=PANEL_KEYS, show_default=False, metavar="COL[,COL]")] = None,
     max_keys: Annotated[Optional[int], typer.Option(
         "--max-keys", min=1, help="With --by: keep at most N keys' explainers live. The least recently seen are "
-        "saved as plain data (their state's bytes, kept in memory: about 75 kB a key for 9 features, --repeats 10, "
+        "saved as plain data (their state's bytes, in files of a temporary folder: about 75 kB a key for 9 features, --repeats 10, "
         "a reservoir of 100; more with --detect) and rebuilt when the key comes back (about 3 ms for an eviction "
         "and a return): the same bytes out, the memory of N explainers, more time when keys alternate often.",
         rich_help_panel=PANEL_KEYS, show_default=False, metavar="N")] = None,

@@ -20,7 +20,7 @@ without it, and each key's numbers are those of an explainer that saw only that 
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, MutableMapping
 from typing import Any
 
 
@@ -33,15 +33,20 @@ class KeyedExplainers:
         ``factory(key)`` builds a new explainer for ``key`` (with the run's settings and seed).
     max_keys
         The most explainers kept live; the least recently seen are saved and evicted.
+    saved
+        Where the evicted keys' bytes are kept (a mapping key -> bytes; for example on disk,
+        :class:`ipfi_cli.io.spill.SpillStore`); default: a dict in memory.
     """
 
-    def __init__(self, factory: Callable[[Hashable], Any], max_keys: int | None = None) -> None:
+    def __init__(self, factory: Callable[[Hashable], Any], max_keys: int | None = None,
+                 saved: MutableMapping[Hashable, bytes] | None = None) -> None:
         if max_keys is not None and max_keys < 1:
             raise ValueError(f"max_keys must be at least 1, got {max_keys}")
         self.factory = factory
         self.max_keys = max_keys
         self._live: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
-        self._saved: dict[Hashable, bytes] = {}  # evicted keys: their state as plain-data bytes
+        # evicted keys: their state as plain-data bytes (in memory, or where ``saved`` keeps them)
+        self._saved: MutableMapping[Hashable, bytes] = saved if saved is not None else {}
         self._order: dict[Hashable, int] = {}  # key -> when it was first seen (the order of keys())
         self.evictions = 0
 
@@ -106,7 +111,9 @@ class KeyedExplainers:
         from ipfi_cli.core.plain_state import dumps
 
         self._live.clear()
-        self._saved = {_key(key): dumps(value) for key, value in state["keys"]}
+        self._saved.clear()
+        for key, value in state["keys"]:
+            self._saved[_key(key)] = dumps(value)
         self._order = {_key(key): i for i, (key, _) in enumerate(state["keys"])}
         self.evictions = int(state.get("evictions", 0))
 

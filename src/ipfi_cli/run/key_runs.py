@@ -79,7 +79,13 @@ class KeyedExplainer:
         self.names = prototype.names
         self.columns = prototype.columns
         self.model = prototype.model
-        self.keyed = KeyedExplainers(factory, max_keys=max_keys)
+        # the evicted keys' states go to files of a temporary folder: memory holds the live ones only
+        saved = None
+        if max_keys is not None:
+            from ipfi_cli.io.spill import SpillStore
+
+            saved = SpillStore()
+        self.keyed = KeyedExplainers(factory, max_keys=max_keys, saved=saved)
         self.numbered: dict[Hashable, int] = {}  # key -> its input rows so far (the numbers of its rows)
         self.current: KeyRun | None = None  # the key last explained (always live: the most recent)
         self.current_key: Key | None = None
