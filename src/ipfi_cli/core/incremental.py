@@ -723,15 +723,17 @@ class IPFIEstimator:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s data; the settings must be this explainer's
         (a :class:`ValueError` names the first that differs)."""
+        if state.get("explainer") != self._state_kind:
+            raise ValueError(f"the state belongs to another kind of explainer (explainer: state "
+                             f"{state.get('explainer')!r}, here {self._state_kind!r})")
         mine = self.settings_dict()
         theirs = state.get("settings", {})
         differing = [key for key in [*mine, *(k for k in theirs if k not in mine)]
                      if theirs.get(key) != mine.get(key)]
-        if state.get("explainer") != self._state_kind or differing:
-            key = differing[0] if differing else "explainer"
+        if differing:
+            key = differing[0]
             raise ValueError(f"the state belongs to an explainer with other settings ({key}: state "
-                             f"{theirs.get(key) if differing else state.get('explainer')!r}, here "
-                             f"{mine.get(key, self._state_kind)!r})")
+                             f"{theirs.get(key)!r}, here {mine.get(key)!r})")
         self._rng.bit_generator.state = dict(state["rng"])
         self._tracker.load_state_dict(state["tracker"])
         sampler = state["sampler"]
