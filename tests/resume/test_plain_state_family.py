@@ -18,8 +18,9 @@ FAMILY = {
 }
 
 
+@pytest.mark.usefixtures("no_unpickling")
 @pytest.mark.parametrize("extra", FAMILY.values(), ids=list(FAMILY))
-def test_static_stop_then_continue_equals_one_run(ipfi, rows_csv, tree_model, tmp_path, extra, no_unpickling):
+def test_static_stop_then_continue_equals_one_run(ipfi, rows_csv, tree_model, tmp_path, extra):
     options = (*STATIC, *extra, "--every", "3", "--batch-size", "32")
     expected = reference(ipfi, rows_csv, tree_model, options, tmp_path)
     first = tmp_path / "first.csv"
