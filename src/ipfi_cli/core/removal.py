@@ -20,6 +20,10 @@ Two samplers, both numeric:
   leaf reservoirs: it follows non-linear dependence and needs no per-leaf memory that a split
   would throw away). It removes one feature given all the others, so it serves iPFI only.
 
+The Gaussian sampler's state is plain data (:meth:`ConditionalSampler.state_dict`: its running
+moments and precision matrix), so a run with it resumes from ``--state``; the tree sampler's
+river trees can be saved only by pickle, and its ``state_dict`` says so.
+
 Each reports its own fit: :attr:`ConditionalSampler.fit` is a rolling R^2 per column of the
 sampler's conditional mean, measured on each row *before* the sampler learns it
 (prequential). A feature's conditional importance is only as good as that fit: near 0 the
