@@ -97,6 +97,19 @@ def test_eviction_gives_the_same_bytes(run, drift_shards, hgb, tmp_path):
     assert set(first["key"]) == {"shard"} and "row" in first
 
 
+@pytest.mark.parametrize("method", [["--method", "sage"], ["--removal", "both", "--bounds-method", "realisations"]])
+def test_eviction_of_sage_and_conditional_gives_the_same_bytes(run, drift_shards, hgb, method):
+    """SAGE, and both removals with the realisations' bounds: their state is plain data too, so --max-keys 1
+    (a key evicted and restored at almost every row) writes what no limit writes."""
+    outputs = []
+    for limit in ([], ["--max-keys", "1"]):
+        result = run("explain", drift_shards, "-m", hgb, "-t", "class", "--seed", "7", "--no-live", "-q", "--by",
+                     "shard", "--every", "5", "--batch-size", "50", "--bounds", "-M", "2", *method, *limit)
+        assert result.exit_code == 0, result.stderr
+        outputs.append(result.stdout)
+    assert outputs[1] == outputs[0] and len(outputs[0].splitlines()) > 50
+
+
 def test_state_resume_equals_one_run(run, elec, tmp_path):
     """A run stopped after 150 rows and continued from --state writes the bytes of one run (traces and
     events), every key resumed, those evicted too."""
@@ -163,8 +176,9 @@ def test_missing_key_value_is_a_bad_row(run, elec, tmp_path):
     (["--by", "day", "--labels", "labels.csv", "--id", "date"], "--labels"),
     (["--by", "day", "--metrics-port", "0"], "metrics"),
     (["--max-keys", "2"], "needs --by"),
-    (["--by", "day", "--removal", "conditional", "--max-keys", "2"], "state as data"),
-    (["--by", "day", "--removal", "conditional", "--state", "x.state"], "state as data"),
+    (["--by", "day", "--removal", "conditional", "--conditional-sampler", "tree", "--max-keys", "2"], "only by pickle"),
+    (["--by", "day", "--removal", "conditional", "--conditional-sampler", "tree", "--state", "x.state"],
+     "only by pickle"),
     (["--by", "class"], "the --target"),
     (["--by", "nope"], "no such input column: nope"),
     (["--by", "day", "--features", "day,period"], "is a key column"),

@@ -68,16 +68,20 @@ def test_marginal_pfi_output_is_unchanged_by_the_new_options(run, agrawal_small,
     assert plain.exit_code == 0 and plain.stdout == spelled.stdout
 
 
-def test_sage_feeds_the_change_detector_and_state_is_refused_before_any_row(run, agrawal_small, hgb, tmp_path):
+def test_sage_feeds_the_change_detector_and_continues_from_state(run, agrawal_small, hgb, tmp_path):
     options = ["-m", hgb, "-t", "class", "--method", "sage", "--seed", "7", "--no-live", "-q", "--detect"]
     whole = tmp_path / "whole.csv"
     result = run("explain", agrawal_small, *options, "-o", whole)
     assert result.exit_code == 0 and len(whole.read_text().splitlines()) > 1
-    # the state file is plain data, and SAGE's coalition trackers are not in it yet: refused up front
+    # SAGE's state is plain data: stopped halfway and continued, the traces of one run
+    lines = agrawal_small.read_text().splitlines()
+    first = tmp_path / "first.csv"
+    first.write_text("\n".join(lines[:len(lines) // 2]) + "\n")
     out, state = tmp_path / "resumed.csv", tmp_path / "run.state"
-    refused = run("explain", agrawal_small, *options, "-o", out, "--state", state)
-    assert refused.exit_code == 2 and "--state" in _text(refused.stderr)
-    assert not state.exists() and not out.exists()
+    assert run("explain", first, *options, "-o", out, "--state", state).exit_code == 0
+    resumed = run("explain", agrawal_small, *options, "-o", out, "--state", state)
+    assert resumed.exit_code == 0, resumed.stderr
+    assert out.read_bytes() == whole.read_bytes()
 
 
 def _text(stderr: str) -> str:

@@ -85,7 +85,9 @@ def test_merge_refusals_are_one_line(run, timed, hgb, hoeffding, tmp_path):
     other = state("other", "--time-column", "ts", "--half-life", "2h")
     counting = state("counting")
     learning = state("learning", "--learn", "--running-mean", model=hoeffding)
-    cases = [((timed_a, other), "other settings than", "--half-life: 7200.0"),
+    sage = state("sage", "--method", "sage", "--smoothing", "mean")
+    cases = [((timed_a, sage), "the state of a run with --method sage, which does not merge"),
+             ((timed_a, other), "other settings than", "--half-life: 7200.0"),
              ((timed_a, counting), "smoothed by row count (--alpha), which does not merge"),
              ((learning, timed_a), "the state of a learning model"),
              ((timed_a,), "at least two state files")]

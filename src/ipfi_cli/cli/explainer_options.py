@@ -29,4 +29,5 @@ RemovalOpt = Annotated[Removal, typer.Option(
     rich_help_panel=PANEL_ESTIMATOR)]
 ConditionalSamplerOpt = Annotated[ConditionalSampler, typer.Option(
     "--conditional-sampler", help="With --removal conditional/both: gaussian (running mean and covariance) or "
-    "tree (a river tree per feature: non-linear dependence; PFI only).", rich_help_panel=PANEL_ESTIMATOR)]
+    "tree (a river tree per feature: non-linear dependence; PFI only; not with --state or --max-keys: river "
+    "saves trees only by pickle).", rich_help_panel=PANEL_ESTIMATOR)]

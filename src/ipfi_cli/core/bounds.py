@@ -55,7 +55,9 @@ not today's PFI.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -107,6 +109,22 @@ class RealisationSpread:
         self.means += step * (contributions - self.means)
         self.within += step * (contributions.var(axis=0, ddof=1) - self.within)
         self.count += 1
+
+    def state_dict(self) -> dict[str, object]:
+        """The whole state as plain data (numbers and arrays), for :meth:`load_state_dict`."""
+        return {"alpha": self.alpha, "means": self.means.copy(), "within": self.within.copy(),
+                "weight": self.weight, "count": self.count}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data (the same ``alpha``, realisations and features)."""
+        means = np.array(state["means"], dtype=np.float64)
+        if float(state["alpha"]) != self.alpha or means.shape != self.means.shape:
+            raise ValueError(f"the state is of alpha {state['alpha']} and realisations x features "
+                             f"{means.shape}, not {self.alpha} and {self.means.shape}")
+        self.means = means
+        self.within = np.array(state["within"], dtype=np.float64).reshape(self.within.shape)
+        self.weight = float(state["weight"])
+        self.count = int(state["count"])
 
     def between(self) -> np.ndarray:
         """Sample variance (``ddof=1``) of the realisations' estimates, per feature."""

@@ -674,16 +674,30 @@ class IPFIEstimator:
             self._spread.update(contributions)
 
     # -- state as plain data ------------------------------------------------------------------
+    #: the ``explainer`` entry of :meth:`state_dict`: a state loads only into its own kind
+    _state_kind: ClassVar[str] = "ipfi"
+
     def settings_dict(self) -> dict[str, Any]:
         """What an explainer's state depends on: explainers with equal settings can exchange states."""
-        return {"columns": list(self.columns), "groups": {name: [int(c) for c in cols]
-                                                          for name, cols in self.groups.items()},
-                "loss": self.loss.name, "alpha": self.alpha, "n_repeats": self.n_repeats,
-                "sampling": self.sampling, "reservoir_size": self.reservoir_size, "seed": self.seed}
+        settings = {"columns": list(self.columns), "groups": {name: [int(c) for c in cols]
+                                                              for name, cols in self.groups.items()},
+                    "loss": self.loss.name, "alpha": self.alpha, "n_repeats": self.n_repeats,
+                    "sampling": self.sampling, "reservoir_size": self.reservoir_size, "seed": self.seed}
+        # only where not the paper's, so that the states of the paper's iPFI stay as they were
+        if self.smoothing != "exponential":
+            settings["smoothing"] = self.smoothing
+        if self._remover is not None:
+            settings["removal"] = self.removal
+            settings["conditional_sampler"] = self._remover.name
+        if self.bounds_method != "chebyshev":
+            settings["bounds_method"] = self.bounds_method
+        return settings
 
     def state_dict(self) -> dict[str, Any]:
         """Everything the explainer has learned from the stream, as plain data (dicts, lists, numbers,
         strings and NumPy arrays; the random generator's state is a dict): loading it runs no code.
+        With conditional removal the sampler's state is in it (a :class:`ValueError` for the tree
+        sampler, whose river trees are not plain data); with the realisations' bounds, their spread.
 
         >>> from ipfi_cli.models import FunctionPredictor
         >>> model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))
@@ -695,26 +709,31 @@ class IPFIEstimator:
         >>> a.explain_one({"a": 0.1, "b": 1.0}, 0).tolist() == b.explain_one({"a": 0.1, "b": 1.0}, 0).tolist()
         True
         """
-        if not self._array_path or self._remover is not None or self._spread is not None:
-            raise ValueError("only iPFI with marginal removal and without the realisations' bounds saves its state as "
-                             "data so far")
-        return {"explainer": "ipfi", "settings": self.settings_dict(), "rng": self._rng.bit_generator.state,
-                "tracker": self._tracker.state_dict(),
-                "sampler": None if self._sampler is None else self._sampler.state_dict(),
-                "n_seen": self.n_seen, "last_contributions": self.last_contributions.copy(),
-                "last_loss": self.last_loss, "loss_sum": self._loss_sum}
+        state = {"explainer": self._state_kind, "settings": self.settings_dict(), "rng": self._rng.bit_generator.state,
+                 "tracker": self._tracker.state_dict(),
+                 "sampler": None if self._sampler is None else self._sampler.state_dict(),
+                 "n_seen": self.n_seen, "last_contributions": self.last_contributions.copy(),
+                 "last_loss": self.last_loss, "loss_sum": self._loss_sum}
+        if self._remover is not None:
+            state["remover"] = self._remover.state_dict()
+        if self._spread is not None:
+            state["spread"] = self._spread.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s data; the settings must be this explainer's
         (a :class:`ValueError` names the first that differs)."""
+        if state.get("explainer") != self._state_kind:
+            raise ValueError(f"the state belongs to another kind of explainer (explainer: state "
+                             f"{state.get('explainer')!r}, here {self._state_kind!r})")
         mine = self.settings_dict()
         theirs = state.get("settings", {})
-        differing = [key for key in mine if theirs.get(key) != mine[key]]
-        if state.get("explainer") != "ipfi" or differing:
-            key = differing[0] if differing else "explainer"
+        differing = [key for key in [*mine, *(k for k in theirs if k not in mine)]
+                     if theirs.get(key) != mine.get(key)]
+        if differing:
+            key = differing[0]
             raise ValueError(f"the state belongs to an explainer with other settings ({key}: state "
-                             f"{theirs.get(key) if differing else state.get('explainer')!r}, here "
-                             f"{mine.get(key, 'ipfi')!r})")
+                             f"{theirs.get(key)!r}, here {mine.get(key)!r})")
         self._rng.bit_generator.state = dict(state["rng"])
         self._tracker.load_state_dict(state["tracker"])
         sampler = state["sampler"]
@@ -729,3 +748,7 @@ class IPFIEstimator:
         self.last_contributions = np.asarray(state["last_contributions"], dtype=np.float64).copy()
         self.last_loss = float(state["last_loss"])
         self._loss_sum = float(state["loss_sum"])
+        if self._remover is not None:
+            self._remover.load_state_dict(state["remover"])
+        if self._spread is not None:
+            self._spread.load_state_dict(state["spread"])

@@ -139,6 +139,9 @@ def merge_states(states: Sequence[Mapping[str, Any]], *, seed: int | None = None
         if state.get("explainer") != "mergeable-ipfi":
             raise ValueError(f"state {i + 1} is not of a mergeable explainer (smoothed by row count: use "
                              "--half-life with --time-column, or the running mean)")
+        if "remover" in state or "spread" in state:
+            raise ValueError(f"state {i + 1} has conditional removal or the realisations' bounds, whose states "
+                             "do not merge")
         differing = [k for k in first["settings"] if k != "seed" and state["settings"].get(k) != first["settings"][k]]
         if differing:
             key = differing[0]

@@ -58,6 +58,19 @@ class BothRemovals:
     def params(self) -> dict[str, Any]:
         return {**self.conditional.params(), "names": list(self.names), "removal": "both"}
 
+    def state_dict(self) -> dict[str, Any]:
+        """Both explainers' states (:meth:`IPFIEstimator.state_dict`), as plain data."""
+        return {"explainer": "both", "marginal": self.marginal.state_dict(),
+                "conditional": self.conditional.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data (each explainer checks its own settings)."""
+        if state.get("explainer") != "both":
+            raise ValueError(f"the state is of a {state.get('explainer')!r} explainer, not of marginal and "
+                             "conditional removal side by side")
+        self.marginal.load_state_dict(state["marginal"])
+        self.conditional.load_state_dict(state["conditional"])
+
     @property
     def explained_loss(self) -> float:  # SAGE: the model's, the same under either removal
         marginal: Any = self.marginal  # an AttributeError for PFI, which has none

@@ -20,6 +20,10 @@ Two samplers, both numeric:
   leaf reservoirs: it follows non-linear dependence and needs no per-leaf memory that a split
   would throw away). It removes one feature given all the others, so it serves iPFI only.
 
+The Gaussian sampler's state is plain data (:meth:`ConditionalSampler.state_dict`: its running
+moments and precision matrix), so a run with it resumes from ``--state``; the tree sampler's
+river trees can be saved only by pickle, and its ``state_dict`` says so.
+
 Each reports its own fit: :attr:`ConditionalSampler.fit` is a rolling R^2 per column of the
 sampler's conditional mean, measured on each row *before* the sampler learns it
 (prequential). A feature's conditional importance is only as good as that fit: near 0 the
@@ -41,7 +45,7 @@ sampler knows little more than the marginal.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,6 +124,27 @@ class ConditionalSampler(ABC):
         raise ValueError(f"the {self.name} sampler removes one feature given all the others; "
                          "removing any subset (as SAGE does) needs the gaussian sampler")
 
+    def state_dict(self) -> dict[str, Any]:
+        """What the sampler learned, as plain data (numbers and arrays), for :meth:`load_state_dict`."""
+        return {"sampler": self.name, "n_columns": self.n_columns, "n_seen": self.n_seen,
+                "errors": self._errors.state_dict(), "spread": self._spread.state_dict(), **self._own_state()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data (a sampler of the same kind and columns)."""
+        if state.get("sampler") != self.name or state.get("n_columns") != self.n_columns:
+            raise ValueError(f"the state is of a {state.get('sampler')} sampler of {state.get('n_columns')} "
+                             f"columns, not a {self.name} one of {self.n_columns}")
+        self.n_seen = int(state["n_seen"])
+        self._errors.load_state_dict(state["errors"])
+        self._spread.load_state_dict(state["spread"])
+        self._load_own_state(state)
+
+    def _own_state(self) -> dict[str, Any]:
+        raise ValueError(f"the {self.name} sampler's state is not plain data")
+
+    def _load_own_state(self, state: Mapping[str, Any]) -> None:
+        raise ValueError(f"the {self.name} sampler's state is not plain data")
+
 
 def _numeric(row: np.ndarray) -> np.ndarray:
     try:
@@ -178,6 +203,24 @@ class GaussianSampler(ConditionalSampler):
         self._mean = np.array(self._moments.mean, dtype=np.float64)
         self._subsets.clear()
         self._since_refresh = 0
+
+    def _own_state(self) -> dict[str, Any]:
+        # the per-subset factors are not kept: they are recomputed, identically, from the precision
+        return {"ridge": self.ridge, "refresh_every": self.refresh_every, "moments": self._moments.state_dict(),
+                "sum_outer": self._sum_outer.copy(), "since_refresh": self._since_refresh,
+                "mean": self._mean.copy(), "precision": None if self._precision is None else self._precision.copy()}
+
+    def _load_own_state(self, state: Mapping[str, Any]) -> None:
+        if float(state["ridge"]) != self.ridge or int(state["refresh_every"]) != self.refresh_every:
+            raise ValueError(f"the state is of a gaussian sampler with ridge {state['ridge']} and refresh_every "
+                             f"{state['refresh_every']}, not {self.ridge} and {self.refresh_every}")
+        self._moments.load_state_dict(state["moments"])
+        self._sum_outer = np.array(state["sum_outer"], dtype=np.float64).reshape(self.n_columns, self.n_columns)
+        self._since_refresh = int(state["since_refresh"])
+        self._mean = np.array(state["mean"], dtype=np.float64)
+        precision = state["precision"]
+        self._precision = None if precision is None else np.array(precision, dtype=np.float64)
+        self._subsets.clear()
 
     def _ready(self) -> np.ndarray:
         if self._precision is None:
@@ -254,6 +297,10 @@ class TreeSampler(ConditionalSampler):
         self._filled = 0
         self._memory_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
         self._cache: tuple[bytes, np.ndarray] | None = None
+
+    def _own_state(self) -> dict[str, Any]:
+        raise ValueError("the tree sampler's river trees can be saved only by pickle (river has no other "
+                         "format), which a state file does not hold")
 
     def _inputs(self, row: np.ndarray, j: int) -> dict[str, float]:
         names = self._names

@@ -119,6 +119,20 @@ class _Marginal:
         weights[prediction] = weights.get(prediction, 0.0) + self._step
         return max(weights, key=weights.__getitem__)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The marginal prediction as plain data: the running mean's state, and the labels' weights
+        in the order the labels came (ties go to the first)."""
+        return {"values": self._values.state_dict(), "labels": list(self._weights),
+                "weights": np.array(list(self._weights.values()), dtype=np.float64)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data."""
+        self._values.load_state_dict(state["values"])
+        labels, weights = list(state["labels"]), np.asarray(state["weights"], dtype=np.float64).tolist()
+        if len(labels) != len(weights):
+            raise ValueError(f"the marginal prediction's state has {len(labels)} labels and {len(weights)} weights")
+        self._weights = dict(zip(labels, weights))
+
 
 class ISAGEEstimator(IPFIEstimator):
     """Anytime SAGE values of a model on a stream (see the module docstring).
@@ -197,6 +211,37 @@ class ISAGEEstimator(IPFIEstimator):
         rank = np.empty_like(orders)
         rank[self._repeat_ids, orders] = self._ranks
         return (rank if self._one_column_players else rank[:, self._player_of_column])[:, None, :] > self._steps
+
+    # -- state as plain data ---------------------------------------------------------------
+    _state_kind = "isage"
+
+    def settings_dict(self) -> dict[str, Any]:
+        return {**super().settings_dict(), "n_inner": self.n_inner}
+
+    def state_dict(self) -> dict[str, Any]:
+        """iPFI's state (:meth:`IPFIEstimator.state_dict`) with the explained loss's trackers and the
+        smoothed marginal prediction: plain data.
+
+        >>> from ipfi_cli.models import FunctionPredictor
+        >>> model = FunctionPredictor(lambda X: X[:, 0] + X[:, 1])
+        >>> make = lambda: ISAGEEstimator(model, ["a", "b"], loss="squared", alpha=0.1, seed=3)
+        >>> a, b = make(), make()
+        >>> for x in (0.2, 0.7, 0.9):
+        ...     _ = a.explain_one({"a": x, "b": 1 - x}, 1.0)
+        >>> b.load_state_dict(a.state_dict())
+        >>> a.explain_one({"a": 0.4, "b": 0.3}, 0.7).tolist() == b.explain_one({"a": 0.4, "b": 0.3}, 0.7).tolist()
+        True
+        """
+        if self._orders:  # only inside a call that failed half way, which clears them
+            raise ValueError("the explainer is in the middle of a row; its state is saved between rows")
+        return {**super().state_dict(), "losses_tracker": self._losses_tracker.state_dict(),
+                "marginal": self._marginal.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._losses_tracker.load_state_dict(state["losses_tracker"])
+        self._marginal.load_state_dict(state["marginal"])
+        self._orders.clear()
 
     # -- results --------------------------------------------------------------------------
     def params(self) -> dict[str, Any]:

@@ -280,8 +280,9 @@ class ExplainSession:
         try:
             explainer.state_dict()
         except (ValueError, NotImplementedError) as error:
-            raise UsageError(f"cannot save this explainer's state as data: {error} (not yet --method sage, "
-                             "--removal conditional/both or --bounds-method realisations)", option) from None
+            hint = "; use --conditional-sampler gaussian" \
+                if explainer.params().get("conditional_sampler") == "tree" else ""
+            raise UsageError(f"cannot save this explainer's state as data: {error}{hint}", option) from None
 
     def _make_steps(self, plan: RunPlan, parts: RunParts) -> RowSteps:
         from ipfi_cli.run.steps import RowSteps

@@ -46,6 +46,10 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
         if state.get("watch") is not None:
             raise StateError(f"{path}: the state has change detection (--detect); ADWIN windows do not merge: "
                              "run the shards without it")
+        what = _unmergeable(state["explainer"])
+        if what:
+            raise StateError(f"{path}: the state of a run with {what}, which does not merge (only iPFI's with "
+                             "marginal removal and the chebyshev or normal bounds does)")
         if state["explainer"].get("explainer") != "mergeable-ipfi":
             raise StateError(f"{path}: smoothed by row count (--alpha), which does not merge; run the shards "
                              "with --time-column and --half-life, or with --running-mean")
@@ -78,3 +82,17 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     save_state(output, {"ipfi": __version__, "settings": settings, "explainer": explainer, "model": None,
                         "run": run, "watch": None})
     return run
+
+
+def _unmergeable(explainer: dict[str, Any]) -> str | None:
+    """The option whose explainer state does not merge (SAGE, conditional removal, the realisations'
+    bounds), or ``None``."""
+    if explainer.get("explainer") == "isage":
+        return "--method sage"
+    if explainer.get("explainer") == "both":
+        return "--removal both"
+    if "remover" in explainer:
+        return "--removal conditional"
+    if "spread" in explainer:
+        return "--bounds-method realisations"
+    return None
