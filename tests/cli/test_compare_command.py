@@ -88,3 +88,44 @@ def test_learning_compare_with_drift(drift_small, hoeffding, tmp_path):
     assert methods == {"ipfi-geometric-0.01", "ipfi-geometric-0.05", "interval"}
     bad = invoke("compare", drift_small, "-m", hoeffding, "-t", "class", "--learn", "--drift-at", "400")
     assert bad.exit_code == 2
+
+
+def test_compare_sage_against_the_known_values_of_a_linear_model(tmp_path):
+    """A model 2a + 0b on independent normal columns, squared loss, labels 2a. SAGE over the two
+    orderings: a first takes the empty coalition's loss, that of the mean prediction, E[(2a - 0)^2] =
+    4 Var(a), down to 0; b first leaves a imputed by one background row (--inner 1), loss
+    E[(2a - 2a')^2] = 8 Var(a), down to 0 when a comes. So a gets (4 + 8) / 2 = 6 Var(a), and b,
+    which the model ignores, (0 + 4 - 8) / 2 = -2 Var(a): one imputation makes the coalition {b}
+    worse than the mean prediction (the game's known artefact; the values add up to the explained
+    loss, 4 Var(a)).
+    Tolerances: batch SAGE within 4 of its standard errors; iSAGE (alpha 0.002, about 1,000 rows
+    weigh) within 1.0, about 4 of its standard deviations (contributions with a standard deviation
+    near 10 over about 1,000 rows: 0.3, more for the exponential weights' smaller effective count)."""
+    import joblib
+    import numpy as np
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(4000, 2))
+    y = 2 * X[:, 0]
+    data = tmp_path / "linear.csv"
+    data.write_text("a,b,y\n" + "\n".join(f"{a!r},{b!r},{t!r}" for (a, b), t in zip(X.tolist(), y.tolist())))
+    model = tmp_path / "linear.joblib"
+    joblib.dump(LinearRegression().fit(X, y), model)
+    result = invoke("compare", data, "-m", model, "-t", "y", "--method", "sage", "--loss", "squared", "--seed", "3",
+                    "--alpha", "0.002", "--sampling", "uniform", "--permutations", "3000", "-q")
+    assert result.exit_code == 0, result.stderr
+    found = records(result.stdout)
+    truth = {"a": 6 * X[:, 0].var(), "b": -2 * X[:, 0].var()}
+    batch = {r["feature"]: r for r in found if r["method"] == "batch-sage"}
+    online = {r["feature"]: float(r["importance"]) for r in found if r["method"] == "isage"}
+    for name, value in truth.items():
+        assert abs(float(batch[name]["importance"]) - value) <= 4 * float(batch[name]["std"]) + 1e-9, batch[name]
+        assert abs(online[name] - value) < 1.0, (name, online[name], value)
+
+
+def test_compare_sage_refusals(agrawal_small, hgb, drift_small, hoeffding):
+    learning = invoke("compare", drift_small, "-m", hoeffding, "-t", "class", "--learn", "--method", "sage")
+    assert learning.exit_code == 2 and "static model" in learning.stderr
+    subset = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--features", "age")
+    assert subset.exit_code == 2 and "drop --features" in subset.stderr

@@ -59,6 +59,7 @@ from ipfi_cli.cli.options import (
     FormatOpt,
     GroupOpt,
     LossOpt,
+    MethodName,
     NaValuesOpt,
     NJobsOpt,
     NoDefaultNaOpt,
@@ -138,6 +139,16 @@ def compare(
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     learn: LearnOpt = False,
+    method: Annotated[MethodName, typer.Option(
+        "--method", help="pfi: iPFI against batch PFI; sage: iSAGE against batch SAGE of the same game (--inner "
+        "imputations per coalition; --permutations samples). SAGE needs a static model.",
+        rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
+    inner: Annotated[int, typer.Option(
+        "--inner", min=1, help="With --method sage: imputations per coalition, for iSAGE and for batch SAGE alike.",
+        rich_help_panel=PANEL_ESTIMATOR)] = 1,
+    permutations: Annotated[int, typer.Option(
+        "--permutations", min=2, help="With --method sage: batch SAGE's sampled (row, feature ordering) pairs.",
+        rich_help_panel=PANEL_ESTIMATOR)] = 2000,
     orderings: OrderingsOpt = 1,
     keep_order: KeepOrderOpt = False,
     sampling: SamplingsOpt = None,
@@ -191,6 +202,9 @@ def compare(
         if learn and (orderings != 1 or keep_order):
             raise usage_error("--orderings/--keep-order are for a static model; --learn streams the file once",
                               "--orderings")
+        if learn and value(method) == "sage":
+            raise usage_error("SAGE is compared on a static model (batch SAGE); interval SAGE for --learn is "
+                              "not implemented", "--method")
         if keep_order and orderings != 1:
             raise usage_error("--keep-order streams the file's own order: use it with one ordering", "--keep-order")
         alphas = [pfi_params(a, repeats, DEFAULT_SAMPLING, reservoir_size).alpha
@@ -218,6 +232,12 @@ def compare(
         common = dict(loss=dataset.loss, n_repeats=repeats, reservoir_size=reservoir_size,
                       features=dataset.features, groups=dataset.groups, seed=seed, n_jobs=n_jobs,
                       normalisation=normalisation)
+        if value(method) == "sage":
+            if dataset.features is not None and set(dataset.features) != set(dataset.columns) - {
+                    c for members in (dataset.groups or {}).values() for c in members}:
+                raise usage_error("SAGE shares the loss among all the model's inputs: drop --features (--group "
+                                  "is fine)", "--features")
+            common.update(method="sage", n_inner=inner, permutations=permutations, features=None)
         if learn:
             records = _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
                                         trace_every, quiet)
@@ -259,13 +279,14 @@ def _compare_static(dataset: Any, samplings: list[str], alphas: list[float], ord
         if batch is None:
             batch, batch_seconds = result.batch, result.batch_seconds
         results.append(result)
-    records = [r.as_dict() for r in results[0].records() if r.method == "batch"]
+    reference = results[0].reference
+    records = [r.as_dict() for r in results[0].records() if r.method == reference]
     for result in results:
-        records.extend(r.as_dict() for r in result.records() if r.method != "batch")
+        records.extend(r.as_dict() for r in result.records() if r.method != reference)
     write_records(output, fmt, RECORD_FIELDS, records)
     if traces:
-        table = [row for result in results for row in result.trace_table() if row["method"] != "batch"]
-        table += [row for row in results[0].trace_table() if row["method"] == "batch"]
+        table = [row for result in results for row in result.trace_table() if row["method"] != reference]
+        table += [row for row in results[0].trace_table() if row["method"] == reference]
         _write_traces(traces, results[0].names, table)
     if not quiet:
         show_static_comparison(results, batch_seconds, time.perf_counter() - started)

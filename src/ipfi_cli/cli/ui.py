@@ -364,10 +364,12 @@ def show_static_comparison(results: list[Any], batch_seconds: float, seconds: fl
     first = results[0]
     console = stderr_console()
     n_runs = sum(len(r.runs) for r in results)
+    sage = first.settings.get("method") == "sage"
+    batch, online, spread = ("batch SAGE", "iSAGE", "std error") if sage else ("batch PFI", "iPFI", "std")
     console.print(f"compare: {first.batch.n_rows:,} rows, {first.settings['orderings']} ordering(s), "
-                  f"{first.settings['loss']} loss; batch PFI {batch_seconds:.1f} s, {n_runs} iPFI run(s), "
+                  f"{first.settings['loss']} loss; {batch} {batch_seconds:.1f} s, {n_runs} {online} run(s), "
                   f"{seconds:.1f} s in all.")
-    console.print(f"Error: {first.normalisation}-normalised L1 distance of each run's final estimate to batch PFI.")
+    console.print(f"Error: {first.normalisation}-normalised L1 distance of each run's final estimate to {batch}.")
     table = Table()
     for column in ("sampling", "alpha", "runs", "median error", "IQR", "Q1", "Q3"):
         table.add_column(column, justify="left" if column == "sampling" else "right")
@@ -378,11 +380,11 @@ def show_static_comparison(results: list[Any], batch_seconds: float, seconds: fl
     console.print(table)
     features = Table()
     features.add_column("feature")
-    features.add_column("batch PFI (std)", justify="right")
+    features.add_column(f"{batch} ({spread})", justify="right")
     columns = [(result, s) for result in results for s in result.samplings]
     for result, s in columns:
-        features.add_column(f"iPFI {s} {result.settings['alpha']:g}" + (" (median)" if len(result.runs) > 2 else ""),
-                            justify="right")
+        median = " (median)" if len(result.runs) > 2 else ""
+        features.add_column(f"{online} {s} {result.settings['alpha']:g}{median}", justify="right")
     medians = {(id(result), s): np.median([run.estimates for run in result.runs if run.sampling == s], axis=0)
                for result, s in columns}
     for j in sorted(range(len(first.names)), key=lambda j: -first.batch.mean[j]):

@@ -372,10 +372,25 @@ class SAGEResult:
     n_permutations: int
     marginal_loss: float
     model_loss: float
+    n_rows: int = 0
 
     @property
     def explained_loss(self) -> float:
         return self.marginal_loss - self.model_loss
+
+    # read like a PFIResult where both are a comparison's reference (ipfi compare --method sage)
+    @property
+    def mean(self) -> list[float]:
+        return self.values.tolist()
+
+    @property
+    def std(self) -> list[float]:
+        """The standard errors of the values (a PFIResult's is the spread of one repeat)."""
+        return self.std_errors.tolist()
+
+    @property
+    def n_repeats(self) -> int:
+        return self.n_permutations
 
     def as_dict(self) -> dict[str, float]:
         return dict(zip(self.names, self.values.tolist()))
@@ -471,4 +486,4 @@ def batch_sage(
     std_errors = scores.std(axis=0, ddof=1) / np.sqrt(n_permutations) if n_permutations > 1 \
         else np.full(n_players, np.nan)
     return SAGEResult(names, scores.mean(axis=0), std_errors, n_permutations,
-                      float(marginal_losses.mean()), float(model_losses.mean()))
+                      float(marginal_losses.mean()), float(model_losses.mean()), len(block))

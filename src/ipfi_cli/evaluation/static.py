@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ipfi_cli.core import IPFIEstimator, PFIResult, batch_pfi
+from ipfi_cli.core import batch_pfi
 from ipfi_cli.core.batch import as_block
+from ipfi_cli.core.explainer import make_explainer
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.evaluation.metrics import ErrorSummary, importance_error, summarise
@@ -62,7 +63,7 @@ class StaticComparison:
     """Batch PFI once, and every iPFI run compared with it."""
 
     names: list[str]
-    batch: PFIResult
+    batch: Any  # a PFIResult, or with method "sage" a SAGEResult (its std is a standard error)
     batch_seconds: float
     runs: list[StaticRun]
     normalisation: str = "sum"
@@ -90,21 +91,31 @@ class StaticComparison:
         for run in self.runs:
             if run.trace is None or run.trace_rows is None:
                 continue
-            label = f"ipfi-{run.sampling}-{alpha:g}"
+            label = f"{self.incremental}-{run.sampling}-{alpha:g}"
             for row, values in zip(run.trace_rows.tolist(), run.trace.tolist()):
                 out.append({"method": label, "row": row + 1, **dict(zip(self.names, values))})
-        out.append({"method": "batch", "row": self.batch.n_rows, **self.batch.as_dict()})
+        out.append({"method": self.reference, "row": self.batch.n_rows, **self.batch.as_dict()})
         return out
+
+    @property
+    def incremental(self) -> str:
+        """The incremental method's name in records: ``ipfi`` or ``isage``."""
+        return "isage" if self.settings.get("method") == "sage" else "ipfi"
+
+    @property
+    def reference(self) -> str:
+        """The batch method's name in records: ``batch`` (PFI) or ``batch-sage``."""
+        return "batch-sage" if self.settings.get("method") == "sage" else "batch"
 
     def records(self) -> list[FeatureComparison]:
         """Batch PFI per feature, then every run's per-feature comparison with it."""
         reference = np.asarray(self.batch.mean)
-        out = [FeatureComparison(method="batch", feature=name, importance=float(reference[j]),
+        out = [FeatureComparison(method=self.reference, feature=name, importance=float(reference[j]),
                                  std=float(self.batch.std[j]), n_repeats=self.batch.n_repeats,
                                  reference=float(reference[j]))
                for j, name in enumerate(self.names)]
         for run in self.runs:
-            out.extend(compare_vectors(self.names, run.estimates, reference, method="ipfi",
+            out.extend(compare_vectors(self.names, run.estimates, reference, method=self.incremental,
                                        normalisation=self.normalisation, sampling=run.sampling,
                                        ordering=run.ordering, alpha=self.settings.get("alpha")))
         return out
@@ -114,8 +125,10 @@ def _run(predictor: Predictor, block: np.ndarray, targets: np.ndarray, columns: 
          order: np.ndarray, sampling: str, ordering: int, explainer_seed: int, reference: np.ndarray,
          options: dict[str, Any], keep_trace: bool, trace_every: int, normalisation: str) -> StaticRun:
     start = time.perf_counter()
-    explainer = IPFIEstimator(predictor, columns, sampling=sampling, seed=explainer_seed, **options)
-    chunk = max(1, CHUNK_MODEL_ROWS // explainer.block_rows)
+    options = dict(options)
+    explainer = make_explainer(options.pop("method"), predictor, columns, sampling=sampling, seed=explainer_seed,
+                               **options)
+    chunk = max(1, CHUNK_MODEL_ROWS // getattr(explainer, "block_rows", 1 + len(columns)))
     trace_rows: list[np.ndarray] = []
     trace: list[np.ndarray] = []
     n = len(order)
@@ -155,9 +168,12 @@ def compare_static(
     normalisation: str = "sum",
     keep_traces: bool = False,
     trace_every: int = 1,
-    batch: PFIResult | None = None,
+    batch: Any = None,
     on_run: Callable[[StaticRun], None] | None = None,
     skip: Collection[tuple[int, str]] = (),
+    method: str = "pfi",
+    n_inner: int = 1,
+    permutations: int = 2000,
 ) -> StaticComparison:
     """Experiment A on one model and data set (see the module docstring).
 
@@ -168,6 +184,11 @@ def compare_static(
     called with each finished run (in submission order), e.g. to write partial results.
     ``skip`` lists ``(ordering, sampling)`` runs not to do (finished by an earlier, stopped
     call with the same seed): the others get exactly the numbers they would have had.
+
+    ``method="sage"`` compares iSAGE (``n_inner`` imputations per coalition, like with like)
+    with batch SAGE of the same game (:func:`~ipfi_cli.core.sage.batch_sage` with ``n_inner``
+    background rows drawn per coalition from all the rows, ``permutations`` samples); ``batch``
+    may then pass a batch SAGE result.
     """
     columns = [str(c) for c in columns]
     block = as_block(rows, columns, exact=not getattr(predictor, "supports_batch", False))
@@ -188,15 +209,22 @@ def compare_static(
         sampling_slot(s)  # an unknown sampling fails before any work
 
     start = time.perf_counter()
-    if batch is None:
+    if batch is None and method == "sage":
+        from ipfi_cli.core.sage import batch_sage
+
+        batch = batch_sage(predictor, block, target_array, columns, loss=loss, n_permutations=permutations,
+                           n_inner=n_inner, groups=groups, seed=int(batch_seed.generate_state(1)[0]))
+    elif batch is None:
         batch = batch_pfi(predictor, block, target_array, columns, loss=loss, n_repeats=n_repeats,
                           features=features, groups=groups,
                           seed=int(batch_seed.generate_state(1)[0]), n_jobs=n_jobs)
     batch_seconds = time.perf_counter() - start
     reference = np.asarray(batch.mean)
 
-    options = dict(loss=loss, alpha=alpha, n_repeats=n_repeats, reservoir_size=reservoir_size,
-                   features=features, groups=groups)
+    options: dict[str, Any] = dict(method=method, loss=loss, alpha=alpha, n_repeats=n_repeats,
+                                   reservoir_size=reservoir_size, features=features, groups=groups)
+    if method == "sage":
+        options["n_inner"] = n_inner
     n = len(block)
     tasks = []
     for k in range(orderings):
@@ -226,5 +254,7 @@ def compare_static(
                 on_run(run)
     settings = dict(options, orderings=orderings, samplings=samplings, shuffle=shuffle, seed=seed,
                     n_rows=n, loss=getattr(options["loss"], "name", options["loss"]))
+    if method == "sage":
+        settings["permutations"] = permutations
     return StaticComparison(names=list(batch.names), batch=batch, batch_seconds=batch_seconds, runs=runs,
                             normalisation=normalisation, settings=settings)
