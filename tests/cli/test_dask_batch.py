@@ -195,3 +195,27 @@ def test_explain_by_spread_refusals_are_one_line(run, tmp_path):
         assert result.exit_code == 2 and says in result.stderr, result.stderr
     plain = run("explain", data, "-m", ELEC_MODEL, "-t", "class", "--workers", "2")
     assert plain.exit_code == 2 and "needs --by" in plain.stderr
+
+
+def test_explain_by_spread_keeps_equal_keys_together(run, scheduler, hgb, tmp_path):
+    """Key values that are equal but spelled apart (7 and 7.0, read as the same number) are one key in
+    one process: spread over the workers they are one key too."""
+    lines = (ROOT / "sample_data" / "agrawal_static.csv").read_text().splitlines()
+    spellings = ["7", "7.0", "07", "+7", "8", "8.0"]
+    data = tmp_path / "store.csv"
+    data.write_text("store," + lines[0] + "\n" + "\n".join(f"{spellings[i % 6]},{line}"
+                                                             for i, line in enumerate(lines[1:401])) + "\n")
+    common = ["explain", data, "-m", hgb, "-t", "class", "--seed", "1", "-M", "2", "--no-live", "-q", "--by",
+              "store", "--every", "50"]
+    alone, spread = run(*common), run(*common, "--scheduler", scheduler)
+    assert alone.exit_code == 0 and spread.exit_code == 0, spread.stderr
+    assert spread.stdout == alone.stdout
+    assert {line.split(",")[0] for line in alone.stdout.splitlines()[1:]} == {"7", "8"}
+
+
+@pytest.mark.parametrize("address", ["nonsense", "tcp://127.0.0.1:notaport"])
+def test_a_malformed_scheduler_address_is_one_line(run, hgb, agrawal_small, address):
+    for command in (["batch", agrawal_small, "-m", hgb, "-t", "class", "-M", "2", "-q"],
+                    ["explain", agrawal_small, "-m", hgb, "-t", "class", "-q", "--by", "elevel"]):
+        result = run(*command, "--scheduler", address)
+        assert result.exit_code == 2 and "tcp://HOST:PORT" in result.stderr, result.stderr

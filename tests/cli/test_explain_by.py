@@ -110,9 +110,10 @@ def test_eviction_of_sage_and_conditional_gives_the_same_bytes(run, drift_shards
     assert outputs[1] == outputs[0] and len(outputs[0].splitlines()) > 50
 
 
-def test_state_resume_equals_one_run(run, elec, tmp_path):
+@pytest.mark.parametrize("then", [[], ["--max-keys", "2"]], ids=["then-unlimited", "then-max-keys"])
+def test_state_resume_equals_one_run(run, elec, tmp_path, then):
     """A run stopped after 150 rows and continued from --state writes the bytes of one run (traces and
-    events), every key resumed, those evicted too."""
+    events), every key resumed, those evicted too (the continued run evicting keys as well, or not)."""
     whole = tmp_path / "whole.csv"
     common = ["--by", "day", "--every", "4", "--detect"]
     explain(run, elec, *common, "-o", whole, "--events", tmp_path / "whole.jsonl")
@@ -121,7 +122,8 @@ def test_state_resume_equals_one_run(run, elec, tmp_path):
     traces, state, events = tmp_path / "traces.csv", tmp_path / "run.state", tmp_path / "events.jsonl"
     explain(run, first, *common, "-o", traces, "--events", events, "--state", state, "--checkpoint-every", "40",
             "--max-keys", "2")
-    explain(run, elec, *common, "-o", traces, "--events", events, "--state", state, "--checkpoint-every", "40")
+    explain(run, elec, *common, "-o", traces, "--events", events, "--state", state, "--checkpoint-every", "40",
+            *then)
     assert traces.read_bytes() == whole.read_bytes()
     assert events.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
     # a keyed state is not continued without --by (named in one line)

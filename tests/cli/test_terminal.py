@@ -143,3 +143,21 @@ def test_flags_show_no_bool_type_in_help():
         assert result.exit_code == 0 and "--learn" in result.stdout or command == "batch"
         assert "<bool>" not in result.stdout and "BOOLEAN" not in result.stdout
         assert "<int>" in result.stdout or "INTEGER" in result.stdout  # other types stay (spelled by Typer's version)
+
+
+def test_keys_from_the_data_are_escaped_in_the_live_table_and_the_summary(hostile, tmp_path):
+    """explain --by: a key value and a key column's name with control sequences, shown escaped."""
+    import pandas as pd
+
+    data, model = hostile
+    frame = pd.read_csv(data)
+    key = f"k{OSC52}{CLEAR}"
+    frame.insert(0, f"shop{CLEAR}", [key if i % 2 else "plain" for i in range(len(frame))])
+    keyed = tmp_path / "keyed.csv"
+    frame.to_csv(keyed, index=False)
+    code, terminal = run_in_pty(["explain", str(keyed), "-m", str(model), "-t", "y", "--seed", "1",
+                                 "--by", f"shop{CLEAR}", "--batch-size", "10"], tmp_path / "traces.csv")
+    assert code == 0, terminal.decode(errors="replace")
+    assert_clean(terminal)
+    assert b"\\x1b[2J" in terminal  # shown, escaped
+    assert key.encode() in (tmp_path / "traces.csv").read_bytes()  # the traces keep the data

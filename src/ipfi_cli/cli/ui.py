@@ -198,7 +198,8 @@ class Dashboard:
                               number(one.bounds[i]), end_section=rank == min(len(order), MAX_ROWS) - 1)
         console = self._get_console()
         console.print(Text(terminal_safe(f"{self.title}: {_count(snapshot.rows)} rows, "
-                                         f"{_count(len(snapshot.per_key))} keys"), style="italic"))
+                                         f"{_count(len(snapshot.per_key))} key"
+                                         + ("s" if len(snapshot.per_key) != 1 else "")), style="italic"))
         console.print(table)
         if len(snapshot.per_key) > MAX_KEYS:
             console.print(Text(f"… {len(snapshot.per_key) - MAX_KEYS:,} more keys (every key's figures: --meta)",
@@ -236,12 +237,13 @@ class Dashboard:
         if len(order) > MAX_ROWS:
             table.add_row("", f"… {len(order) - MAX_ROWS} more", *[""] * (4 if trend else 3))
         # title and caption on lines of their own, so they do not wrap to the table's width
-        return Group(Text(terminal_safe(self.title), style="italic"), table, Text(self._caption(s), style="dim"))
+        return Group(Text(terminal_safe(self.title), style="italic"), table,
+                     Text(terminal_safe(self._caption(s)), style="dim"))
 
     def _caption(self, s: Snapshot) -> str:
         parts = [f"{_count(s.rows)} rows"]
         if s.n_keys:  # explain --by: the table is the key last explained
-            parts.append(f"{_count(s.n_keys)} keys")
+            parts.append(f"{_count(s.n_keys)} key" + ("s" if s.n_keys != 1 else ""))
             if s.key is not None:
                 parts.append(f"key {s.key} ({_count(s.key_rows)} rows)")
         if s.rate == s.rate:

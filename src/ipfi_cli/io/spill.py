@@ -51,6 +51,16 @@ class SpillStore(MutableMapping[Hashable, bytes]):
     def __len__(self) -> int:
         return len(self._files)
 
+    def __deepcopy__(self, memo: dict[int, object]) -> SpillStore:
+        """A store of its own with the same values (a copy must not lean on this one's folder, which goes
+        when this store does)."""
+        copy = SpillStore(str(Path(self._folder.name).parent))
+        for key, path in self._files.items():
+            copy[key] = path.read_bytes()
+        copy.bytes_written = self.bytes_written
+        memo[id(self)] = copy
+        return copy
+
     def close(self) -> None:
         """Remove the folder and every value in it."""
         self._files.clear()

@@ -42,6 +42,8 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
         raise UsageError(_INSTALL_HINT, "--scheduler" if scheduler else "--workers") from None
     import logging
 
+    if scheduler is not None:
+        _check_address(scheduler)
     logging.getLogger("distributed").setLevel(logging.ERROR)  # its INFO lines would fill stderr
     cluster = None
     try:
@@ -61,6 +63,18 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _check_address(address: str) -> None:
+    """Refuse, before connecting, an address Dask cannot parse (it would raise, then hang on exit)."""
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address, strict=False)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as error:
+        raise UsageError(f"not a scheduler address ({error}): give tcp://HOST:PORT", "--scheduler") from None
 
 
 def dask_runner(client: Any) -> Any:

@@ -37,12 +37,28 @@ from ipfi_cli.run.settings import ExplainSettings, RunParts, RunStatus
 
 
 def shard_of(key: Key, shards: int) -> int:
-    """The shard of ``key``: a hash of its text, the same in every process (unlike ``hash``).
+    """The shard of ``key``: a hash of its canonical text, the same in every process (unlike ``hash``).
+
+    Keys that are equal are one key (as in one process, where a dict holds them): ``7``, ``7.0`` and
+    ``True`` (equal to ``1``) are each written as the integer they equal, so they share a shard.
 
     >>> shard_of(("eu",), 4) == shard_of(("eu",), 4), 0 <= shard_of(("eu", 3.0), 4) < 4
     (True, True)
+    >>> shard_of((7.0,), 5) == shard_of((7,), 5), shard_of((True,), 5) == shard_of((1,), 5)
+    (True, True)
     """
-    return zlib.crc32(repr(key).encode("utf-8", "backslashreplace")) % shards
+    return zlib.crc32(repr(tuple(_canonical(v) for v in key)).encode("utf-8", "backslashreplace")) % shards
+
+
+def _canonical(value: Any) -> Any:
+    """One representative of the values equal to ``value`` (a number equal to an integer: that integer)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, (str, int, float)) and hasattr(value, "item"):  # a NumPy scalar
+        return _canonical(value.item())
+    return value
 
 
 @dataclass
@@ -170,6 +186,7 @@ class SpreadKeyedSession(KeyedSession):
                     self.reporter.message(f"explaining the keys in {shards} shard(s) on Dask workers")
                 results: list[ShardResult] = gather_tasks(client, explain_shard,
                                                           [(shard_settings, i, shards) for i in range(shards)])
+            _as_given(results, shard_settings.input, s.input)
             failure = self._merge(results, parts)
             self.refresh()  # the display hears of the rows (its summary shows what it last heard)
             if failure is None:
@@ -226,6 +243,18 @@ class SpreadKeyedSession(KeyedSession):
                 parts.watch.events.extend(found)
             ExplainSession.report_events(self, found)
         return failure
+
+
+def _as_given(results: list[ShardResult], here: Any, given: Any) -> None:
+    """Messages name the input as the user gave it, not by the absolute path the workers read."""
+    if here == given or not isinstance(here, str) or not isinstance(given, str):
+        return
+    for result in results:
+        if result.first_skip is not None:
+            row, text = result.first_skip
+            result.first_skip = (row, text.replace(here, given, 1))
+        if result.failure is not None and getattr(result.failure[1], "source", None) == here:
+            result.failure[1].source = given  # type: ignore[attr-defined]
 
 
 def _quiet_watch(watch: Any) -> Any:
