@@ -53,6 +53,7 @@ from ipfi_cli.cli.options import (
     OnBadRowOpt,
     OutputFormatOpt,
     OutputOpt,
+    PermutationsOpt,
     QuietOpt,
     SchedulerOpt,
     SeedOpt,
@@ -102,9 +103,7 @@ def batch(
     method: Annotated[MethodName, typer.Option(
         "--method", help="pfi: batch permutation feature importance; sage: batch SAGE (Shapley values of the loss, "
         "the baseline of explain --method sage).", rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
-    permutations: Annotated[int, typer.Option(
-        "--permutations", min=2, help="With --method sage: sampled (row, feature ordering) pairs.",
-        rich_help_panel=PANEL_ESTIMATOR)] = 2000,
+    permutations: PermutationsOpt = 2000,
     background: Annotated[int, typer.Option(
         "--background", min=1, help="With --method sage: rows drawn (with --seed) whose values stand in for "
         "absent features; every coalition's prediction is averaged over all of them.",

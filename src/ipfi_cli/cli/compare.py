@@ -58,6 +58,7 @@ from ipfi_cli.cli.options import (
     FeaturesOpt,
     FormatOpt,
     GroupOpt,
+    InnerOpt,
     LossOpt,
     MethodName,
     NaValuesOpt,
@@ -66,6 +67,7 @@ from ipfi_cli.cli.options import (
     OnBadRowOpt,
     OutputFormatOpt,
     OutputOpt,
+    PermutationsOpt,
     QuietOpt,
     RepeatsOpt,
     Sampling,
@@ -143,12 +145,8 @@ def compare(
         "--method", help="pfi: iPFI against batch PFI; sage: iSAGE against batch SAGE of the same game (--inner "
         "imputations per coalition; --permutations samples). SAGE needs a static model.",
         rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
-    inner: Annotated[int, typer.Option(
-        "--inner", min=1, help="With --method sage: imputations per coalition, for iSAGE and for batch SAGE alike.",
-        rich_help_panel=PANEL_ESTIMATOR)] = 1,
-    permutations: Annotated[int, typer.Option(
-        "--permutations", min=2, help="With --method sage: batch SAGE's sampled (row, feature ordering) pairs.",
-        rich_help_panel=PANEL_ESTIMATOR)] = 2000,
+    inner: InnerOpt = 1,
+    permutations: PermutationsOpt = 2000,
     orderings: OrderingsOpt = 1,
     keep_order: KeepOrderOpt = False,
     sampling: SamplingsOpt = None,

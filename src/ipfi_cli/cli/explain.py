@@ -63,6 +63,7 @@ from ipfi_cli.cli.options import (
     FeaturesOpt,
     FormatOpt,
     GroupOpt,
+    InnerOpt,
     InputArg,
     LossOpt,
     MethodName,
@@ -163,9 +164,7 @@ def explain(
     removal: RemovalOpt = "marginal",
     conditional_sampler: ConditionalSamplerOpt = "gaussian",
     smoothing: SmoothingOpt = "exponential",
-    inner: Annotated[int, typer.Option(
-        "--inner", min=1, help="With --method sage: imputations per coalition, their predictions averaged (1, "
-        "iXAI's default, inflates the values; more approach batch SAGE).", rich_help_panel=PANEL_ESTIMATOR)] = 1,
+    inner: InnerOpt = 1,
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
         "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_ALPHA,

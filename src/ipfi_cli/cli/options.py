@@ -173,6 +173,13 @@ DataArg = Annotated[str, typer.Argument(
 NJobsOpt = Annotated[Optional[int], typer.Option(
     "--n-jobs", "-j", help="Parallel workers (joblib) for the permutations, one feature per task; -1: all "
     "cores. Results do not depend on it.", rich_help_panel=PANEL_ESTIMATOR, show_default=False)]
+InnerOpt = Annotated[int, typer.Option(
+    "--inner", min=1, help="With --method sage: imputations per coalition, their predictions averaged (1, iXAI's "
+    "default, inflates the values; more approach batch SAGE); compare uses it for iSAGE and batch SAGE alike.",
+    rich_help_panel=PANEL_ESTIMATOR)]
+PermutationsOpt = Annotated[int, typer.Option(
+    "--permutations", min=2, help="With --method sage: batch SAGE's sampled (row, feature ordering) pairs.",
+    rich_help_panel=PANEL_ESTIMATOR)]
 WorkersOpt = Annotated[Optional[int], typer.Option(
     "--workers", min=1, help="Spread the work over a local Dask cluster of N worker processes (127.0.0.1): batch's "
     "permutations, explain --by's keys. The same seed gives the same bytes. Needs ipfi-cli[dask].",
