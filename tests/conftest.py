@@ -31,6 +31,20 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["IPFI_CACHE_DIR"] = folder.name
 
 
+def _adwin_exports_its_window() -> bool:
+    """Whether this river's ADWIN gives its window as bytes (0.26 on), so --detect's state is data."""
+    from river.drift import ADWIN
+
+    helper = ADWIN()._helper
+    state = getattr(helper, "__getstate__", None)
+    return hasattr(helper, "__getnewargs__") and state is not None and isinstance(state(), bytes)
+
+
+#: tests that save change detection in a state (--detect with --state or --max-keys) need it
+needs_adwin_state = pytest.mark.skipif(not _adwin_exports_its_window(),
+                                       reason="river's ADWIN exports its window as data from 0.26 on")
+
+
 # real model servers take 5-10 s each to start and answer over HTTP: their tests run with `-m slow`
 MODEL_SERVERS = {"mlflow_server", "bool_mlflow_server", "proba_mlflow_server", "mlserver_server"}
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import SAMPLE, head_lines
+from tests.conftest import needs_adwin_state
 
 ELEC = SAMPLE / "elec2_excerpt.csv"  # real data: the Elec2 electricity market (Harries 1999), an excerpt
 ELEC_MODEL = str(SAMPLE / "elec2_hgb.joblib")
@@ -81,6 +82,7 @@ def drift_shards(tmp_path_factory) -> Path:
     return path
 
 
+@needs_adwin_state  # --detect saved in a state
 def test_eviction_gives_the_same_bytes(run, drift_shards, hgb, tmp_path):
     """--max-keys 1 and 2 (keys evicted and restored at almost every row) write what no eviction writes,
     the change events too."""
@@ -110,6 +112,7 @@ def test_eviction_of_sage_and_conditional_gives_the_same_bytes(run, drift_shards
     assert outputs[1] == outputs[0] and len(outputs[0].splitlines()) > 50
 
 
+@needs_adwin_state  # --detect saved in a state
 @pytest.mark.parametrize("then", [[], ["--max-keys", "2"]], ids=["then-unlimited", "then-max-keys"])
 def test_state_resume_equals_one_run(run, elec, tmp_path, then):
     """A run stopped after 150 rows and continued from --state writes the bytes of one run (traces and

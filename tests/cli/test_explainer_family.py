@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tests.cli.conftest import parse_csv
+from tests.conftest import needs_adwin_state
 
 
 def _last(result) -> dict[str, float]:
@@ -68,6 +69,7 @@ def test_marginal_pfi_output_is_unchanged_by_the_new_options(run, agrawal_small,
     assert plain.exit_code == 0 and plain.stdout == spelled.stdout
 
 
+@needs_adwin_state  # --detect saved in a state
 def test_sage_feeds_the_change_detector_and_continues_from_state(run, agrawal_small, hgb, tmp_path):
     options = ["-m", hgb, "-t", "class", "--method", "sage", "--seed", "7", "--no-live", "-q", "--detect"]
     whole = tmp_path / "whole.csv"
