@@ -59,6 +59,9 @@ def test_decimal_comma_on_stdin_and_its_misuse(run, european):
     for bad in (["--decimal", "x"], ["--decimal", ",", "--delimiter", ","]):
         result = run("batch", european / "eu.csv", *BASE, *bad)
         assert result.exit_code == 2 and "--decimal" in result.stderr, result.stderr
+    # the delimiter the user gave is named as theirs (not "give --delimiter")
+    given = " ".join(run("batch", european / "eu.csv", *BASE, "--decimal", ",", "-d", ",").stderr.split())
+    assert "--delimiter is ','" in given and "give --delimiter" not in given, given
 
 
 def test_decimal_does_not_apply_to_typed_formats(run, european, tmp_path):

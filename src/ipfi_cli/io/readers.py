@@ -136,12 +136,14 @@ class RowReader:
             return
         self._rows_started = True
         if self.format == "csv":
+            given = self.delimiter is not None
             if self.delimiter is None:
                 first = self._lines.peek_nonblank()
                 self.delimiter = sniff_delimiter(first or "")
             if self.decimal == "," and self.delimiter == ",":
+                why = "--delimiter is ','" if given else "the header is separated by ',' (give --delimiter)"
                 raise UsageError("the decimal mark ',' needs fields separated by something else (';', a tab): "
-                                 "the header is separated by ',' (give --delimiter)", "--decimal")
+                                 + why, "--decimal")
             self._csv = csv.reader(iter(self._lines), delimiter=self.delimiter)
             header = self._read_header()
             self._columns = header
