@@ -56,3 +56,15 @@ def test_every_row_is_kept_with_probability_limit_over_n(limit):
 def test_a_limit_below_two_rows_is_refused():
     with pytest.raises(ValueError, match="at least 2"):
         RowSample(1, 0)
+
+
+def test_compare_samples_its_static_rows_alike_and_streams_every_row_with_learn(run, agrawal_small, hgb,
+                                                                                  drift_small, hoeffding):
+    common = ["compare", agrawal_small, "-m", hgb, "-t", "class", "-M", "2", "--seed", "3", "--sampling", "uniform"]
+    unlimited, sampled = run(*common), run(*common, "--max-rows", "150")
+    assert unlimited.exit_code == 0 and sampled.exit_code == 0, sampled.stderr
+    assert "uniform sample of 150 of the 300 good rows" in " ".join(sampled.stderr.split())
+    assert "uniform sample" not in unlimited.stderr and sampled.stdout != unlimited.stdout
+    learning = run("compare", drift_small, "-m", hoeffding, "-t", "class", "--learn", "--interval", "100",
+                   "--seed", "3", "--max-rows", "150")
+    assert learning.exit_code == 0 and "uniform sample" not in learning.stderr, learning.stderr

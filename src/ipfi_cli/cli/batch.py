@@ -36,6 +36,7 @@ from ipfi_cli.cli.monitor_options import (
     monitor_settings,
 )
 from ipfi_cli.cli.options import (
+    DEFAULT_MAX_ROWS,
     PANEL_ESTIMATOR,
     DataArg,
     DebugOpt,
@@ -46,6 +47,7 @@ from ipfi_cli.cli.options import (
     FormatOpt,
     GroupOpt,
     LossOpt,
+    MaxRowsOpt,
     MethodName,
     NaValuesOpt,
     NJobsOpt,
@@ -77,9 +79,6 @@ BatchRepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-M", min=1, help="Random permutations of the whole data per feature (M; the paper uses 10).",
     rich_help_panel=PANEL_ESTIMATOR)]
 
-#: rows batch PFI holds at most by default (about 100-400 bytes each, with the model's inputs)
-DEFAULT_MAX_ROWS = 1_000_000
-
 BATCH_FIELDS = ["feature", "importance", "std", "n_repeats", "n_rows", "loss", "baseline_loss"]
 SAGE_FIELDS = ["feature", "importance", "std_error", "n_permutations", "n_rows", "loss", "explained_loss"]
 
@@ -108,10 +107,7 @@ def batch(
         "--background", min=1, help="With --method sage: rows drawn (with --seed) whose values stand in for "
         "absent features; every coalition's prediction is averaged over all of them.",
         rich_help_panel=PANEL_ESTIMATOR)] = 64,
-    max_rows: Annotated[int, typer.Option(
-        "--max-rows", min=2, help="Keep at most N good rows in memory: a larger input is explained on a uniform "
-        "sample of N of its rows (drawn with --seed, kept in input order, and said in a note). Memory grows with "
-        "N, not with the input.", metavar="N")] = DEFAULT_MAX_ROWS,
+    max_rows: MaxRowsOpt = DEFAULT_MAX_ROWS,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,
     workers: WorkersOpt = None,

@@ -48,6 +48,7 @@ from ipfi_cli.cli.monitor_options import (
     monitor_settings,
 )
 from ipfi_cli.cli.options import (
+    DEFAULT_MAX_ROWS,
     PANEL_ESTIMATOR,
     PANEL_OUTPUT,
     DataArg,
@@ -60,6 +61,7 @@ from ipfi_cli.cli.options import (
     GroupOpt,
     InnerOpt,
     LossOpt,
+    MaxRowsOpt,
     MethodName,
     NaValuesOpt,
     NJobsOpt,
@@ -147,6 +149,7 @@ def compare(
         rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
     inner: InnerOpt = 1,
     permutations: PermutationsOpt = 2000,
+    max_rows: MaxRowsOpt = DEFAULT_MAX_ROWS,
     orderings: OrderingsOpt = 1,
     keep_order: KeepOrderOpt = False,
     sampling: SamplingsOpt = None,
@@ -221,7 +224,8 @@ def compare(
                                    classes=classes)
         reporter = TerminalReporter(live=False, quiet=quiet)
         dataset = load_dataset(load_predictor(model, learn=learn, trust=split_names(trust), http=http), inputs,
-                               chosen, reporter, learn=learn, on_bad_row=value(on_bad_row), verbose=verbose)
+                               chosen, reporter, learn=learn, on_bad_row=value(on_bad_row), verbose=verbose,
+                               max_rows=None if learn else max_rows, seed=seed)
         fmt = value(output_format)
         if verbose:
             reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; loss "

@@ -173,6 +173,12 @@ DataArg = Annotated[str, typer.Argument(
 NJobsOpt = Annotated[Optional[int], typer.Option(
     "--n-jobs", "-j", help="Parallel workers (joblib) for the permutations, one feature per task; -1: all "
     "cores. Results do not depend on it.", rich_help_panel=PANEL_ESTIMATOR, show_default=False)]
+#: rows batch and compare hold at most by default (about 100-400 bytes each, with the model's inputs)
+DEFAULT_MAX_ROWS = 1_000_000
+MaxRowsOpt = Annotated[int, typer.Option(
+    "--max-rows", min=2, help="Keep at most N good rows in memory: a larger input is explained on a uniform "
+    "sample of N of its rows (drawn with --seed, kept in input order, and said in a note). Memory grows with N, "
+    "not with the input. compare --learn streams every row (a sample would move --drift-at).", metavar="N")]
 InnerOpt = Annotated[int, typer.Option(
     "--inner", min=1, help="With --method sage: imputations per coalition, their predictions averaged (1, iXAI's "
     "default, inflates the values; more approach batch SAGE); compare uses it for iSAGE and batch SAGE alike.",
