@@ -98,3 +98,10 @@ def test_what_sage_cannot_do_is_a_usage_error(run, agrawal_small, hgb):
     result = run("explain", agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--removal", "conditional",
                  "--conditional-sampler", "tree")
     assert result.exit_code == 2 and "'--conditional-sampler': SAGE removes whole coalitions" in _text(result.stderr)
+
+
+@pytest.mark.parametrize("command", ["explain", "batch", "compare"])
+def test_sage_with_the_log_loss_is_a_usage_error_naming_the_loss(run, agrawal_small, hgb, command):
+    result = run(command, agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--loss", "log", "-q")
+    assert result.exit_code == 2, result.stderr
+    assert "'--loss'" in result.stderr and "unexpected" not in result.stderr and result.stdout == ""

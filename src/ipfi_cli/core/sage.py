@@ -93,9 +93,12 @@ def _modal(labels: np.ndarray) -> np.ndarray:
 
 
 def _check_loss(loss: Loss) -> None:
+    """SAGE's losses; a loss it cannot play is a usage error naming ``--loss`` (a ``ValueError`` too)."""
     if loss.output is Output.PROBA:
-        raise ValueError("SAGE needs the model's marginal prediction, which the log loss (the probability of "
-                         "the true label only) does not give: use the zero-one, absolute or squared loss")
+        from ipfi_cli.errors import UsageError
+
+        raise UsageError("SAGE needs the model's marginal prediction, which the log loss (the probability of "
+                         "the true label only) does not give: use the zero-one, absolute or squared loss", "--loss")
 
 
 class _Marginal:
