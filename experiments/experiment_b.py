@@ -12,19 +12,22 @@ of the current model on each window of ``--interval`` rows. The error at each wi
 end is the paper's (see experiment A); the page gives its median and IQR over the whole
 stream, before and after the drift, beside the supplement's table.
 
-    python experiments/experiment_b.py [--out DIR] [--trees 5] [--samplings geometric]
+    python experiments/experiment_b.py [--out DIR] [--trees 5] [--samplings geometric] [--seeds 0,1,2]
+
+Each (scenario, seed) run is kept in OUT/experiment_b.json as soon as it ends; run the
+same command again to continue a stopped experiment.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_OUT, environment, log, write_json, write_text  # noqa: E402
-from _learning import run_scenario, summary_table  # noqa: E402
+SCRIPT_VERSION = "2"  # 2: one run per seed, kept as it ends (resumable); ARF with binary_split=True
+from _common import DEFAULT_OUT, environment, fmt, log, table, write_text  # noqa: E402
+from _learning import RunStore, pooled_summary, run_scenario, summary_table  # noqa: E402
 
 # the supplement's Table (agrawal "fu. 1" and "fe. 1"): whole Q2 IQR Q1 Q3, before ..., after ...
 PAPER = {
@@ -56,7 +59,7 @@ def main() -> None:
     parser.add_argument("--alphas", default="0.001,0.01")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--reservoir", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0", help="comma-separated; one run per scenario and seed")
     parser.add_argument("--scenarios", default="function,feature")
     parser.add_argument("--notes", type=Path, default=None, help="markdown bullet notes to add to the page")
     parser.add_argument("--page-only", action="store_true", help="rebuild the page from OUT/experiment_b.json")
@@ -65,102 +68,115 @@ def main() -> None:
     samplings = [s.strip() for s in args.samplings.split(",") if s.strip()]
     alphas = [float(a) for a in args.alphas.split(",") if a.strip()]
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    json_path, md_path = args.out / "experiment_b.json", args.out / "experiment_b.md"
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    md_path = args.out / "experiment_b.md"
+    settings = {"rows": args.rows, "drift_at": args.drift_at, "interval": args.interval, "trees": args.trees,
+                "samplings": samplings, "alphas": alphas, "repeats": args.repeats, "reservoir": args.reservoir,
+                "model": "river forest.ARFClassifier(n_models=trees, seed=seed, binary_split=True)",
+                "script_version": SCRIPT_VERSION}
+    store = RunStore(args.out / "experiment_b.json", settings)
+    notes = []
+    if args.notes and args.notes.is_file():
+        notes = [line[2:].strip() for line in args.notes.read_text().splitlines() if line.startswith("- ")]
+    if notes:
+        store.extra["notes"] = notes
 
     from river import forest
 
     from ipfi_cli.evaluation.drift import agrawal_function_drift, agrawal_rows, swap_features
 
-    def model():
-        return forest.ARFClassifier(n_models=args.trees, seed=args.seed)
-
-    results: dict = {"_args": vars(args) | {"out": str(args.out), "data": None, "notes": None}}
-    if args.page_only:
-        import json
-
-        results = json.loads(json_path.read_text())
-    notes = []
-    if args.notes and args.notes.is_file():
-        notes = [line[2:].strip() for line in args.notes.read_text().splitlines() if line.startswith("- ")]
-    started = time.perf_counter()
-
     def write_page() -> None:
-        a = results["_args"]
         text = [
             "# Experiment B: iPFI vs interval PFI under concept drift (agrawal, adaptive random forest)",
             "",
             "Error between iPFI's estimate and interval PFI at the end of each interval window (the paper's "
             "error: both vectors clipped at 0 and divided by their sum, then the L1 distance): median (IQR) "
-            "[Q1, Q3] over the windows of the whole stream, before the drift (windows ending at or before row "
-            f"{a['drift_at']:,}) and after it, beside the supplement's table (agrawal fu. 1 = function drift, "
-            "fe. 1 = feature drift).",
+            "[Q1, Q3] over the windows of every seed's run, pooled, over the whole stream, before the drift "
+            f"(windows ending at or before row {args.drift_at:,}) and after it, beside the supplement's table "
+            "(agrawal fu. 1 = function drift, fe. 1 = feature drift).",
             "",
         ]
-        for scenario in scenarios:
-            entry = results.get(scenario)
-            if entry is None:
+        for scenario in ("function", "feature"):
+            entries = store.of(scenario)
+            if not entries:
                 text += [f"## {scenario} drift", "", "(not run yet)", ""]
                 continue
-            text += [f"## {entry['title']}", "",
-                     f"{entry['n_rows']:,} rows, {len(entry['intervals'])} interval windows, runtime "
-                     f"{entry['seconds'] / 60:.1f} min, ARF accuracy over the last 2,000 rows "
-                     f"{entry['final_accuracy']:.1%}.", "",
-                     summary_table(entry, PAPER[scenario]), ""]
-            text += [f"![{scenario} alpha]({f})" for f in entry["figures"]] + [""]
-            text += [f"Traces of both methods: `experiment_b_{scenario}_traces.csv.gz` (redraw with "
-                     f"`ipfi plot experiments/results/experiment_b_{scenario}_traces.csv.gz -o out.png "
-                     f"--drift-at {a['drift_at']}`).", ""]
+            first = entries[0]
+            pooled = {"summary": pooled_summary(entries, args.drift_at)}
+            cpu = [e.get("cpu_seconds", float("nan")) for e in entries]
+            text += [f"## {first['title']}", "",
+                     f"{len(entries)} run(s), seeds {', '.join(str(e['seed']) for e in entries)}; "
+                     f"{first['n_rows']:,} rows and {len(first['intervals'])} interval windows each; CPU time per "
+                     f"run {min(cpu) / 60:.1f}-{max(cpu) / 60:.1f} min; ARF accuracy over the last 2,000 rows "
+                     + ", ".join(f"{e['final_accuracy']:.1%}" for e in entries) + ".", "",
+                     summary_table(pooled, PAPER[scenario]), ""]
+            if len(entries) > 1:
+                text += ["Per seed (whole stream, median error):", "",
+                         table(["trace", *(f"seed {e['seed']}" for e in entries)],
+                               [[label, *(fmt(e["summary"][label]["whole"]["median"]) for e in entries)]
+                                for label in first["summary"]]), ""]
+            text += [f"![{scenario} alpha]({f})" for f in first["figures"]] + [""]
+            if first["figures"]:
+                text += [f"Traces of both methods (seed {first['seed']}): `experiment_b_{scenario}_traces.csv.gz` "
+                         f"(redraw with `ipfi plot {args.out}/experiment_b_{scenario}_traces.csv.gz -o out.png "
+                         f"--drift-at {args.drift_at}`).", ""]
         text += [
             "## Settings", "",
-            f"- Command: `python experiments/experiment_b.py --trees {a['trees']} --samplings {a['samplings']} "
-            f"--alphas {a['alphas']} --interval {a['interval']} --repeats {a['repeats']} --reservoir "
-            f"{a['reservoir']} --seed {a['seed']}`",
-            f"- Seed {a['seed']}: the streams (river Agrawal seeds derived from it), the forest and every explainer.",
-            f"- Streams: {a['rows']:,} rows, drift at row {a['drift_at']:,}. Function drift: river "
+            f"- Command: `python experiments/experiment_b.py --out {args.out} --trees {args.trees} --samplings "
+            f"{','.join(samplings)} --alphas {args.alphas} --interval {args.interval} --repeats {args.repeats} "
+            f"--reservoir {args.reservoir} --seeds {args.seeds}` (a stopped run continues: finished runs are kept "
+            "in `experiment_b.json`).",
+            "- Seed s: the streams (river Agrawal seed 1000 s for the function drift, 1000 s + 1 for the feature "
+            "drift), the forest and every explainer.",
+            f"- Streams: {args.rows:,} rows, drift at row {args.drift_at:,}. Function drift: river "
             "`Agrawal(classification_function=1)` (salary and age) then `classification_function=2` "
             "(age and elevel); river numbers the functions from 0, as the paper's code (which used river) did. "
             "Feature drift: function 2 throughout, and from the drift on the values of age and salary, and of "
             "elevel and car, are swapped.",
-            f"- Model: river `forest.ARFClassifier(n_models={a['trees']}, seed={a['seed']})`, otherwise default, "
-            "learning each row after it is explained (prequential).",
-            f"- iPFI: {a['samplings']} sampling, reservoir {a['reservoir']} rows, M = {a['repeats']}, alpha "
-            f"{a['alphas']} (the second alpha re-smooths the same per-row contributions, so both come from one "
+            f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True)` (the paper's), "
+            "otherwise default, learning each row after it is explained (prequential).",
+            f"- iPFI: {', '.join(samplings)} sampling, reservoir {args.reservoir} rows, M = {args.repeats}, alpha "
+            f"{args.alphas} (the second alpha re-smooths the same per-row contributions, so both come from one "
             "pass and share their random draws), zero-one loss.",
-            f"- Interval PFI: batch PFI (M = {a['repeats']} permutations) of the model as it is at the end of each "
-            f"window of {a['interval']:,} rows, on that window's rows.",
+            f"- Interval PFI: batch PFI (M = {args.repeats} permutations) of the model as it is at the end of each "
+            f"window of {args.interval:,} rows, on that window's rows.",
             f"- Environment: {environment()}.",
-            f"- Total runtime: {results.get('_total_seconds', float('nan')) / 60:.1f} min.",
             "",
         ]
-        if notes or results.get("_notes"):
+        if store.extra.get("notes"):
             text += ["## Where and why our numbers differ from the paper's", ""]
-            text += [f"- {n}" for n in (notes or results.get("_notes"))] + [""]
+            text += [f"- {n}" for n in store.extra["notes"]] + [""]
         write_text(md_path, "\n".join(text))
+        store.write_windows_csv(args.out / "experiment_b_windows.csv", SCRIPT_VERSION)
 
     if args.page_only:
-        results["_notes"] = notes or results.get("_notes", [])
         write_page()
         return
-    results["_notes"] = notes
-    seeds = {"function": args.seed, "feature": args.seed + 1}
-    for scenario in scenarios:
-        log(f"scenario {scenario} drift")
-        if scenario == "function":
-            rows = agrawal_function_drift(args.rows, args.drift_at, functions=(1, 2), seed=seeds[scenario])
-            title = "agrawal, function drift (fn 1 -> fn 2), ARF"
-        elif scenario == "feature":
-            rows = swap_features(agrawal_rows(args.rows, 2, seeds[scenario]), SWAPS, args.drift_at)
-            title = "agrawal, feature drift (age<->salary, elevel<->car), ARF"
-        else:
-            parser.error(f"unknown scenario {scenario!r}")
-        columns = list(rows[0][0])
-        results[scenario] = run_scenario(f"experiment_b_{scenario}", title, rows, columns, model,
-                                         samplings=samplings, alphas=alphas, interval=args.interval,
-                                         n_repeats=args.repeats, reservoir=args.reservoir, seed=args.seed,
-                                         drift_at=args.drift_at, out=args.out)
-        results["_total_seconds"] = time.perf_counter() - started
-        write_json(json_path, results)
-        write_page()
+    for seed in seeds:
+        for scenario in scenarios:
+            if store.done(scenario, seed):
+                log(f"{scenario} drift, seed {seed}: done before, kept")
+                continue
+            log(f"scenario {scenario} drift, seed {seed}")
+            stream_seed = 1000 * seed + (0 if scenario == "function" else 1)
+            if scenario == "function":
+                rows = agrawal_function_drift(args.rows, args.drift_at, functions=(1, 2), seed=stream_seed)
+                title = "agrawal, function drift (fn 1 -> fn 2), ARF"
+            elif scenario == "feature":
+                rows = swap_features(agrawal_rows(args.rows, 2, stream_seed), SWAPS, args.drift_at)
+                title = "agrawal, feature drift (age<->salary, elevel<->car), ARF"
+            else:
+                parser.error(f"unknown scenario {scenario!r}")
+            columns = list(rows[0][0])
+            entry = run_scenario(
+                f"experiment_b_{scenario}", title, rows, columns,
+                lambda seed=seed: forest.ARFClassifier(n_models=args.trees, seed=seed, binary_split=True),
+                samplings=samplings, alphas=alphas, interval=args.interval, n_repeats=args.repeats,
+                reservoir=args.reservoir, seed=seed, drift_at=args.drift_at, out=args.out,
+                artifacts=seed == min(seeds))
+            store.add(scenario, seed, entry)
+            write_page()
+    write_page()
 
 
 if __name__ == "__main__":

@@ -8,19 +8,22 @@ PFI: after the drift, uniform sampling keeps drawing replacement values from bef
 the drift, which lie off the new data manifold, so its estimates stay skewed; geometric
 sampling forgets them and follows interval PFI.
 
-    python experiments/experiment_c.py [--data DIR] [--out DIR] [--rows 20000] [--trees 5]
+    python experiments/experiment_c.py [--data DIR] [--out DIR] [--rows 20000] [--trees 5] [--seeds 0,1,2]
+
+Each seed's run is kept in OUT/experiment_c.json as soon as it ends; run the same command
+again to continue a stopped experiment.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, DEFAULT_OUT, environment, log, need_files, write_json, write_text  # noqa: E402
-from _learning import run_scenario, summary_table  # noqa: E402
+SCRIPT_VERSION = "2"  # 2: one run per seed, kept as it ends (resumable); ARF with binary_split=True
+from _common import DEFAULT_DATA, DEFAULT_OUT, environment, fmt, log, need_files, table, write_text  # noqa: E402
+from _learning import RunStore, pooled_summary, run_scenario, summary_table  # noqa: E402
 
 # the supplement's table, elec2 "fe. 1", alpha 0.001: whole Q2 IQR Q1 Q3, before ..., after ...
 PAPER = {
@@ -41,83 +44,113 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=0.001)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--reservoir", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0", help="comma-separated; one run per seed")
     parser.add_argument("--notes", type=Path, default=None, help="markdown bullet notes to add to the page")
     parser.add_argument("--page-only", action="store_true", help="rebuild the page from OUT/experiment_c.json")
     args = parser.parse_args()
-    json_path, md_path = args.out / "experiment_c.json", args.out / "experiment_c.md"
-    notes = []
+    md_path = args.out / "experiment_c.md"
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    settings = {"rows": args.rows, "drift_at": args.drift_at, "feature": args.feature, "interval": args.interval,
+                "trees": args.trees, "alpha": args.alpha, "repeats": args.repeats, "reservoir": args.reservoir,
+                "model": "river forest.ARFClassifier(n_models=trees, seed=seed, binary_split=True)",
+                "script_version": SCRIPT_VERSION}
+    store = RunStore(args.out / "experiment_c.json", settings)
     if args.notes and args.notes.is_file():
-        notes = [line[2:].strip() for line in args.notes.read_text().splitlines() if line.startswith("- ")]
+        store.extra["notes"] = [line[2:].strip() for line in args.notes.read_text().splitlines()
+                                if line.startswith("- ")]
+
+    def write_page() -> None:
+        entries = store.of("elec2")
+        text = [
+            "# Experiment C: uniform vs geometric sampling under feature drift (elec2)",
+            "",
+            "Error between iPFI's estimate and interval PFI at the end of each interval window (the paper's error), "
+            "median (IQR) [Q1, Q3] over the windows of every seed's run, pooled, over the whole stream, before and "
+            "after the drift, beside the supplement's table (elec2 fe. 1, alpha 0.001).",
+            "",
+        ]
+        if not entries:
+            text += ["(not run yet)", ""]
+        else:
+            first = entries[0]
+            cpu = [e.get("cpu_seconds", float("nan")) for e in entries]
+            drift_at = first["drift_at"]
+            text += [
+                f"{len(entries)} run(s); {first['n_rows']:,} rows each; `{args.feature}` swapped from row "
+                f"{drift_at:,} on with a feature chosen at random by each run's seed ("
+                + ", ".join(f"seed {e['seed']}: `{e['partner']}`" for e in entries)
+                + f"); CPU time per run {min(cpu) / 60:.1f}-{max(cpu) / 60:.1f} min; ARF accuracy over the last "
+                "2,000 rows " + ", ".join(f"{e['final_accuracy']:.1%}" for e in entries) + ".",
+                "",
+                summary_table({"summary": pooled_summary(entries, drift_at)}, PAPER),
+                "",
+            ]
+            if len(entries) > 1:
+                text += ["Per seed (median error: whole / before / after):", "",
+                         table(["trace", *(f"seed {e['seed']}" for e in entries)],
+                               [[label, *(" / ".join(fmt(e["summary"][label][part]["median"])
+                                                     for part in ("whole", "before", "after")) for e in entries)]
+                                for label in first["summary"]]), ""]
+            text += [*[f"![elec2]({f})" for f in first["figures"]], ""]
+            if first["figures"]:
+                text += [f"Traces of both samplings and interval PFI (seed {first['seed']}): "
+                         f"`experiment_c_traces.csv.gz` (redraw with `ipfi plot {args.out}/experiment_c_traces.csv.gz "
+                         f"-o out.png --drift-at {drift_at}`).", ""]
+        text += [
+            "## Settings",
+            "",
+            f"- Command: `python experiments/experiment_c.py --out {args.out} --rows {args.rows} "
+            + (f"--drift-at {args.drift_at} " if args.drift_at is not None else "")
+            + f"--trees {args.trees} --alpha {args.alpha} --interval {args.interval} --repeats {args.repeats} "
+            f"--reservoir {args.reservoir} --seeds {args.seeds}` (a stopped run continues: finished runs are kept "
+            "in `experiment_c.json`).",
+            f"- Data: the first {args.rows:,} rows of `elec2.csv` in their time order (target `class`, all 8 "
+            "other columns as features).",
+            f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True)` (the paper's), "
+            "learning each row after it is explained.",
+            f"- iPFI: uniform and geometric sampling, alpha {args.alpha}, reservoir {args.reservoir} rows, "
+            f"M = {args.repeats}, zero-one loss. Interval PFI: batch PFI (M = {args.repeats}) of the current model on "
+            f"each window of {args.interval:,} rows.",
+            f"- Environment: {environment()}.",
+            "",
+        ]
+        if store.extra.get("notes"):
+            text += ["## Where and why our numbers differ from the paper's", ""]
+            text += [f"- {n}" for n in store.extra["notes"]] + [""]
+        write_text(md_path, "\n".join(text))
+        store.write_windows_csv(args.out / "experiment_c_windows.csv", SCRIPT_VERSION)
 
     if args.page_only:
-        import json
+        write_page()
+        return
+    need_files(args.data, ["elec2.csv"])
+    import pandas as pd
+    from river import forest
 
-        results = json.loads(json_path.read_text())
-    else:
-        need_files(args.data, ["elec2.csv"])
-        args.out.mkdir(parents=True, exist_ok=True)
-        import pandas as pd
-        from river import forest
+    from ipfi_cli.evaluation.drift import pick_swap_partner, swap_features
 
-        from ipfi_cli.evaluation.drift import pick_swap_partner, swap_features
-
-        frame = pd.read_csv(args.data / "elec2.csv").iloc[: args.rows]
-        columns = [c for c in frame.columns if c != "class"]
-        drift_at = args.drift_at if args.drift_at is not None else len(frame) // 2
-        partner = pick_swap_partner(columns, args.feature, seed=args.seed)
-        rows = [(dict(zip(columns, values)), label)
-                for values, label in zip(frame[columns].itertuples(index=False, name=None), frame["class"])]
-        rows = swap_features(rows, {args.feature: partner}, drift_at)
-        log(f"elec2: {len(rows)} rows, {args.feature} swapped with {partner} at row {drift_at}")
-        started = time.perf_counter()
+    frame = pd.read_csv(args.data / "elec2.csv").iloc[: args.rows]
+    columns = [c for c in frame.columns if c != "class"]
+    drift_at = args.drift_at if args.drift_at is not None else len(frame) // 2
+    clean = [(dict(zip(columns, values)), label)
+             for values, label in zip(frame[columns].itertuples(index=False, name=None), frame["class"])]
+    for seed in seeds:
+        if store.done("elec2", seed):
+            log(f"elec2, seed {seed}: done before, kept")
+            continue
+        partner = pick_swap_partner(columns, args.feature, seed=seed)
+        rows = swap_features(clean, {args.feature: partner}, drift_at)
+        log(f"elec2, seed {seed}: {len(rows)} rows, {args.feature} swapped with {partner} at row {drift_at}")
         entry = run_scenario(
             "experiment_c", f"elec2, feature drift ({args.feature}<->{partner} at row {drift_at:,}), ARF",
-            rows, columns, lambda: forest.ARFClassifier(n_models=args.trees, seed=args.seed),
+            rows, columns, lambda seed=seed: forest.ARFClassifier(n_models=args.trees, seed=seed, binary_split=True),
             samplings=["uniform", "geometric"], alphas=[args.alpha], interval=args.interval,
-            n_repeats=args.repeats, reservoir=args.reservoir, seed=args.seed, drift_at=drift_at, out=args.out)
-        results = {"_args": vars(args) | {"out": str(args.out), "data": str(args.data), "notes": None},
-                   "elec2": entry, "partner": partner, "drift_at": drift_at,
-                   "_total_seconds": time.perf_counter() - started}
-        write_json(json_path, results)
-    results["_notes"] = notes or results.get("_notes", [])
-    a, entry = results["_args"], results["elec2"]
-    text = [
-        "# Experiment C: uniform vs geometric sampling under feature drift (elec2)",
-        "",
-        "Error between iPFI's estimate and interval PFI at the end of each interval window (the paper's error), "
-        "median (IQR) [Q1, Q3] over the whole stream, before and after the drift, beside the supplement's "
-        "table (elec2 fe. 1, alpha 0.001).",
-        "",
-        f"{entry['n_rows']:,} rows; `{a['feature']}` swapped with `{results['partner']}` (chosen at random with "
-        f"seed {a['seed']}) from row {results['drift_at']:,} on; runtime {entry['seconds'] / 60:.1f} min; ARF "
-        f"accuracy over the last 2,000 rows {entry['final_accuracy']:.1%}.",
-        "",
-        summary_table(entry, PAPER),
-        "",
-        *[f"![elec2]({f})" for f in entry["figures"]],
-        "",
-        "Traces of both samplings and interval PFI: `experiment_c_traces.csv.gz` (redraw with `ipfi plot "
-        f"experiments/results/experiment_c_traces.csv.gz -o out.png --drift-at {results['drift_at']}`).",
-        "",
-        "## Settings",
-        "",
-        f"- Command: `python experiments/experiment_c.py --rows {a['rows']} --trees {a['trees']} --alpha {a['alpha']} "
-        f"--interval {a['interval']} --repeats {a['repeats']} --reservoir {a['reservoir']} --seed {a['seed']}`",
-        f"- Data: the first {entry['n_rows']:,} rows of `elec2.csv` in their time order (target `class`, all 8 "
-        "other columns as features).",
-        f"- Model: river `forest.ARFClassifier(n_models={a['trees']}, seed={a['seed']})`, learning each row after "
-        "it is explained.",
-        f"- iPFI: uniform and geometric sampling, alpha {a['alpha']}, reservoir {a['reservoir']} rows, "
-        f"M = {a['repeats']}, zero-one loss. Interval PFI: batch PFI (M = {a['repeats']}) of the current model on "
-        f"each window of {a['interval']:,} rows.",
-        f"- Environment: {environment()}.",
-        "",
-    ]
-    if results["_notes"]:
-        text += ["## Where and why our numbers differ from the paper's", ""]
-        text += [f"- {n}" for n in results["_notes"]] + [""]
-    write_text(md_path, "\n".join(text))
+            n_repeats=args.repeats, reservoir=args.reservoir, seed=seed, drift_at=drift_at, out=args.out,
+            artifacts=seed == min(seeds))
+        store.add("elec2", seed, entry | {"partner": partner, "drift_at": drift_at})
+        write_page()
+    write_page()
 
 
 if __name__ == "__main__":
