@@ -149,7 +149,8 @@ def test_values_reach_a_river_model_untouched():
     assert model.learned == rows and all(type(x["count"]) is int for x in model.learned)
     valid = {("name", r["name"]) for r in rows} | {("count", r["count"]) for r in rows} \
         | {("ratio", r["ratio"]) for r in rows}
-    assert len(model.predicted) == 2 * (1 + 2 * 3)
+    # rows 2 and 3 each make 1 + 2 x 3 records; equal records are asked once
+    assert len({tuple(r.items()) for r in model.predicted}) <= len(model.predicted) <= 2 * (1 + 2 * 3)
     for record in model.predicted:
         assert list(record) == ["name", "count", "ratio"]
         assert type(record["name"]) is str and type(record["count"]) is int and type(record["ratio"]) is float
@@ -260,3 +261,60 @@ def test_river_use_many_agrees_with_records():
     # the same draws; river's dict and DataFrame paths round differently, hence rtol 1e-9
     np.testing.assert_allclose(batched, one, rtol=1e-9, atol=1e-12)
     assert by_frame.last_loss == pytest.approx(-math.log(model.predict_proba_one(stream[-1][0])[stream[-1][1]]))
+
+
+def test_river_model_is_asked_once_per_distinct_record_with_the_same_answers():
+    """A step's perturbed rows repeat; the river adapter asks each distinct one once, and the
+    answers (hence every estimate) are those of asking each record."""
+    from river import tree
+
+    from ipfi_cli.core import IPFIEstimator
+    from ipfi_cli.evaluation.drift import agrawal_rows
+    from ipfi_cli.models import as_predictor
+
+    rows = agrawal_rows(600, 2, 3)
+    columns = list(rows[0][0])
+
+    class Counting(tree.HoeffdingTreeClassifier):
+        calls = 0
+
+        def predict_proba_one(self, x, **kwargs):
+            Counting.calls += 1
+            return super().predict_proba_one(x, **kwargs)
+
+    def run(distinct):
+        import ipfi_cli.models.adapters as adapters
+
+        saved = adapters._distinct
+        if not distinct:
+            adapters._distinct = lambda records: (records, None)
+        try:
+            Counting.calls = 0
+            predictor = as_predictor(Counting())
+            explainer = IPFIEstimator(predictor, columns, loss="zero-one", n_repeats=10, sampling="geometric",
+                                      reservoir_size=100, seed=5)
+            trace = []
+            for x, y in rows:
+                trace.append(explainer.explain_one(x, y).copy())
+                predictor.learn_one(x, y)
+            return np.array(trace), Counting.calls, explainer.n_predictions
+        finally:
+            adapters._distinct = saved
+
+    asked_each, calls_each, predictions = run(distinct=False)
+    asked_once, calls_once, _ = run(distinct=True)
+    assert asked_once.tobytes() == asked_each.tobytes()
+    assert calls_each == predictions  # without it, one call per perturbed row
+    assert calls_once < 0.9 * calls_each  # about a quarter of Agrawal's perturbed rows repeat
+
+
+def test_distinct_records_keep_types_apart_and_skip_unhashable_values():
+    from ipfi_cli.models.adapters import _distinct
+
+    unique, where = _distinct([{"a": 1}, {"a": True}, {"a": 1.0}, {"a": 1}])
+    assert unique == [{"a": 1}, {"a": True}, {"a": 1.0}] and where == [0, 1, 2, 0]
+    assert [type(r["a"]) for r in unique] == [int, bool, float]
+    records = [{"a": [1]}, {"a": [1]}]
+    assert _distinct(records) == (records, None)
+    nan = float("nan")
+    assert _distinct([{"a": nan}, {"a": float("nan")}])[1] is None  # two NaNs are not known equal
