@@ -117,7 +117,9 @@ def test_river_model_with_log_loss_uses_predict_proba_one():
     explainer = IPFIEstimator(RiverPredictor(model), ["a", "b"], loss="log", n_repeats=3, seed=0)
     explainer.explain_one({"a": 0.0, "b": 1.0}, True)
     explainer.explain_one({"a": 2.0, "b": 1.0}, False)
-    assert model.proba_calls == 1 + 3 * 2                                  # one block of records
+    # one block of 1 + 3 x 2 records, each distinct one asked once: the row itself, and a replaced by 0.0
+    # (b's only earlier value is its own, so those records are the row)
+    assert model.proba_calls == 2
     assert explainer.last_loss == pytest.approx(-math.log(1 - 1 / (1 + math.exp(-2.0))), rel=1e-12)
     # replacing a with the only earlier value (0.0): p(False) goes to 0.5
     expected = -math.log(0.5) - explainer.last_loss
