@@ -164,3 +164,13 @@ class RunStore:
                         writer.writerow([version, scenario, entry["seed"], window["row"], label, repr(float(error)),
                                          f"{entry.get('cpu_seconds', float('nan')):.1f}"])
         tmp.replace(path)
+
+    def write_page(self, path: Path, text: list[str], windows_csv: Path, version: str) -> None:
+        """The page (with the notes on where our numbers differ, if any) and the windows' CSV."""
+        from _common import write_text
+
+        if self.extra.get("notes"):
+            text = [*text, "## Where and why our numbers differ from the paper's", "",
+                    *(f"- {n}" for n in self.extra["notes"]), ""]
+        write_text(path, "\n".join(text))
+        self.write_windows_csv(windows_csv, version)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 SCRIPT_VERSION = "2"  # 2: one run per seed, kept as it ends (resumable); ARF with binary_split=True
-from _common import DEFAULT_OUT, environment, fmt, log, table, write_text  # noqa: E402
+from _common import DEFAULT_OUT, environment, fmt, log, table  # noqa: E402
 from _learning import RunStore, pooled_summary, run_scenario, summary_table  # noqa: E402
 
 # the supplement's Table (agrawal "fu. 1" and "fe. 1"): whole Q2 IQR Q1 Q3, before ..., after ...
@@ -143,11 +143,7 @@ def main() -> None:
             f"- Environment: {environment()}.",
             "",
         ]
-        if store.extra.get("notes"):
-            text += ["## Where and why our numbers differ from the paper's", ""]
-            text += [f"- {n}" for n in store.extra["notes"]] + [""]
-        write_text(md_path, "\n".join(text))
-        store.write_windows_csv(args.out / "experiment_b_windows.csv", SCRIPT_VERSION)
+        store.write_page(md_path, text, args.out / "experiment_b_windows.csv", SCRIPT_VERSION)
 
     if args.page_only:
         write_page()

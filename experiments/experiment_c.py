@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 SCRIPT_VERSION = "2"  # 2: one run per seed, kept as it ends (resumable); ARF with binary_split=True
-from _common import DEFAULT_DATA, DEFAULT_OUT, environment, fmt, log, need_files, table, write_text  # noqa: E402
+from _common import DEFAULT_DATA, DEFAULT_OUT, environment, fmt, log, need_files, table  # noqa: E402
 from _learning import RunStore, pooled_summary, run_scenario, summary_table  # noqa: E402
 
 # the supplement's table, elec2 "fe. 1", alpha 0.001: whole Q2 IQR Q1 Q3, before ..., after ...
@@ -115,11 +115,7 @@ def main() -> None:
             f"- Environment: {environment()}.",
             "",
         ]
-        if store.extra.get("notes"):
-            text += ["## Where and why our numbers differ from the paper's", ""]
-            text += [f"- {n}" for n in store.extra["notes"]] + [""]
-        write_text(md_path, "\n".join(text))
-        store.write_windows_csv(args.out / "experiment_c_windows.csv", SCRIPT_VERSION)
+        store.write_page(md_path, text, args.out / "experiment_c_windows.csv", SCRIPT_VERSION)
 
     if args.page_only:
         write_page()
