@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from ipfi_cli.core.smoothing import WeightedMoments
+
 #: the landmark moves forward in steps of this many half-lives (weights stay below 2**600)
 LANDMARK_STEP = 512
 
@@ -90,7 +92,7 @@ def event_time(value: Any) -> float:
     raise ValueError(f"not a time: {value!r}")
 
 
-class DecayedMean:
+class DecayedMean(WeightedMoments):
     """Weighted mean and variance of ``n`` parallel series, weighted by forward decay in event time
     (``half_life`` in the times' unit) or, with ``half_life=None``, alike (the running mean).
 
@@ -189,29 +191,6 @@ class DecayedMean:
         return out
 
     # -- results -------------------------------------------------------------------------------
-    @property
-    def variance(self) -> np.ndarray:
-        """Weighted variance of the values (population form); NaN before two values."""
-        if self.count < 2:
-            return np.full_like(self.mean, np.nan)
-        return np.maximum(self._sum_sq_dev / self.weight, 0.0)
-
-    @property
-    def effective_count(self) -> float:
-        """Kish's effective sample size ``W**2 / sum w**2`` (the count, for the running mean)."""
-        return self.weight * self.weight / self.sum_sq_weights if self.count else 0.0
-
-    def standard_error(self) -> np.ndarray:
-        if self.count < 2:
-            return np.full_like(self.mean, np.nan)
-        return np.sqrt(self.variance / self.effective_count)
-
-    def confidence_bound(self, delta: float = 0.05) -> np.ndarray:
-        """Chebyshev half-width: ``P(|mean - E[mean]| > bound) <= delta`` for independent values."""
-        if not 0.0 < delta < 1.0:
-            raise ValueError(f"delta must be in (0, 1), got {delta}")
-        return self.standard_error() / math.sqrt(delta)
-
     # -- state as plain data -----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {"half_life": self.half_life, "mean": self.mean.copy(), "sum_sq_dev": self._sum_sq_dev.copy(),

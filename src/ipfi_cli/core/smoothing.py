@@ -32,7 +32,46 @@ import math
 import numpy as np
 
 
-class ExponentialMean:
+class WeightedMoments:
+    """Results shared by the weighted means here and in :mod:`ipfi_cli.core.decay`.
+
+    A subclass keeps ``mean``, ``_sum_sq_dev`` (weighted sum of squared deviations),
+    ``weight`` (sum of weights), ``sum_sq_weights`` and ``count``.
+    """
+
+    mean: np.ndarray
+    _sum_sq_dev: np.ndarray
+    count: int
+    weight: float
+    sum_sq_weights: float
+
+    @property
+    def variance(self) -> np.ndarray:
+        """Weighted variance of the values (population form); NaN before two values."""
+        if self.count < 2:
+            return np.full_like(self.mean, np.nan)
+        return np.maximum(self._sum_sq_dev / self.weight, 0.0)
+
+    @property
+    def effective_count(self) -> float:
+        """Kish's effective sample size ``weight**2 / sum_sq_weights``: the count when every value
+        weighs alike, ``2/alpha - 1`` in the limit for exponential weights."""
+        return self.weight * self.weight / self.sum_sq_weights if self.count else 0.0
+
+    def standard_error(self) -> np.ndarray:
+        """Standard deviation of the mean if the values were independent."""
+        if self.count < 2:
+            return np.full_like(self.mean, np.nan)
+        return np.sqrt(self.variance / self.effective_count)
+
+    def confidence_bound(self, delta: float = 0.05) -> np.ndarray:
+        """Chebyshev half-width: ``P(|mean - E[mean]| > bound) <= delta`` for independent values."""
+        if not 0.0 < delta < 1.0:
+            raise ValueError(f"delta must be in (0, 1), got {delta}")
+        return self.standard_error() / math.sqrt(delta)
+
+
+class ExponentialMean(WeightedMoments):
     """Bias-corrected exponentially weighted mean and variance of ``n`` parallel series."""
 
     #: up to this many series :meth:`update_many` runs each series' recursion in Python
@@ -134,30 +173,6 @@ class ExponentialMean:
             self.count += len(values) - start
         return means
 
-    @property
-    def variance(self) -> np.ndarray:
-        """Weighted variance of the values (population form); NaN before two values."""
-        if self.count < 2:
-            return np.full_like(self.mean, np.nan)
-        return np.maximum(self._sum_sq_dev / self.weight, 0.0)
-
-    @property
-    def effective_count(self) -> float:
-        """Kish's effective sample size ``weight**2 / sum_sq_weights`` (tends to ``2/alpha - 1``)."""
-        return self.weight * self.weight / self.sum_sq_weights if self.count else 0.0
-
-    def standard_error(self) -> np.ndarray:
-        """Standard deviation of the mean if the values were independent."""
-        if self.count < 2:
-            return np.full_like(self.mean, np.nan)
-        return np.sqrt(self.variance / self.effective_count)
-
-    def confidence_bound(self, delta: float = 0.05) -> np.ndarray:
-        """Chebyshev half-width: ``P(|mean - E[mean]| > bound) <= delta`` for independent values."""
-        if not 0.0 < delta < 1.0:
-            raise ValueError(f"delta must be in (0, 1), got {delta}")
-        return self.standard_error() / math.sqrt(delta)
-
     # -- state as plain data ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, object]:
         """The whole state as plain data (numbers and arrays), for :meth:`load_state_dict`."""
@@ -177,7 +192,7 @@ class ExponentialMean:
         self.count = int(state["count"])  # type: ignore[call-overload]
 
 
-class RunningMean:
+class RunningMean(WeightedMoments):
     """Mean and variance of ``n`` parallel series where every value weighs alike (Welford).
 
     The static-model counterpart of :class:`ExponentialMean` (iXAI's Welford tracker): it
@@ -202,11 +217,11 @@ class RunningMean:
         self.count = 0
 
     @property
-    def weight(self) -> float:
+    def weight(self) -> float:  # type: ignore[override]  # every value weighs 1: derived, not kept
         return float(self.count)
 
     @property
-    def sum_sq_weights(self) -> float:
+    def sum_sq_weights(self) -> float:  # type: ignore[override]
         return float(self.count)
 
     def update(self, values: np.ndarray) -> np.ndarray:
@@ -219,29 +234,6 @@ class RunningMean:
             self.mean = self.mean + delta / self.count
             self._sum_sq_dev = self._sum_sq_dev + delta * (values - self.mean)
         return self.mean
-
-    @property
-    def variance(self) -> np.ndarray:
-        """Variance of the values (population form); NaN before two values."""
-        if self.count < 2:
-            return np.full_like(self.mean, np.nan)
-        return np.maximum(self._sum_sq_dev / self.count, 0.0)
-
-    @property
-    def effective_count(self) -> float:
-        return float(self.count)
-
-    def standard_error(self) -> np.ndarray:
-        """Standard deviation of the mean if the values were independent."""
-        if self.count < 2:
-            return np.full_like(self.mean, np.nan)
-        return np.sqrt(self.variance / self.count)
-
-    def confidence_bound(self, delta: float = 0.05) -> np.ndarray:
-        """Chebyshev half-width: ``P(|mean - E[mean]| > bound) <= delta`` for independent values."""
-        if not 0.0 < delta < 1.0:
-            raise ValueError(f"delta must be in (0, 1), got {delta}")
-        return self.standard_error() / math.sqrt(delta)
 
     # -- state as plain data ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, object]:

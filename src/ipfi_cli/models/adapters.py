@@ -150,8 +150,7 @@ def _distinct(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list
     unique: list[dict[str, Any]] = []
     try:
         for record in records:
-            key = tuple(record.items())
-            key += tuple(map(type, record.values()))
+            key = (*record.items(), *map(type, record.values()))
             index = first.setdefault(key, len(unique))
             if index == len(unique):
                 unique.append(record)
