@@ -74,6 +74,30 @@ def _all_rows_numbers(rows: list[list[Any]]) -> bool:
     return set(map(type, chain.from_iterable(rows))) <= _PLAIN_TYPES or all(_all_numbers(row) for row in rows)
 
 
+def loss_targets(loss: Loss, targets: list[Any], kind: str) -> np.ndarray:
+    """The targets as an array for ``loss``: int64 (float64) when every target is an ``int``
+    (``float``) and the predictions (of dtype kind ``kind``) are integers (floats), so a built-in
+    loss compares numbers in bulk with exactly the result of comparing the Python objects; else
+    an object array of the targets as they are.
+
+    >>> loss_targets(ZERO_ONE, [1, 0], "i").dtype, loss_targets(ZERO_ONE, [1, "0"], "i").dtype
+    (dtype('int64'), dtype('O'))
+    """
+    if loss in _NUMERIC_TARGET_LOSSES and len(targets):
+        kinds = set(map(type, targets))
+        try:
+            if kinds == {int} and kind in "ib":
+                return np.array(targets, dtype=np.int64)
+            if kinds == {float} and kind == "f":
+                return np.array(targets, dtype=np.float64)
+        except OverflowError:  # an int beyond 64 bits: compared as a Python object
+            pass
+    out = np.empty(len(targets), dtype=object)
+    for i, y in enumerate(targets):
+        out[i] = y
+    return out
+
+
 class IPFIEstimator:
     """Anytime permutation feature importance of a model on a stream.
 
@@ -412,6 +436,16 @@ class IPFIEstimator:
             contributions[...] = per_row
             row_losses[...] = unperturbed
 
+    def _fold_pending(self, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray | None,
+                      row_losses: np.ndarray | None) -> None:
+        """:meth:`_explain_many_batched`'s fold of consecutive rows' losses: :meth:`_fold` row by
+        row (a subclass may fold them at once, to the same bits)."""
+        for t, step in enumerate(losses):
+            self._fold(step)
+            out[t] = self._tracker.mean
+            if contributions is not None and row_losses is not None:
+                contributions[t], row_losses[t] = self.last_contribution, self.last_loss
+
     def _explain_many_batched(self, value_rows: list[list[Any]], targets: list[Any],
                               contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
                               ) -> np.ndarray:
@@ -433,15 +467,14 @@ class IPFIEstimator:
             pending_targets = [targets[t] for t in pending]
             filled = block[:len(pending) * n_block]  # type: ignore[index]
             losses = self._losses(self._predict_block(filled, pending_targets), pending_targets)
-            for step, t in enumerate(pending):
-                while folded < t:  # rows before it with nothing to explain (the stream's first)
-                    out[folded] = self._tracker.mean
-                    folded += 1
-                self._fold(losses[step])
-                out[t] = self._tracker.mean
-                if contributions is not None:
-                    contributions[t], row_losses[t] = self.last_contribution, self.last_loss  # type: ignore[index]
-                folded = t + 1
+            # the pending rows are consecutive: only the stream's first row is not explained
+            first, end = pending[0], pending[-1] + 1
+            while folded < first:
+                out[folded] = self._tracker.mean
+                folded += 1
+            self._fold_pending(losses, out[first:end], None if contributions is None else contributions[first:end],
+                               None if row_losses is None else row_losses[first:end])
+            folded = end
             pending.clear()
 
         for t, values in enumerate(value_rows):
@@ -635,20 +668,9 @@ class IPFIEstimator:
         return np.repeat(once, self.block_rows)
 
     def _loss_targets(self, targets: list[Any], predicted: np.ndarray) -> np.ndarray:
-        """The targets for :meth:`_losses`: as int64 (float64) when every target is an ``int``
-        (``float``) and the predictions are integers (floats), so a built-in loss compares
-        numbers in bulk with exactly the result of comparing the Python objects; else objects."""
-        kind = predicted.dtype.kind
-        if self.loss in _NUMERIC_TARGET_LOSSES and len(targets):
-            kinds = set(map(type, targets))
-            try:
-                if kinds == {int} and kind in "ib":
-                    return np.repeat(np.array(targets, dtype=np.int64), self.block_rows)
-                if kinds == {float} and kind == "f":
-                    return np.repeat(np.array(targets, dtype=np.float64), self.block_rows)
-            except OverflowError:  # an int beyond 64 bits: compared as a Python object
-                pass
-        return self._repeat_targets(targets)
+        """The targets for :meth:`_losses`, each repeated for its block (see :func:`loss_targets`)."""
+        numeric = loss_targets(self.loss, targets, predicted.dtype.kind)
+        return self._repeat_targets(targets) if numeric.dtype == object else np.repeat(numeric, self.block_rows)
 
     def _losses(self, predicted: Any, targets: list[Any]) -> np.ndarray:
         """Loss of every evaluation, shape ``(len(targets), block_rows)``."""

@@ -61,7 +61,7 @@ import numpy as np
 
 from ipfi_cli.core.batch import as_block
 from ipfi_cli.core.groups import resolve_groups
-from ipfi_cli.core.incremental import IPFIEstimator
+from ipfi_cli.core.incremental import IPFIEstimator, loss_targets
 from ipfi_cli.core.losses import Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.smoothing import make_smoother
@@ -122,6 +122,37 @@ class _Marginal:
         weights[prediction] = weights.get(prediction, 0.0) + self._step
         return max(weights, key=weights.__getitem__)
 
+    def update_many(self, predictions: np.ndarray) -> np.ndarray:
+        """Fold model outputs in, in order; the marginal prediction after each (an object array):
+        exactly :meth:`update` one by one (a running mean folds its block at once)."""
+        out = np.empty(len(predictions), dtype=object)
+        if self.output is Output.VALUE:
+            out[:] = self._values.update_many(np.asarray(predictions, dtype=np.float64)[:, None])[:, 0].tolist()
+            return out
+        # per label, its weight after each prediction (-inf before it first comes), in Python floats
+        # with update's operations; the first label of the largest weight, as max() picks it
+        weights, decay, step = self._weights, self._decay, self._step
+        values = np.asarray(predictions).tolist()
+        labels = list(dict.fromkeys([*weights, *values]))
+        code = {label: k for k, label in enumerate(labels)}
+        codes = [code[v] for v in values]
+        history = np.empty((len(labels), len(values)))
+        for k, label in enumerate(labels):
+            weight = weights.get(label)
+            series: list[float] = []
+            append = series.append
+            for c in codes:
+                if weight is not None and decay != 1.0:
+                    weight = weight * decay
+                if c == k:
+                    weight = (0.0 if weight is None else weight) + step
+                append(-np.inf if weight is None else weight)
+            history[k] = series
+            if weight is not None:
+                weights[label] = weight
+        out[:] = [labels[k] for k in np.argmax(history, axis=0).tolist()]
+        return out
+
     def state_dict(self) -> dict[str, Any]:
         """The marginal prediction as plain data: the running mean's state, and the labels' weights
         in the order the labels came (ties go to the first)."""
@@ -156,7 +187,6 @@ class ISAGEEstimator(IPFIEstimator):
         any coalition).
     """
 
-    _array_path = False  # coalitions, not single-feature permutations: the general batched path
 
     def __init__(
         self,
@@ -312,14 +342,11 @@ class ISAGEEstimator(IPFIEstimator):
         if predicted.dtype.kind in "US":
             predicted = predicted.astype(object)
         n_steps, n_chain = len(targets), self.n_repeats * self._n_chain
+        y = loss_targets(self.loss, targets, predicted.dtype.kind)
         predicted = predicted.reshape(n_steps, self.block_rows)
-        y = np.empty(n_steps, dtype=object)
-        y[:] = targets
         model_losses = self.loss.compute(y, predicted[:, 0])
         marginal = copy.deepcopy(self._marginal)
-        marginal_predictions = np.empty(n_steps, dtype=object)
-        marginal_predictions[:] = [marginal.update(p) for p in predicted[:, 0].tolist()]
-        marginal_losses = self.loss.compute(y, marginal_predictions)
+        marginal_losses = self.loss.compute(y, marginal.update_many(predicted[:, 0]))
         chain = predicted[:, 1:].reshape(n_steps, n_chain, self.n_inner)
         chain_targets = np.repeat(y, n_chain)
         if self.loss.output is Output.LABEL:
@@ -348,6 +375,123 @@ class ISAGEEstimator(IPFIEstimator):
         self._loss_sum += model_loss
         self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)
         self._losses_tracker.update(losses[:2])
+
+    def _fold_many(self, losses: np.ndarray, orders: np.ndarray, out: np.ndarray,
+                   contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None) -> None:
+        """:meth:`_fold` for consecutive rows' losses (``(T, 2 + M (G-1))``) and orderings
+        (``(T, M, G)``) with array operations; the estimates after each row go to ``out``.
+        The same operations on the same numbers as row by row: the smoothers' ``update_many``
+        are their ``update`` to the bit, the loss sum is added up in order."""
+        n_rows, n_players = len(losses), len(self.names)
+        path = np.empty((n_rows, self.n_repeats, n_players + 1))
+        path[:, :, 0] = losses[:, :1]
+        path[:, :, 1:n_players] = losses[:, 2:].reshape(n_rows, self.n_repeats, self._n_chain)
+        path[:, :, n_players] = losses[:, 1:2]
+        per_step = np.empty((n_rows, self.n_repeats, n_players))
+        np.put_along_axis(per_step, orders, path[:, :, :-1] - path[:, :, 1:], axis=2)
+        per_row = np.add.reduce(per_step, axis=1) / self.n_repeats  # = last_contribution, row by row
+        out[...] = self._tracker.update_many(per_row)
+        self._losses_tracker.update_many(losses[:, :2])
+        self.last_contributions = per_step[-1].copy()
+        self.last_loss = float(losses[-1, 1])
+        total = self._loss_sum
+        for loss in losses[:, 1].tolist():  # summed in order, as row by row
+            total += loss
+        self._loss_sum = total
+        if contributions is not None and row_losses is not None:
+            contributions[...] = per_row
+            row_losses[...] = losses[:, 1]
+
+    def _fold_pending(self, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray | None,
+                      row_losses: np.ndarray | None) -> None:
+        orders = np.array([self._orders.popleft() for _ in range(len(losses))])
+        self._fold_many(losses, orders, out, contributions, row_losses)
+
+    # -- the micro-batch path: a static model, numbers, marginal removal -------------------------
+    def _floats_stored(self) -> bool:
+        """:meth:`_explain_many_numeric` applies: marginal removal, a block predictor and a reservoir
+        (if any yet) of floats. Conditional removal fills its blocks row by row (its draws depend
+        on the sampler as it learns each row) and folds them at once."""
+        return (self._remover is None and self.use_batch
+                and (self._sampler is None or self._sampler.rows.dtype == np.float64))
+
+    def _explain_many_numeric(self, rows: np.ndarray, targets: list[Any],
+                              contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
+                              ) -> np.ndarray:
+        """:meth:`explain_many` for rows of numbers, a micro-batch per model call.
+
+        Per row, only the random numbers are drawn in Python: its orderings (``permuted``) and
+        the integers of its reservoir draws and insertion (one ``integers`` call), the very
+        calls of :meth:`explain_one`, in its order. The donors and the reservoirs
+        (:meth:`Reservoir.draw_insert_drawn`), the evaluation blocks, the losses and the folds
+        (:meth:`_fold_many`) are array operations over the micro-batch.
+        """
+        n_rows, n_columns, n_block = len(rows), len(self.columns), self.block_rows
+        out = np.full((n_rows, len(self.names)), np.nan)
+        if not n_rows:
+            return out
+        begin = 0
+        if self._sampler is None:
+            self._ensure_sampler(rows[0].tolist())
+        if self._reservoir.filled == 0:  # the stream's first row: nothing to draw from yet
+            out[0] = self._tracker.mean
+            self._store(rows[0])
+            begin = 1
+        per_call = max(1, self.max_block_cells // (n_block * max(1, n_columns)))
+        buffer = np.empty((min(per_call, n_rows - begin), n_block, n_columns))
+        for start in range(begin, n_rows, per_call):
+            end = min(start + per_call, n_rows)
+            part = rows[start:end]
+            orders, donors = self._draw_many(part)
+            blocks = buffer[:len(part)]
+            self._fill_blocks(blocks, part, orders, donors)
+            part_targets = targets[start:end]
+            predicted = self._predict_block(blocks.reshape(len(part) * n_block, n_columns), part_targets)
+            self._fold_many(self._losses(predicted, part_targets), orders, out[start:end],
+                            None if contributions is None else contributions[start:end],
+                            None if row_losses is None else row_losses[start:end])
+        return out
+
+    def _draw_many(self, part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The orderings ``(T, M, G)`` and donor rows ``(T, M (G-1) n_inner, C)`` of consecutive
+        rows, which are stored in the reservoirs: the random numbers of :meth:`_fill_block` and
+        :meth:`_store`, row by row."""
+        reservoir, n_draws = self._reservoir, self._n_chain * self.n_inner
+        bounds = reservoir.draw_bounds(len(part), n_draws)
+        permuted, integers, base, size = self._rng.permuted, self._rng.integers, self._order_base, bounds.shape[1]
+        # where a row's integers share one bound (full geometric reservoirs), numpy's faster scalar
+        # call, which draws each integer exactly as the call with an array of bounds does
+        one_bound = ((bounds == bounds[:, :1]).all(axis=1) if size else np.ones(len(part), dtype=bool)).tolist()
+        first = (bounds[:, 0] if size else np.ones(len(part), dtype=np.int64)).tolist()
+        orders: list[np.ndarray] = []
+        drawn: list[np.ndarray] = []
+        add_order, add_drawn = orders.append, drawn.append
+        for high, same, bound in zip(bounds, one_bound, first):
+            add_order(permuted(base, axis=1))
+            add_drawn(integers(0, bound, size) if same else integers(0, high))
+        donors = reservoir.draw_insert_drawn(part, np.array(drawn).reshape(bounds.shape), n_draws)
+        self.n_seen += len(part)
+        return np.array(orders), donors
+
+    def _fill_blocks(self, blocks: np.ndarray, part: np.ndarray, orders: np.ndarray, donors: np.ndarray) -> None:
+        """:meth:`_fill_block` for consecutive rows: ``blocks`` is ``(T, block_rows, C)``."""
+        blocks[:, 0] = part
+        if not self._n_chain:
+            return
+        n_rows, n_columns = len(part), len(self.columns)
+        rank = np.empty_like(orders)  # rank[t, m, g]: the step at which player g arrives
+        np.put_along_axis(rank, orders, self._ranks, axis=2)
+        column_rank = rank if self._one_column_players else rank[:, :, self._player_of_column]
+        shape = (n_rows, self.n_repeats, self._n_chain, self.n_inner, n_columns)
+        absent = np.empty(shape, dtype=bool)
+        np.greater(column_rank[:, :, None, None, :], self._steps[:, :, :, None], out=absent)
+        chain = blocks[:, 1:].reshape(n_rows, -1)  # per row, its chain's cells in a row
+        chain.reshape(n_rows, -1, n_columns)[...] = part[:, None, :]
+        # donor where absent, bit for bit: x ^ ((x ^ donor) * absent) (a masked copy takes twice as long)
+        bits = chain.view(np.uint64)
+        mixed = np.bitwise_xor(donors.reshape(n_rows, -1).view(np.uint64), bits)
+        mixed *= absent.reshape(n_rows, -1).view(np.uint8)
+        np.bitwise_xor(bits, mixed, out=bits)
 
     def _save_stream_state(self) -> tuple[Any, ...]:
         mine = copy.deepcopy((self._losses_tracker, self._marginal))

@@ -120,6 +120,15 @@ class Reservoir(ABC):
     def _replacement_slots(self, drawn: np.ndarray) -> np.ndarray:
         """The slots the :meth:`_replace` draws write to (``size``: not written)."""
 
+    def _schedule(self, n_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For the next ``n_rows`` rows, each drawn from then inserted: the slots in use at each
+        row's draw, whether the reservoirs are full at its insertion, and the bound of the
+        insertion's draw (1: it draws nothing)."""
+        step = np.arange(n_rows)
+        filled = np.minimum(self.filled + step, self.size)
+        full = filled == self.size
+        return filled, full, np.where(full, self._replacement_bounds(self.n_seen + step), 1)
+
     def draw_insert_many(self, rng: np.random.Generator, rows: np.ndarray, n_draws: int,
                          draw_index: np.ndarray, column: np.ndarray) -> np.ndarray:
         """For each of ``rows`` in turn, :meth:`draw` then :meth:`insert`, with array operations.
@@ -133,13 +142,10 @@ class Reservoir(ABC):
         if self.filled == 0:
             raise ValueError("the reservoir is empty: insert a row before drawing")
         rows = np.asarray(rows, dtype=self.rows.dtype)
-        n_rows, n_real, size = len(rows), self.n_realisations, self.size
+        n_rows, n_real = len(rows), self.n_realisations
         if not n_rows:
             return np.empty((0, len(column)), dtype=self.rows.dtype)
-        step = np.arange(n_rows)
-        filled = np.minimum(self.filled + step, size)  # slots in use at each row's draw
-        full = filled == size
-        insert_bounds = np.where(full, self._replacement_bounds(self.n_seen + step), 1)
+        filled, full, insert_bounds = self._schedule(n_rows)
         per_draw = n_real * n_draws
         bounds = np.stack([filled, insert_bounds], axis=1).reshape(-1)
         state = rng.bit_generator.state
@@ -149,11 +155,54 @@ class Reservoir(ABC):
             rng.bit_generator.state = state
             return self._draw_insert_stepwise(rng, rows, n_draws, draw_index, column)
         drawn = drawn.reshape(n_rows, per_draw + n_real)
+        sources, owner = self._replay(drawn, filled, full, per_draw)
+        out = self._gather(rows, sources[:, draw_index], column)
+        self._commit(rows, owner, filled, full)
+        return out
+
+    def draw_bounds(self, n_rows: int, n_draws: int) -> np.ndarray:
+        """The bounds of the random integers that the next ``n_rows`` rows' :meth:`draw`
+        (``n_draws`` per realisation) and :meth:`insert` take, shape ``(n_rows, n_realisations
+        * (n_draws + 1))``: per row, its draw's (the slots in use) then its insertion's (1 where
+        it draws nothing). ``rng.integers(0, bounds[t])`` takes exactly the random numbers of
+        row ``t``'s draw and insertion; :meth:`draw_insert_drawn` then does the rest.
+
+        >>> rng = np.random.default_rng(0)
+        >>> sampler = GeometricReservoir(size=2, n_realisations=1, n_columns=1)
+        >>> sampler.insert(rng, np.array([5.0]))
+        >>> sampler.draw_bounds(3, n_draws=2).tolist()   # 1 and then 2 slots; full from the 2nd insertion
+        [[1, 1, 1], [2, 2, 2], [2, 2, 2]]
+        """
+        filled, _, insert_bounds = self._schedule(n_rows)
+        per_draw = self.n_realisations * n_draws
+        return np.concatenate([np.repeat(filled[:, None], per_draw, axis=1),
+                               np.repeat(insert_bounds[:, None], self.n_realisations, axis=1)], axis=1)
+
+    def draw_insert_drawn(self, rows: np.ndarray, drawn: np.ndarray, n_draws: int) -> np.ndarray:
+        """:meth:`draw_insert_many` from random integers already drawn with :meth:`draw_bounds`'s
+        bounds (``drawn``, the same shape): inserts ``rows`` and returns the rows each draw picked,
+        shape ``(len(rows), n_realisations * n_draws, n_columns)`` in :meth:`draw`'s order."""
+        if self.filled == 0:
+            raise ValueError("the reservoir is empty: insert a row before drawing")
+        rows = np.asarray(rows, dtype=self.rows.dtype)
+        n_rows, per_draw = len(rows), self.n_realisations * n_draws
+        filled, full, _ = self._schedule(n_rows)
+        sources, owner = self._replay(np.asarray(drawn).reshape(n_rows, -1), filled, full, per_draw)
+        out = np.concatenate([self.rows.reshape(-1, self.rows.shape[2]), rows])[sources]
+        self._commit(rows, owner, filled, full)
+        return out
+
+    def _replay(self, drawn: np.ndarray, filled: np.ndarray, full: np.ndarray, per_draw: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, the cells its draws read (``realisation * size + slot`` for a row stored before,
+        ``n_realisations * size + t`` for the batch's row ``t``), replaying the insertions row by
+        row; and ``owner``, where the row in each cell comes from afterwards."""
+        n_rows, n_real, size = len(drawn), self.n_realisations, self.size
         # where each realisation's row goes: the next free slot, or the replacement's slot
         writes = np.where(full[:, None], self._replacement_slots(drawn[:, per_draw:]), filled[:, None])
         cell_base = np.arange(n_real) * size
         write_cells = np.where(writes < size, writes + cell_base, n_real * size)  # the last cell: a sink
-        draw_cells = drawn[:, :per_draw] + np.repeat(cell_base, n_draws)
+        draw_cells = drawn[:, :per_draw] + np.repeat(cell_base, per_draw // n_real)
         # owner[c]: where the row now in cell c (realisation * size + slot) comes from: itself
         # (stored before these rows) or n_real * size + t for rows[t]; replayed row by row
         owner = np.arange(n_real * size + 1)
@@ -162,13 +211,15 @@ class Reservoir(ABC):
         for t, (cells, row_cells) in enumerate(zip(draw_cells, write_cells)):
             take(cells, out=sources[t])
             put(row_cells, n_real * size + t)
-        out = self._gather(rows, sources[:, draw_index], column)
-        owner = owner[:-1]
-        written = np.flatnonzero(owner >= n_real * size)
-        self.rows[written // size, written % size] = rows[owner[written] - n_real * size]
+        return sources, owner[:-1]
+
+    def _commit(self, rows: np.ndarray, owner: np.ndarray, filled: np.ndarray, full: np.ndarray) -> None:
+        """Write the rows :meth:`_replay` placed, and count them."""
+        n_stored = self.n_realisations * self.size
+        written = np.flatnonzero(owner >= n_stored)
+        self.rows[written // self.size, written % self.size] = rows[owner[written] - n_stored]
         self.filled = int(filled[-1]) + (0 if full[-1] else 1)
-        self.n_seen += n_rows
-        return out
+        self.n_seen += len(rows)
 
     def _gather(self, rows: np.ndarray, sources: np.ndarray, column: np.ndarray) -> np.ndarray:
         """Values of ``column`` in the source rows: stored cells (below ``n_realisations *

@@ -235,6 +235,54 @@ class RunningMean(WeightedMoments):
             self._sum_sq_dev = self._sum_sq_dev + delta * (values - self.mean)
         return self.mean
 
+    def update_many(self, values: np.ndarray) -> np.ndarray:
+        """Fold the rows of ``values`` (shape ``(T, n)``) in, in order; returns the means after
+        each row, shape ``(T, n)``: exactly :meth:`update` row by row (the same operations on
+        the same numbers, per series in Python floats when there are few series, as
+        :meth:`ExponentialMean.update_many` does).
+
+        >>> a, b = RunningMean(2), RunningMean(2)
+        >>> values = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.25]])
+        >>> np.array_equal(a.update_many(values), [b.update(v).copy() for v in values])
+        True
+        """
+        values = np.asarray(values, dtype=np.float64)
+        means = np.empty_like(values)
+        if not len(values):
+            return means
+        start = 0
+        if self.count == 0:
+            means[0] = self.update(values[0])
+            start = 1
+        if start == len(values):
+            return means
+        counts = range(self.count + 1, self.count + 1 + len(values) - start)
+        if len(self.mean) <= ExponentialMean.few_series:
+            sums = []
+            for g, column in enumerate(values[start:].T.tolist()):
+                mean, total = float(self.mean[g]), float(self._sum_sq_dev[g])
+                out: list[float] = []
+                append = out.append
+                for value, count in zip(column, counts):
+                    delta = value - mean
+                    mean = mean + delta / count
+                    total = total + delta * (value - mean)
+                    append(mean)
+                means[start:, g] = out
+                sums.append(total)
+            self._sum_sq_dev = np.array(sums)
+        else:
+            mean, sum_sq_dev = self.mean, self._sum_sq_dev
+            for value, count, new_mean in zip(values[start:], counts, means[start:]):
+                delta = value - mean
+                np.add(mean, delta / count, out=new_mean)
+                sum_sq_dev = sum_sq_dev + delta * (value - new_mean)
+                mean = new_mean
+            self._sum_sq_dev = sum_sq_dev
+        self.mean = means[-1].copy()
+        self.count += len(values) - start
+        return means
+
     # -- state as plain data ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, object]:
         """The whole state as plain data (numbers and arrays), for :meth:`load_state_dict`."""
