@@ -442,9 +442,9 @@ class ISAGEEstimator(IPFIEstimator):
         for start in range(begin, n_rows, per_call):
             end = min(start + per_call, n_rows)
             part = rows[start:end]
-            orders, donors = self._draw_many(part)
+            orders, table, sources = self._draw_many(part)
             blocks = buffer[:len(part)]
-            self._fill_blocks(blocks, part, orders, donors)
+            self._fill_blocks(blocks, part, orders, table, sources)
             part_targets = targets[start:end]
             predicted = self._predict_block(blocks.reshape(len(part) * n_block, n_columns), part_targets)
             self._fold_many(self._losses(predicted, part_targets), orders, out[start:end],
@@ -452,10 +452,10 @@ class ISAGEEstimator(IPFIEstimator):
                             None if row_losses is None else row_losses[start:end])
         return out
 
-    def _draw_many(self, part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The orderings ``(T, M, G)`` and donor rows ``(T, M (G-1) n_inner, C)`` of consecutive
-        rows, which are stored in the reservoirs: the random numbers of :meth:`_fill_block` and
-        :meth:`_store`, row by row."""
+    def _draw_many(self, part: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The orderings ``(T, M, G)`` and the donor rows (``table[sources]``, ``sources`` of shape
+        ``(T, M (G-1) n_inner)``) of consecutive rows, which are stored in the reservoirs: the
+        random numbers of :meth:`_fill_block` and :meth:`_store`, row by row."""
         reservoir, n_draws = self._reservoir, self._n_chain * self.n_inner
         bounds = reservoir.draw_bounds(len(part), n_draws)
         permuted, integers, base, size = self._rng.permuted, self._rng.integers, self._order_base, bounds.shape[1]
@@ -469,12 +469,18 @@ class ISAGEEstimator(IPFIEstimator):
         for high, same, bound in zip(bounds, one_bound, first):
             add_order(permuted(base, axis=1))
             add_drawn(integers(0, bound, size) if same else integers(0, high))
-        donors = reservoir.draw_insert_drawn(part, np.array(drawn).reshape(bounds.shape), n_draws)
+        table, sources = reservoir.draw_insert_drawn(part, np.array(drawn).reshape(bounds.shape), n_draws)
         self.n_seen += len(part)
-        return np.array(orders), donors
+        return np.array(orders), table, sources
 
-    def _fill_blocks(self, blocks: np.ndarray, part: np.ndarray, orders: np.ndarray, donors: np.ndarray) -> None:
-        """:meth:`_fill_block` for consecutive rows: ``blocks`` is ``(T, block_rows, C)``."""
+    #: rows of a micro-batch whose chains :meth:`_fill_blocks` builds at once: its scratch arrays
+    #: then stay in the processor's cache (about this many cells)
+    fill_cells: int = 1 << 15
+
+    def _fill_blocks(self, blocks: np.ndarray, part: np.ndarray, orders: np.ndarray, table: np.ndarray,
+                     sources: np.ndarray) -> None:
+        """:meth:`_fill_block` for consecutive rows: ``blocks`` is ``(T, block_rows, C)``, the donors
+        ``table[sources]`` (see :meth:`_draw_many`)."""
         blocks[:, 0] = part
         if not self._n_chain:
             return
@@ -482,16 +488,24 @@ class ISAGEEstimator(IPFIEstimator):
         rank = np.empty_like(orders)  # rank[t, m, g]: the step at which player g arrives
         np.put_along_axis(rank, orders, self._ranks, axis=2)
         column_rank = rank if self._one_column_players else rank[:, :, self._player_of_column]
-        shape = (n_rows, self.n_repeats, self._n_chain, self.n_inner, n_columns)
-        absent = np.empty(shape, dtype=bool)
-        np.greater(column_rank[:, :, None, None, :], self._steps[:, :, :, None], out=absent)
-        chain = blocks[:, 1:].reshape(n_rows, -1)  # per row, its chain's cells in a row
-        chain.reshape(n_rows, -1, n_columns)[...] = part[:, None, :]
-        # donor where absent, bit for bit: x ^ ((x ^ donor) * absent) (a masked copy takes twice as long)
-        bits = chain.view(np.uint64)
-        mixed = np.bitwise_xor(donors.reshape(n_rows, -1).view(np.uint64), bits)
-        mixed *= absent.reshape(n_rows, -1).view(np.uint8)
-        np.bitwise_xor(bits, mixed, out=bits)
+        later = column_rank[:, :, None, None, :]
+        steps = self._steps[:, :, :, None]
+        chains = blocks[:, 1:].reshape(n_rows, -1)  # per row, its chain's cells in a row
+        step = max(1, self.fill_cells // chains.shape[1])
+        for start in range(0, n_rows, step):
+            end = min(start + step, n_rows)
+            chain = chains[start:end]
+            chain.reshape(end - start, -1, n_columns)[...] = part[start:end, None, :]
+            absent = np.greater(later[start:end], steps)  # (t, M, G-1, 1, C)
+            if self.n_inner > 1:
+                absent = np.repeat(absent, self.n_inner, axis=3)
+            # the donor's cell where absent, bit for bit: x ^ ((x ^ donor) * absent); a masked copy
+            # (np.copyto with where) takes twice as long
+            bits = chain.view(np.uint64)
+            mixed = table.take(sources[start:end], axis=0).reshape(end - start, -1).view(np.uint64)
+            mixed ^= bits
+            mixed *= absent.reshape(end - start, -1).view(np.uint8)
+            bits ^= mixed
 
     def _save_stream_state(self) -> tuple[Any, ...]:
         mine = copy.deepcopy((self._losses_tracker, self._marginal))

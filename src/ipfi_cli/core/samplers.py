@@ -178,19 +178,21 @@ class Reservoir(ABC):
         return np.concatenate([np.repeat(filled[:, None], per_draw, axis=1),
                                np.repeat(insert_bounds[:, None], self.n_realisations, axis=1)], axis=1)
 
-    def draw_insert_drawn(self, rows: np.ndarray, drawn: np.ndarray, n_draws: int) -> np.ndarray:
+    def draw_insert_drawn(self, rows: np.ndarray, drawn: np.ndarray, n_draws: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`draw_insert_many` from random integers already drawn with :meth:`draw_bounds`'s
-        bounds (``drawn``, the same shape): inserts ``rows`` and returns the rows each draw picked,
-        shape ``(len(rows), n_realisations * n_draws, n_columns)`` in :meth:`draw`'s order."""
+        bounds (``drawn``, the same shape): inserts ``rows`` and returns where each draw's row is,
+        as ``(table, sources)``: ``table[sources[t, d]]`` is the row that draw ``d`` (a flat index
+        into :meth:`draw`'s ``(n_realisations, n_draws)``) picked at row ``t``; ``table`` holds
+        the rows stored before, then ``rows``."""
         if self.filled == 0:
             raise ValueError("the reservoir is empty: insert a row before drawing")
         rows = np.asarray(rows, dtype=self.rows.dtype)
         n_rows, per_draw = len(rows), self.n_realisations * n_draws
         filled, full, _ = self._schedule(n_rows)
         sources, owner = self._replay(np.asarray(drawn).reshape(n_rows, -1), filled, full, per_draw)
-        out = np.concatenate([self.rows.reshape(-1, self.rows.shape[2]), rows])[sources]
+        table = np.concatenate([self.rows.reshape(-1, self.rows.shape[2]), rows])
         self._commit(rows, owner, filled, full)
-        return out
+        return table, sources
 
     def _replay(self, drawn: np.ndarray, filled: np.ndarray, full: np.ndarray, per_draw: int
                 ) -> tuple[np.ndarray, np.ndarray]:
