@@ -79,6 +79,35 @@ def test_draw_insert_many_is_draw_then_insert_row_by_row(sampling, size, first, 
         _compare(sampling, size, n_real=4, n_columns=3, n_rows=n_rows, first=first, seed=seed)
 
 
+@pytest.mark.parametrize("sampling", ["geometric", "uniform"])
+@pytest.mark.parametrize("size, first, n_rows", [(1, 1, 20), (3, 1, 30), (10, 4, 40), (10, 25, 60)])
+def test_integers_drawn_with_draw_bounds_are_draw_then_insert_row_by_row(sampling, size, first, n_rows):
+    """A caller that draws other random numbers between rows (iSAGE's orderings) draws each row's
+    integers with ``rng.integers(0, draw_bounds[t])``: the same numbers, slots and reservoirs."""
+    n_real, n_columns, n_draws = 3, 2, 4
+    data = np.random.default_rng(size).random((first + n_rows, n_columns))
+    a = make_sampler(sampling, size, n_real, n_columns, np.float64)
+    rng_a = np.random.default_rng(first)
+    for row in data[:first]:
+        a.insert(rng_a, row)
+    b, rng_b = copy.deepcopy(a), copy.deepcopy(rng_a)
+    expected = []
+    for row in data[first:]:
+        rng_a.random()   # another draw between rows
+        expected.append(a.rows[np.arange(n_real)[:, None], a.draw(rng_a, n_draws)].reshape(-1, n_columns))
+        a.insert(rng_a, row)
+    bounds = b.draw_bounds(n_rows, n_draws)
+    drawn = []
+    for high in bounds:
+        rng_b.random()
+        drawn.append(rng_b.integers(0, high))
+    table, sources = b.draw_insert_drawn(data[first:], np.array(drawn), n_draws)
+    assert np.array_equal(table[sources], np.array(expected))
+    assert np.array_equal(b.rows, a.rows)
+    assert (b.filled, b.n_seen) == (a.filled, a.n_seen)
+    assert rng_b.bit_generator.state == rng_a.bit_generator.state
+
+
 def test_draw_insert_many_keeps_object_rows():
     _compare("geometric", 5, n_real=2, n_columns=2, n_rows=30, first=2, dtype=object)
 

@@ -44,3 +44,15 @@ def test_ipfi_with_the_running_mean_matches_batch_pfi_after_20000_rows(agrawal_s
     bounds = running.bounds(0.05)
     assert all(0 < b < 0.02 for b in bounds.values()), bounds   # Chebyshev, 1/sqrt(0.05) = 4.5 se
     assert running.n_explained == 19999
+
+
+@pytest.mark.parametrize("n", [1, 5, 40])   # 40: more series than update_many loops over one by one
+def test_update_many_is_update_row_by_row_to_the_last_bit(n):
+    values = np.random.default_rng(n).normal(size=(200, n)) * np.logspace(-3, 3, n)
+    one, many = RunningMean(n), RunningMean(n)
+    expected = np.array([one.update(v).copy() for v in values])
+    got = np.concatenate([many.update_many(values[:1]), many.update_many(values[1:90]),
+                          many.update_many(values[90:90]), many.update_many(values[90:])])
+    assert got.tobytes() == expected.tobytes()
+    assert many.variance.tobytes() == one.variance.tobytes()
+    assert many.count == one.count

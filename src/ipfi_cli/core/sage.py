@@ -376,7 +376,7 @@ class ISAGEEstimator(IPFIEstimator):
         self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)
         self._losses_tracker.update(losses[:2])
 
-    def _fold_many(self, losses: np.ndarray, orders: np.ndarray, out: np.ndarray,
+    def _fold_block(self, losses: np.ndarray, orders: np.ndarray, out: np.ndarray,
                    contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None) -> None:
         """:meth:`_fold` for consecutive rows' losses (``(T, 2 + M (G-1))``) and orderings
         (``(T, M, G)``) with array operations; the estimates after each row go to ``out``.
@@ -405,7 +405,7 @@ class ISAGEEstimator(IPFIEstimator):
     def _fold_pending(self, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray | None,
                       row_losses: np.ndarray | None) -> None:
         orders = np.array([self._orders.popleft() for _ in range(len(losses))])
-        self._fold_many(losses, orders, out, contributions, row_losses)
+        self._fold_block(losses, orders, out, contributions, row_losses)
 
     # -- the micro-batch path: a static model, numbers, marginal removal -------------------------
     def _floats_stored(self) -> bool:
@@ -424,7 +424,7 @@ class ISAGEEstimator(IPFIEstimator):
         the integers of its reservoir draws and insertion (one ``integers`` call), the very
         calls of :meth:`explain_one`, in its order. The donors and the reservoirs
         (:meth:`Reservoir.draw_insert_drawn`), the evaluation blocks, the losses and the folds
-        (:meth:`_fold_many`) are array operations over the micro-batch.
+        (:meth:`_fold_block`) are array operations over the micro-batch.
         """
         n_rows, n_columns, n_block = len(rows), len(self.columns), self.block_rows
         out = np.full((n_rows, len(self.names)), np.nan)
@@ -447,7 +447,7 @@ class ISAGEEstimator(IPFIEstimator):
             self._fill_blocks(blocks, part, orders, table, sources)
             part_targets = targets[start:end]
             predicted = self._predict_block(blocks.reshape(len(part) * n_block, n_columns), part_targets)
-            self._fold_many(self._losses(predicted, part_targets), orders, out[start:end],
+            self._fold_block(self._losses(predicted, part_targets), orders, out[start:end],
                             None if contributions is None else contributions[start:end],
                             None if row_losses is None else row_losses[start:end])
         return out

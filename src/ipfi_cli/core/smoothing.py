@@ -272,12 +272,12 @@ class RunningMean(WeightedMoments):
                 sums.append(total)
             self._sum_sq_dev = np.array(sums)
         else:
-            mean, sum_sq_dev = self.mean, self._sum_sq_dev
+            previous, sum_sq_dev = self.mean, self._sum_sq_dev
             for value, count, new_mean in zip(values[start:], counts, means[start:]):
-                delta = value - mean
-                np.add(mean, delta / count, out=new_mean)
-                sum_sq_dev = sum_sq_dev + delta * (value - new_mean)
-                mean = new_mean
+                deviation = value - previous
+                np.add(previous, deviation / count, out=new_mean)
+                sum_sq_dev = sum_sq_dev + deviation * (value - new_mean)
+                previous = new_mean
             self._sum_sq_dev = sum_sq_dev
         self.mean = means[-1].copy()
         self.count += len(values) - start
