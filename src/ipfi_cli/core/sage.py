@@ -461,14 +461,14 @@ class ISAGEEstimator(IPFIEstimator):
         permuted, integers, base, size = self._rng.permuted, self._rng.integers, self._order_base, bounds.shape[1]
         # where a row's integers share one bound (full geometric reservoirs), numpy's faster scalar
         # call, which draws each integer exactly as the call with an array of bounds does
-        one_bound = ((bounds == bounds[:, :1]).all(axis=1) if size else np.ones(len(part), dtype=bool)).tolist()
-        first = (bounds[:, 0] if size else np.ones(len(part), dtype=np.int64)).tolist()
+        one_bound = (bounds == bounds[:, :1]).all(axis=1) if size else np.ones(len(part), dtype=bool)
+        first = (np.where(one_bound, bounds[:, 0], 0) if size else np.ones(len(part), dtype=np.int64)).tolist()
         orders: list[np.ndarray] = []
         drawn: list[np.ndarray] = []
         add_order, add_drawn = orders.append, drawn.append
-        for high, same, bound in zip(bounds, one_bound, first):
+        for t, bound in enumerate(first):  # bound 0: the row's bounds differ
             add_order(permuted(base, axis=1))
-            add_drawn(integers(0, bound, size) if same else integers(0, high))
+            add_drawn(integers(0, bound, size) if bound else integers(0, bounds[t]))
         table, sources = reservoir.draw_insert_drawn(part, np.array(drawn).reshape(bounds.shape), n_draws)
         self.n_seen += len(part)
         return np.array(orders), table, sources
