@@ -126,6 +126,9 @@ class _Marginal:
         """Fold model outputs in, in order; the marginal prediction after each (an object array):
         exactly :meth:`update` one by one (a running mean folds its block at once)."""
         out = np.empty(len(predictions), dtype=object)
+        if len(predictions) == 1:  # explain_one
+            out[0] = self.update(np.asarray(predictions).tolist()[0])
+            return out
         if self.output is Output.VALUE:
             out[:] = self._values.update_many(np.asarray(predictions, dtype=np.float64)[:, None])[:, 0].tolist()
             return out
