@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ipfi_cli.core.losses import Output
-from ipfi_cli.core.sage import ISAGEEstimator, _Marginal
+from ipfi_cli.core.sage import ISAGEEstimator
+from ipfi_cli.core.sage_game import MarginalPrediction
 from ipfi_cli.models import FunctionPredictor
 
 COLUMNS = ["a", "b", "c", "d"]
@@ -138,7 +139,7 @@ def test_micro_batches_and_single_rows_mix():
 def test_the_marginal_label_folds_a_block_as_one_by_one(smoothing):
     """Labels that come later, ties (the first label to come wins) and a block after single updates."""
     labels = ["b", "a", "a", "b", "c", "b", "c", "c", "a", "d", "d", "d", "a", "b"] * 3
-    one, many = _Marginal(Output.LABEL, smoothing, 0.3), _Marginal(Output.LABEL, smoothing, 0.3)
+    one, many = MarginalPrediction(Output.LABEL, smoothing, 0.3), MarginalPrediction(Output.LABEL, smoothing, 0.3)
     expected = [one.update(label) for label in labels]
     got = [many.update(labels[0])] + many.update_many(np.array(labels[1:9], dtype=object)).tolist()
     got += many.update_many(np.array(labels[9:], dtype=object)).tolist()

@@ -54,121 +54,20 @@ from __future__ import annotations
 import copy
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ipfi_cli.core.batch import as_block
-from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.incremental import IPFIEstimator, loss_targets
 from ipfi_cli.core.losses import Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
+from ipfi_cli.core.sage_batch import SAGEResult, batch_sage
+from ipfi_cli.core.sage_game import MarginalPrediction, check_loss, most_frequent
 from ipfi_cli.core.smoothing import make_smoother
 
+__all__ = ["ISAGEEstimator", "SAGEResult", "batch_sage"]
 
-def _players(columns: Sequence[str], groups: Mapping[str, Sequence[str]] | None) -> dict[str, list[int]]:
-    """Every column belongs to one player: SAGE shares out the whole loss, so none may be left out."""
-    resolved = resolve_groups(columns, None, groups)
-    return resolved
-
-
-def _absent_masks(orders: np.ndarray, player_of_column: np.ndarray) -> np.ndarray:
-    """For orderings ``(n, G)`` of the players, the columns absent at steps ``1 .. G-1``: ``(n, G-1, C)``."""
-    n, n_players = orders.shape
-    rank = np.empty_like(orders)  # rank[i, g]: the step at which player g arrives in ordering i
-    rank[np.arange(n)[:, None], orders] = np.arange(n_players)
-    column_rank = rank[:, player_of_column]  # (n, C)
-    return column_rank[:, None, :] > np.arange(n_players - 1)[None, :, None]
-
-
-def _modal(labels: np.ndarray) -> np.ndarray:
-    """The most frequent label along the last axis (ties: the first to appear), as an object array."""
-    from collections import Counter
-
-    flat = labels.reshape(-1, labels.shape[-1])
-    out = np.empty(len(flat), dtype=object)
-    out[:] = [Counter(row).most_common(1)[0][0] for row in flat.tolist()]
-    return out.reshape(labels.shape[:-1])
-
-
-def _check_loss(loss: Loss) -> None:
-    """SAGE's losses; a loss it cannot play is a usage error naming ``--loss`` (a ``ValueError`` too)."""
-    if loss.output is Output.PROBA:
-        from ipfi_cli.errors import UsageError
-
-        raise UsageError("SAGE needs the model's marginal prediction, which the log loss (the probability of "
-                         "the true label only) does not give: use the zero-one, absolute or squared loss", "--loss")
-
-
-class _Marginal:
-    """The smoothed marginal prediction: a running mean of values, or the modal predicted label."""
-
-    def __init__(self, output: Output, smoothing: str, alpha: float) -> None:
-        self.output = output
-        self._values = make_smoother(smoothing, alpha, 1)
-        self._weights: dict[Any, float] = {}
-        self._decay = 1.0 - alpha if smoothing == "exponential" else 1.0
-        self._step = alpha if smoothing == "exponential" else 1.0
-
-    def update(self, prediction: Any) -> Any:
-        """Fold one model output in; returns the marginal prediction after it."""
-        if self.output is Output.VALUE:
-            return float(self._values.update(np.array([float(prediction)]))[0])
-        weights = self._weights
-        if self._decay != 1.0:
-            for label in weights:
-                weights[label] *= self._decay
-        weights[prediction] = weights.get(prediction, 0.0) + self._step
-        return max(weights, key=weights.__getitem__)
-
-    def update_many(self, predictions: np.ndarray) -> np.ndarray:
-        """Fold model outputs in, in order; the marginal prediction after each (an object array):
-        exactly :meth:`update` one by one (a running mean folds its block at once)."""
-        out = np.empty(len(predictions), dtype=object)
-        if len(predictions) == 1:  # explain_one
-            out[0] = self.update(np.asarray(predictions).tolist()[0])
-            return out
-        if self.output is Output.VALUE:
-            out[:] = self._values.update_many(np.asarray(predictions, dtype=np.float64)[:, None])[:, 0].tolist()
-            return out
-        # per label, its weight after each prediction (-inf before it first comes), in Python floats
-        # with update's operations; the first label of the largest weight, as max() picks it
-        weights, decay, step = self._weights, self._decay, self._step
-        values = np.asarray(predictions).tolist()
-        labels = list(dict.fromkeys([*weights, *values]))
-        code = {label: k for k, label in enumerate(labels)}
-        codes = [code[v] for v in values]
-        history = np.empty((len(labels), len(values)))
-        for k, label in enumerate(labels):
-            weight = weights.get(label)
-            series: list[float] = []
-            append = series.append
-            for c in codes:
-                if weight is not None and decay != 1.0:
-                    weight = weight * decay
-                if c == k:
-                    weight = (0.0 if weight is None else weight) + step
-                append(-np.inf if weight is None else weight)
-            history[k] = series
-            if weight is not None:
-                weights[label] = weight
-        out[:] = [labels[k] for k in np.argmax(history, axis=0).tolist()]
-        return out
-
-    def state_dict(self) -> dict[str, Any]:
-        """The marginal prediction as plain data: the running mean's state, and the labels' weights
-        in the order the labels came (ties go to the first)."""
-        return {"values": self._values.state_dict(), "labels": list(self._weights),
-                "weights": np.array(list(self._weights.values()), dtype=np.float64)}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from :meth:`state_dict`'s data."""
-        self._values.load_state_dict(state["values"])
-        labels, weights = list(state["labels"]), np.asarray(state["weights"], dtype=np.float64).tolist()
-        if len(labels) != len(weights):
-            raise ValueError(f"the marginal prediction's state has {len(labels)} labels and {len(weights)} weights")
-        self._weights = dict(zip(labels, weights))
+_Marginal = MarginalPrediction  # its name here before the game moved to sage_game: for explainers pickled then
 
 
 class ISAGEEstimator(IPFIEstimator):
@@ -211,7 +110,7 @@ class ISAGEEstimator(IPFIEstimator):
         if n_inner < 1:
             raise ValueError(f"n_inner must be at least 1, got {n_inner}")
         self.n_inner = int(n_inner)
-        _check_loss(get_loss(loss))
+        check_loss(get_loss(loss))
         super().__init__(model, columns, loss=loss, alpha=alpha, n_repeats=n_repeats, sampling=sampling,
                          reservoir_size=reservoir_size, groups=groups, seed=seed, smoothing=smoothing,
                          removal=removal, conditional_sampler=conditional_sampler)
@@ -221,7 +120,7 @@ class ISAGEEstimator(IPFIEstimator):
             raise UsageError(f"SAGE removes whole coalitions; the {self._remover.name} sampler removes one "
                              "feature at a time: use the gaussian sampler", "--conditional-sampler")
         self._losses_tracker = make_smoother(smoothing, self.alpha, 2)  # marginal loss, model loss
-        self._marginal = _Marginal(self.loss.output, smoothing, self.alpha)
+        self._marginal = MarginalPrediction(self.loss.output, smoothing, self.alpha)
         self._orders: deque[np.ndarray] = deque()  # orderings drawn and not yet folded
 
     def _build_layout(self) -> None:
@@ -353,7 +252,7 @@ class ISAGEEstimator(IPFIEstimator):
         chain = predicted[:, 1:].reshape(n_steps, n_chain, self.n_inner)
         chain_targets = np.repeat(y, n_chain)
         if self.loss.output is Output.LABEL:
-            modal = chain.reshape(n_steps, n_chain) if self.n_inner == 1 else _modal(chain)
+            modal = chain.reshape(n_steps, n_chain) if self.n_inner == 1 else most_frequent(chain)
             chain_losses = self.loss.compute(chain_targets, modal.reshape(-1)).reshape(n_steps, n_chain)
         else:
             mean_prediction = np.asarray(chain, dtype=np.float64).mean(axis=2).reshape(-1)
@@ -519,135 +418,3 @@ class ISAGEEstimator(IPFIEstimator):
         super()._restore_stream_state(base)
         self._losses_tracker, self._marginal = mine
         self._orders.clear()
-
-
-# -- batch SAGE -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SAGEResult:
-    """Batch SAGE values per feature or group, with their standard errors.
-
-    ``marginal_loss`` is the loss of the mean prediction over the background rows, and
-    ``model_loss`` the model's mean loss; the values add up to about their difference.
-    """
-
-    names: list[str]
-    values: np.ndarray
-    std_errors: np.ndarray
-    n_permutations: int
-    marginal_loss: float
-    model_loss: float
-    n_rows: int = 0
-
-    @property
-    def explained_loss(self) -> float:
-        return self.marginal_loss - self.model_loss
-
-    # read like a PFIResult where both are a comparison's reference (ipfi compare --method sage)
-    @property
-    def mean(self) -> list[float]:
-        return self.values.tolist()
-
-    @property
-    def std(self) -> list[float]:
-        """The standard errors of the values (a PFIResult's is the spread of one repeat)."""
-        return self.std_errors.tolist()
-
-    @property
-    def n_repeats(self) -> int:
-        return self.n_permutations
-
-    def as_dict(self) -> dict[str, float]:
-        return dict(zip(self.names, self.values.tolist()))
-
-
-def batch_sage(
-    model: Predictor,
-    rows: Any,
-    targets: Sequence[Any] | np.ndarray,
-    columns: Sequence[str],
-    *,
-    loss: str | Loss = "zero-one",
-    n_permutations: int = 2000,
-    background: Any = None,
-    n_inner: int | None = None,
-    groups: Mapping[str, Sequence[str]] | None = None,
-    seed: int | None = None,
-    chunk: int = 64,
-) -> SAGEResult:
-    """SAGE values of a fixed model by the permutation estimator (Covert et al.'s Algorithm 1).
-
-    Each of ``n_permutations`` samples draws a row uniformly and a random ordering of the
-    players, adds them one by one and credits each with the loss decrease. Absent columns
-    come from the ``background`` rows (default: ``rows``): with ``n_inner=None`` every
-    background row, predictions averaged (sage-importance's ``MarginalImputer``); with
-    ``n_inner=k``, ``k`` background rows drawn at random per coalition (iSAGE's game). The
-    empty coalition's loss is the loss of the mean prediction over the background.
-
-    >>> import numpy as np
-    >>> from ipfi_cli.models import FunctionPredictor
-    >>> X = np.random.default_rng(0).normal(size=(500, 2))
-    >>> result = batch_sage(FunctionPredictor(lambda B: 2 * B[:, 0]), X, 2 * X[:, 0], ["a", "b"],
-    ...                     loss="squared", n_permutations=400, background=X[:100], seed=0)
-    >>> np.round(result.values, 1).tolist()    # 2**2 * Var(a) = 4 (here the sample's 3.8), 0
-    [3.8, 0.0]
-    """
-    columns = [str(c) for c in columns]
-    loss = get_loss(loss)
-    _check_loss(loss)
-    if not getattr(model, "supports_batch", False):
-        raise ValueError("batch SAGE needs a model that predicts a block of rows")
-    players = _players(columns, groups)
-    names = list(players)
-    player_of_column = np.empty(len(columns), dtype=np.intp)
-    for g, cols in enumerate(players.values()):
-        player_of_column[cols] = g
-    block = as_block(rows, columns)
-    y = np.empty(len(block), dtype=object)
-    y[:] = list(targets)
-    back = block if background is None else as_block(background, columns)
-    rng = np.random.default_rng(np.random.SeedSequence(seed))
-    n_players, n_columns, n_back = len(names), len(columns), len(back)
-    k = n_back if n_inner is None else int(n_inner)
-
-    def predict(values: np.ndarray) -> np.ndarray:
-        out = np.asarray(model.predict_block(values, columns, loss.output, None))
-        return out.astype(object) if out.dtype.kind in "US" else out
-
-    marginal_model = _Marginal(loss.output, "mean", 1.0)
-    marginal_prediction = None
-    for p in predict(back).tolist():
-        marginal_prediction = marginal_model.update(p)
-    model_losses = loss.compute(y, predict(block))
-    marginal_target = np.empty(len(block), dtype=object)
-    marginal_target[:] = [marginal_prediction] * len(block)
-    marginal_losses = loss.compute(y, marginal_target)
-
-    scores = np.empty((n_permutations, n_players))
-    for start in range(0, n_permutations, chunk):
-        n = min(chunk, n_permutations - start)
-        picked = rng.integers(0, len(block), n)
-        orders = rng.permuted(np.tile(np.arange(n_players), (n, 1)), axis=1)
-        path = np.empty((n, n_players + 1))
-        path[:, 0] = marginal_losses[picked]
-        path[:, n_players] = model_losses[picked]
-        if n_players > 1:
-            absent = _absent_masks(orders, player_of_column)  # (n, G-1, C)
-            donors = back[rng.integers(0, n_back, (n, n_players - 1, k))] if n_inner is not None \
-                else np.broadcast_to(back, (n, n_players - 1, n_back, n_columns))
-            x = block[picked][:, None, None, :]
-            evaluated = predict(np.where(absent[:, :, None, :], donors, x).reshape(-1, n_columns))
-            evaluated = evaluated.reshape(n, n_players - 1, k)
-            step_targets = np.repeat(y[picked], n_players - 1)
-            if loss.output is Output.LABEL:
-                modal = _modal(evaluated).reshape(-1)
-                path[:, 1:n_players] = loss.compute(step_targets, modal).reshape(n, n_players - 1)
-            else:
-                mean = np.asarray(evaluated, dtype=np.float64).mean(axis=2).reshape(-1)
-                path[:, 1:n_players] = loss.compute(step_targets, mean).reshape(n, n_players - 1)
-        contributions = np.empty((n, n_players))
-        contributions[np.arange(n)[:, None], orders] = path[:, :-1] - path[:, 1:]
-        scores[start:start + n] = contributions
-    std_errors = scores.std(axis=0, ddof=1) / np.sqrt(n_permutations) if n_permutations > 1 \
-        else np.full(n_players, np.nan)
-    return SAGEResult(names, scores.mean(axis=0), std_errors, n_permutations,
-                      float(marginal_losses.mean()), float(model_losses.mean()), len(block))

@@ -1,0 +1,122 @@
+"""The loss game that iSAGE and batch SAGE share: its players, the columns absent at each step
+of an ordering, the marginal prediction (the empty coalition's), the losses it can be played with.
+
+>>> import numpy as np
+>>> absent_masks(np.array([[1, 0, 2]]), np.array([0, 1, 2])).astype(int).tolist()   # player 1 first, then 0
+[[[1, 0, 1], [0, 0, 1]]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ipfi_cli.core.groups import resolve_groups
+from ipfi_cli.core.losses import Loss, Output
+from ipfi_cli.core.smoothing import make_smoother
+
+
+def player_columns(columns: Sequence[str], groups: Mapping[str, Sequence[str]] | None) -> dict[str, list[int]]:
+    """Every column belongs to one player: SAGE shares out the whole loss, so none may be left out."""
+    resolved = resolve_groups(columns, None, groups)
+    return resolved
+
+
+def absent_masks(orders: np.ndarray, player_of_column: np.ndarray) -> np.ndarray:
+    """For orderings ``(n, G)`` of the players, the columns absent at steps ``1 .. G-1``: ``(n, G-1, C)``."""
+    n, n_players = orders.shape
+    rank = np.empty_like(orders)  # rank[i, g]: the step at which player g arrives in ordering i
+    rank[np.arange(n)[:, None], orders] = np.arange(n_players)
+    column_rank = rank[:, player_of_column]  # (n, C)
+    return column_rank[:, None, :] > np.arange(n_players - 1)[None, :, None]
+
+
+def most_frequent(labels: np.ndarray) -> np.ndarray:
+    """The most frequent label along the last axis (ties: the first to appear), as an object array."""
+    from collections import Counter
+
+    flat = labels.reshape(-1, labels.shape[-1])
+    out = np.empty(len(flat), dtype=object)
+    out[:] = [Counter(row).most_common(1)[0][0] for row in flat.tolist()]
+    return out.reshape(labels.shape[:-1])
+
+
+def check_loss(loss: Loss) -> None:
+    """SAGE's losses; a loss it cannot play is a usage error naming ``--loss`` (a ``ValueError`` too)."""
+    if loss.output is Output.PROBA:
+        from ipfi_cli.errors import UsageError
+
+        raise UsageError("SAGE needs the model's marginal prediction, which the log loss (the probability of "
+                         "the true label only) does not give: use the zero-one, absolute or squared loss", "--loss")
+
+
+class MarginalPrediction:
+    """The smoothed marginal prediction: a running mean of values, or the modal predicted label."""
+
+    def __init__(self, output: Output, smoothing: str, alpha: float) -> None:
+        self.output = output
+        self._values = make_smoother(smoothing, alpha, 1)
+        self._weights: dict[Any, float] = {}
+        self._decay = 1.0 - alpha if smoothing == "exponential" else 1.0
+        self._step = alpha if smoothing == "exponential" else 1.0
+
+    def update(self, prediction: Any) -> Any:
+        """Fold one model output in; returns the marginal prediction after it."""
+        if self.output is Output.VALUE:
+            return float(self._values.update(np.array([float(prediction)]))[0])
+        weights = self._weights
+        if self._decay != 1.0:
+            for label in weights:
+                weights[label] *= self._decay
+        weights[prediction] = weights.get(prediction, 0.0) + self._step
+        return max(weights, key=weights.__getitem__)
+
+    def update_many(self, predictions: np.ndarray) -> np.ndarray:
+        """Fold model outputs in, in order; the marginal prediction after each (an object array):
+        exactly :meth:`update` one by one (a running mean folds its block at once)."""
+        out = np.empty(len(predictions), dtype=object)
+        if len(predictions) == 1:  # explain_one
+            out[0] = self.update(np.asarray(predictions).tolist()[0])
+            return out
+        if self.output is Output.VALUE:
+            out[:] = self._values.update_many(np.asarray(predictions, dtype=np.float64)[:, None])[:, 0].tolist()
+            return out
+        # per label, its weight after each prediction (-inf before it first comes), in Python floats
+        # with update's operations; the first label of the largest weight, as max() picks it
+        weights, decay, step = self._weights, self._decay, self._step
+        values = np.asarray(predictions).tolist()
+        labels = list(dict.fromkeys([*weights, *values]))
+        code = {label: k for k, label in enumerate(labels)}
+        codes = [code[v] for v in values]
+        history = np.empty((len(labels), len(values)))
+        for k, label in enumerate(labels):
+            weight = weights.get(label)
+            series: list[float] = []
+            append = series.append
+            for c in codes:
+                if weight is not None and decay != 1.0:
+                    weight = weight * decay
+                if c == k:
+                    weight = (0.0 if weight is None else weight) + step
+                append(-np.inf if weight is None else weight)
+            history[k] = series
+            if weight is not None:
+                weights[label] = weight
+        out[:] = [labels[k] for k in np.argmax(history, axis=0).tolist()]
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The marginal prediction as plain data: the running mean's state, and the labels' weights
+        in the order the labels came (ties go to the first)."""
+        return {"values": self._values.state_dict(), "labels": list(self._weights),
+                "weights": np.array(list(self._weights.values()), dtype=np.float64)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data."""
+        self._values.load_state_dict(state["values"])
+        labels, weights = list(state["labels"]), np.asarray(state["weights"], dtype=np.float64).tolist()
+        if len(labels) != len(weights):
+            raise ValueError(f"the marginal prediction's state has {len(labels)} labels and {len(weights)} weights")
+        self._weights = dict(zip(labels, weights))
