@@ -32,7 +32,12 @@ estimates either game (``n_inner`` donors, or every background row as sage-impor
 Cost per row: ``1 + n_repeats * (G - 1) * n_inner`` model evaluations (the last step of the
 chain is the model's own prediction), fewer than iPFI's ``1 + n_repeats * G``. With a
 batch predictor one row's evaluations are one model call and :meth:`explain_many` puts
-many rows' into one call.
+many rows' into one call. For rows of numbers and marginal removal, :meth:`explain_many`
+draws per row only its random numbers (its orderings, then its reservoir draws), with the
+calls and in the order of :meth:`explain_one`; the chains, losses, marginal prediction and
+folds are array operations over the micro-batch, and give :meth:`explain_one`'s bytes.
+(Conditional removal fills its chains row by row: each draw depends on the sampler as it
+has learned the rows before.)
 
 >>> import numpy as np
 >>> from ipfi_cli.models import FunctionPredictor

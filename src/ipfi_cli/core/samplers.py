@@ -12,7 +12,9 @@ them give the same numbers. :meth:`Reservoir.draw_insert_many` does both for man
 rows at once with array operations, from the very same random numbers: numpy's
 bounded integers below ``2**32`` are Lemire's method on the generator's stream of
 32-bit words (:func:`bounded_integers`), so one request for all of a micro-batch's
-words, split afterwards, gives what one request per row gives.
+words, split afterwards, gives what one request per row gives. A caller that draws other
+numbers between rows (iSAGE's orderings) draws each row's integers itself with
+:meth:`Reservoir.draw_bounds`'s bounds, and :meth:`Reservoir.draw_insert_drawn` does the rest.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
