@@ -9,7 +9,8 @@ Run::
 1. A static scikit-learn ``HistGradientBoostingClassifier`` on river's Agrawal stream (9
    features, M = 10, zero-one loss), ``explain_many`` in micro-batches of 500 rows: iPFI
    (1 + 9 * 10 = 91 model rows per stream row) against iSAGE with one imputation per
-   coalition (1 + 8 * 10 = 81). Target: iSAGE / iPFI <= 1.3.
+   coalition (1 + 8 * 10 = 81). Target: iSAGE / iPFI <= 1.3. It also says each one's model
+   time per row (and per model row) and the rest.
 2. A river ``HoeffdingTreeClassifier`` (one ``predict_one`` per model row, the records path),
    ``explain_one`` per row, same M: iSAGE / iPFI.
 3. Conditional removal on the model of part 1: iPFI with the Gaussian sampler and with the
@@ -18,6 +19,19 @@ Run::
 CPU time (``time.process_time``: the machine is shared), one warm-up, then the rounds of
 the compared explainers interleaved (A, B, A, B, ...); ratios of the best round of each,
 the ratio of medians beside it. Model thread pools are limited to one thread.
+
+Measured (2 cores shared with another long job, load 3 to 5; full runs of 5 rounds), part 1:
+before iSAGE's micro-batch path (chains filled, donors drawn and folds done row by row)
+iSAGE / iPFI was 1.69 (iPFI 84, iSAGE 142 us/row); with it, over four runs, 1.31, 1.33, 1.32
+and 1.29 (medians 1.32, 1.34, 1.32, 1.29; iPFI 85 to 89, iSAGE 113 to 114 us/row): at the
+target, not below it with a margin. The model alone takes iSAGE 92.5 us/row, 1140 ns a model
+row, against iPFI's 76 (840 ns): iSAGE's rows mix the row with donor rows, and the trees'
+branches are harder to predict than on iPFI's near copies of one row (iPFI's rows shuffled
+cost the model 1250 ns a row). That leaves 1.3 * 86 - 92.5 = 19 us/row for the rest, which
+is 20 (iPFI's 9): drawing 9.5 (per row one numpy ``permuted`` and one ``integers`` call, 6.5,
+replay ``explain_one``'s random numbers in its order: numpy's shuffle consumes a variable
+number of words, so the orderings cannot be drawn for a micro-batch at once), building the
+chains 3.5, the losses 3.5, the folds 3.
 """
 
 from __future__ import annotations
