@@ -669,8 +669,7 @@ class IPFIEstimator:
 
     def _loss_targets(self, targets: list[Any], predicted: np.ndarray) -> np.ndarray:
         """The targets for :meth:`_losses`, each repeated for its block (see :func:`loss_targets`)."""
-        numeric = loss_targets(self.loss, targets, predicted.dtype.kind)
-        return self._repeat_targets(targets) if numeric.dtype == object else np.repeat(numeric, self.block_rows)
+        return np.repeat(loss_targets(self.loss, targets, predicted.dtype.kind), self.block_rows)
 
     def _losses(self, predicted: Any, targets: list[Any]) -> np.ndarray:
         """Loss of every evaluation, shape ``(len(targets), block_rows)``."""
