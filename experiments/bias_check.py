@@ -467,8 +467,54 @@ def part_batch(setup: Setup, args) -> None:
           f"{np.mean(fixed):.2f} (expected 1); the N/(N-1) factor is {n / (n - 1):.6f}")
 
 
+def part_reference(setup: Setup | None, args) -> None:
+    """How much of Experiment A's error is the batch reference's own noise: every finished run
+    of agrawal and adult scored again against batch PFI with ``--reference-repeats`` permutations
+    (another seed), beside its score against Experiment A's M = 10 reference."""
+    import csv
+    import json
+
+    from sklearn.model_selection import train_test_split
+
+    from ipfi_cli.core import batch_pfi
+    from ipfi_cli.core.batch import as_block
+    from ipfi_cli.core.ranking import importance_error
+    from ipfi_cli.evaluation.metrics import summarise
+    from ipfi_cli.models import as_predictor
+
+    repeats = args.reference_repeats
+    print(f"\n## reference: Experiment A's runs scored against batch PFI at M = 10 (the paper's) and M = {repeats}")
+    with args.runs_csv.open() as f:
+        runs = [r for r in csv.DictReader(f) if r["max_rows"] == ""]
+    for name in ("agrawal", "adult"):
+        X, y, _ = load(name, args.data, SEED)
+        X_train, _, y_train, _ = train_test_split(X, y, test_size=0.33, random_state=SEED)
+        predictor = as_predictor(make_model(name, X, SEED).fit(X_train, y_train))
+        columns = [str(c) for c in X.columns]
+        targets = np.empty(len(y), dtype=object)
+        targets[:] = list(y)
+        block = as_block(X, columns)
+        t0 = time.process_time()
+        paper_ref = batch_pfi(predictor, block, targets, columns, n_repeats=REPEATS, seed=SEED)
+        precise = batch_pfi(predictor, block, targets, columns, n_repeats=repeats, seed=SEED + 1001)
+        log(f"{name}: batch PFI at M = {REPEATS} and {repeats}: {time.process_time() - t0:.0f} s CPU")
+        gap = np.asarray(paper_ref.mean) - np.asarray(precise.mean)
+        print(f"{name}: the M = {REPEATS} reference minus the M = {repeats} one, per feature: "
+              + ", ".join(f"{c} {g:+.4f}" for c, g in zip(columns, gap) if abs(g) >= 0.0005))
+        for sampling in ("uniform", "geometric"):
+            mine = [np.asarray(json.loads(r["estimates"])) for r in runs
+                    if r["dataset"] == name and r["sampling"] == sampling]
+            if not mine:
+                continue
+            old = summarise(importance_error(e, np.asarray(paper_ref.mean)) for e in mine)
+            new = summarise(importance_error(e, np.asarray(precise.mean)) for e in mine)
+            print(f"  {sampling} ({len(mine)} runs): median error {old.median:.4f} (IQR {old.iqr:.4f}) against M = "
+                  f"{REPEATS}; {new.median:.4f} (IQR {new.iqr:.4f}) against M = {repeats}")
+
+
 PARTS = {"replicate": part_replicate, "focused": part_focused, "agrawal": part_agrawal, "stream": part_stream,
-         "rows": part_rows, "donors": part_donors, "batch": part_batch}
+         "rows": part_rows, "donors": part_donors, "batch": part_batch,
+         "reference": part_reference}
 
 
 def main() -> None:
@@ -478,6 +524,7 @@ def main() -> None:
     parser.add_argument("--orderings", type=int, default=5, help="Experiment A orderings to replicate per sampling")
     parser.add_argument("--focused-orderings", type=int, default=40)
     parser.add_argument("--batch-repeats", type=int, default=20)
+    parser.add_argument("--reference-repeats", type=int, default=100, help="the reference part's precise batch PFI")
     parser.add_argument("--save", type=Path, default=None, help="keep the replicated runs' contributions here (.npz)")
     parser.add_argument("--runs-csv", type=Path, default=Path(__file__).resolve().parent / "results"
                         / "experiment_a_runs.csv", help="Experiment A's runs, to check the replication against")
@@ -486,11 +533,11 @@ def main() -> None:
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         parser.error(f"unknown part(s): {', '.join(unknown)} (choose from {', '.join(PARTS)})")
-    if any(p != "agrawal" for p in parts):
+    if any(p not in ("agrawal", "reference") for p in parts):
         need_files(args.data, ["adult.csv"])
     setup = None
     for part in parts:
-        if setup is None and part != "agrawal":  # the agrawal part builds its own model
+        if setup is None and part not in ("agrawal", "reference"):  # those build their own models
             t0 = time.process_time()
             setup = Setup(args.data)
             log(f"adult: {len(setup.X)} rows, model fitted ({time.process_time() - t0:.0f} s CPU)")
