@@ -20,18 +20,23 @@ CPU time (``time.process_time``: the machine is shared), one warm-up, then the r
 the compared explainers interleaved (A, B, A, B, ...); ratios of the best round of each,
 the ratio of medians beside it. Model thread pools are limited to one thread.
 
-Measured (2 cores shared with another long job, load 3 to 5; full runs of 5 rounds), part 1:
+Measured (2 cores shared with other long jobs, load 4 to 6; full runs of 5 rounds), part 1:
 before iSAGE's micro-batch path (chains filled, donors drawn and folds done row by row)
-iSAGE / iPFI was 1.69 (iPFI 84, iSAGE 142 us/row); with it, over four runs, 1.31, 1.33, 1.32
-and 1.29 (medians 1.32, 1.34, 1.32, 1.29; iPFI 85 to 89, iSAGE 113 to 114 us/row): at the
-target, not below it with a margin. The model alone takes iSAGE 92.5 us/row, 1140 ns a model
-row, against iPFI's 76 (840 ns): iSAGE's rows mix the row with donor rows, and the trees'
-branches are harder to predict than on iPFI's near copies of one row (iPFI's rows shuffled
-cost the model 1250 ns a row). That leaves 1.3 * 86 - 92.5 = 19 us/row for the rest, which
-is 20 (iPFI's 9): drawing 9.5 (per row one numpy ``permuted`` and one ``integers`` call, 6.5,
-replay ``explain_one``'s random numbers in its order: numpy's shuffle consumes a variable
-number of words, so the orderings cannot be drawn for a micro-batch at once), building the
-chains 3.5, the losses 3.5, the folds 3.
+iSAGE / iPFI was 1.69 (iPFI 84, iSAGE 142 us/row); with it, 1.29 to 1.33 (iSAGE 113 to
+117 us/row), of which 6.5 us/row went to one numpy ``permuted`` and one ``integers`` call
+per row: the orderings came from the reservoirs' random stream, and numpy's shuffle
+consumes a variable number of words, so a micro-batch had to replay ``explain_one``'s calls
+row by row. Since the orderings have a stream of their own, a micro-batch draws them with
+one call and its reservoir integers with one request. Three runs of each, interleaved:
+before 1.32, 1.32, 1.28 (medians 1.31, 1.30, 1.28; iSAGE 116 to 117 us/row, the rest 21
+to 22.6), after 1.23, 1.25, 1.24 (medians 1.23, 1.25, 1.25; iPFI 86 to 89, iSAGE 107 to
+109 us/row, the rest 13.8 to 14.3). The model alone takes iSAGE 93 to 95 us/row, 1150 to
+1170 ns a model row, against iPFI's 77 to 79 (840 to 870 ns): iSAGE's rows mix the row with
+donor rows, and the trees' branches are harder to predict than on iPFI's near copies of
+one row (iPFI's rows shuffled cost the model 1250 ns a row). The rest, 14 us/row (iPFI's
+9.5): drawing 2.8 (``_draw_many`` alone, 500-row micro-batches; 9.2 before), building the
+chains 3.5, the losses 3.5, the folds 3. Part 2 (records, ``explain_one``, whose work is
+unchanged) stays at 1.27 to 1.32, its run-to-run spread.
 """
 
 from __future__ import annotations

@@ -82,8 +82,8 @@ def test_draw_insert_many_is_draw_then_insert_row_by_row(sampling, size, first, 
 @pytest.mark.parametrize("sampling", ["geometric", "uniform"])
 @pytest.mark.parametrize("size, first, n_rows", [(1, 1, 20), (3, 1, 30), (10, 4, 40), (10, 25, 60)])
 def test_integers_drawn_with_draw_bounds_are_draw_then_insert_row_by_row(sampling, size, first, n_rows):
-    """A caller that draws other random numbers between rows (iSAGE's orderings) draws each row's
-    integers with ``rng.integers(0, draw_bounds[t])``: the same numbers, slots and reservoirs."""
+    """A caller that draws other random numbers between rows draws each row's integers with
+    ``rng.integers(0, draw_bounds[t])``: the same numbers, slots and reservoirs."""
     n_real, n_columns, n_draws = 3, 2, 4
     data = np.random.default_rng(size).random((first + n_rows, n_columns))
     a = make_sampler(sampling, size, n_real, n_columns, np.float64)
@@ -106,6 +106,26 @@ def test_integers_drawn_with_draw_bounds_are_draw_then_insert_row_by_row(samplin
     assert np.array_equal(b.rows, a.rows)
     assert (b.filled, b.n_seen) == (a.filled, a.n_seen)
     assert rng_b.bit_generator.state == rng_a.bit_generator.state
+
+
+@pytest.mark.parametrize("sampling, size, first, n_seen", [("geometric", 1, 1, None), ("geometric", 10, 4, None),
+                                                         ("uniform", 10, 25, None), ("uniform", 5, 5, 3_000_000_000),
+                                                         ("uniform", 5, 5, 2**32 + 7)])
+def test_draw_integers_is_one_integers_call_per_row_with_draw_bounds(sampling, size, first, n_seen):
+    """One request for all rows where numpy takes one 32-bit word per integer; one call per row
+    where it would reject a word (uniform reservoirs after ~3e9 rows) or takes 64-bit words."""
+    n_real, n_draws, n_rows = 3, 4, 40
+    a = make_sampler(sampling, size, n_real, 2, np.float64)
+    rng_a = np.random.default_rng(first)
+    for row in np.random.default_rng(size).random((first, 2)):
+        a.insert(rng_a, row)
+    if n_seen is not None:
+        a.n_seen = n_seen
+    rng_b = copy.deepcopy(rng_a)
+    for _ in range(3):  # one request after another
+        expected = [rng_a.integers(0, high).tolist() for high in a.draw_bounds(n_rows, n_draws)]
+        assert a.draw_integers(rng_b, n_rows, n_draws).tolist() == expected
+        assert rng_b.bit_generator.state == rng_a.bit_generator.state
 
 
 def test_draw_insert_many_keeps_object_rows():

@@ -190,3 +190,14 @@ def test_pickled_mid_stream_continues_with_the_same_numbers():
     copy = pickle.loads(pickle.dumps(explainer))
     assert explainer.explain_many(X[100:], y[100:]).tobytes() == copy.explain_many(X[100:], y[100:]).tobytes()
     assert copy.explained_loss == explainer.explained_loss
+
+
+def test_a_pickle_from_before_the_orderings_had_their_stream_is_refused():
+    import pickle
+
+    X, y = _linear_stream(20, 16)
+    explainer = ISAGEEstimator(FunctionPredictor(_nonlinear), COLUMNS, loss="squared", seed=17)
+    explainer.explain_many(X, y)
+    del explainer.__dict__["_order_rng"]   # as an earlier ipfi pickled it
+    with pytest.raises(ValueError, match="earlier ipfi"):
+        pickle.loads(pickle.dumps(explainer))

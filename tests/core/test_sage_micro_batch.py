@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ipfi_cli.core.losses import Output
-from ipfi_cli.core.sage import ISAGEEstimator
+from ipfi_cli.core.sage import ORDER_STREAM, ISAGEEstimator
 from ipfi_cli.core.sage_game import MarginalPrediction
 from ipfi_cli.models import FunctionPredictor
 
@@ -67,6 +67,7 @@ def _explain_one(case, X, y):
 
 def _same_state(a, b):
     assert a._rng.bit_generator.state == b._rng.bit_generator.state
+    assert a._order_rng.bit_generator.state == b._order_rng.bit_generator.state
     assert np.array_equal(a._reservoir.rows, b._reservoir.rows)
     assert (a._reservoir.filled, a._reservoir.n_seen, a.n_seen, a.n_explained) == \
         (b._reservoir.filled, b._reservoir.n_seen, b.n_seen, b.n_explained)
@@ -165,3 +166,58 @@ def test_marginal_removal_on_numbers_takes_the_array_path_and_conditional_the_ro
     X, y, _ = _data(30, 6)
     ISAGEEstimator(FunctionPredictor(_value), COLUMNS, loss="squared", removal=removal, seed=1).explain_many(X, y)
     assert taken == ["_explain_many_numeric" if array_path else "_explain_many_batched"]
+
+
+class _Counting:
+    """A generator that counts the calls of its methods."""
+
+    def __init__(self, rng):
+        self.rng, self.calls = rng, []
+
+    def __getattr__(self, name):
+        attr = getattr(self.rng, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            return attr(*args, **kwargs)
+        return call
+
+
+def test_a_micro_batch_draws_its_orderings_with_one_call_and_its_donors_with_one_more():
+    """The orderings come from a stream of their own, so a model call's rows draw theirs at once,
+    and the reservoirs' integers at once (the bytes are row by row's: the tests above)."""
+    X, y, _ = _data(101, 2)
+    explainer = ISAGEEstimator(FunctionPredictor(_value), COLUMNS, loss="squared", n_repeats=2, seed=3)
+    explainer.max_block_cells = 30 * explainer.block_rows * len(COLUMNS)   # 30 rows a call
+    explainer.explain_many(X[:1], y[:1])          # the stream's first row: stored, not explained
+    explainer._order_rng, explainer._rng = _Counting(explainer._order_rng), _Counting(explainer._rng)
+    explainer.explain_many(X[1:], y[1:])
+    assert explainer.n_model_calls == 4
+    assert explainer._order_rng.calls == ["permuted"] * 4
+    assert explainer._rng.calls == ["integers"] * 4
+
+
+def test_reservoir_draws_numpy_would_reject_are_drawn_row_by_row_with_the_same_bytes():
+    """A uniform reservoir after ~3e9 rows draws below n_seen + 1, where numpy rejects ~30 % of
+    its 32-bit words: the micro-batch then draws each row's integers with its own call."""
+    X, y, _ = _data(80, 7)
+    settings = {"loss": "squared", "sampling": "uniform", "reservoir_size": 5, "n_repeats": 3, "seed": 2}
+    one = ISAGEEstimator(FunctionPredictor(_value), COLUMNS, **settings)
+    many = ISAGEEstimator(FunctionPredictor(_value), COLUMNS, **settings)
+    expected = [one.explain_one(dict(zip(COLUMNS, r)), t) for r, t in zip(X[:10].tolist(), y[:10].tolist())]
+    got = [many.explain_many(X[:10], y[:10])]
+    one._reservoir.n_seen = many._reservoir.n_seen = 3_000_000_000
+    expected += [one.explain_one(dict(zip(COLUMNS, r)), t) for r, t in zip(X[10:].tolist(), y[10:].tolist())]
+    got.append(many.explain_many(X[10:], y[10:]))
+    assert np.concatenate(got).tobytes() == np.array(expected).tobytes()
+    _same_state(one, many)
+
+
+def test_the_orderings_stream_is_the_seeds_own_spawned_key():
+    """Every process, worker or resumed run builds the same stream from the same seed."""
+    explainer = ISAGEEstimator(FunctionPredictor(_value), COLUMNS, loss="squared", seed=9)
+    spawned = np.random.default_rng(np.random.SeedSequence(9, spawn_key=(ORDER_STREAM,)))
+    assert explainer._order_rng.bit_generator.state == spawned.bit_generator.state
+    assert explainer._rng.bit_generator.state == np.random.default_rng(9).bit_generator.state

@@ -72,6 +72,26 @@ def test_a_state_loads_only_into_its_own_kind_and_settings():
             sage.state_dict())
 
 
+def test_an_isage_state_from_before_the_orderings_had_their_stream_is_refused():
+    """Such a state's orderings came from the reservoirs' stream: its continuation cannot be drawn
+    the same way, so it is refused (one line) and the explainer stays as it was."""
+    X = stream(20)
+    sage = make_explainer("sage", REGRESSION, COLUMNS, loss="squared", seed=3)
+    sage.explain_many(X, X[:, 0])
+    earlier = {k: v for k, v in sage.state_dict().items() if k != "order_rng"}
+    fresh = make_explainer("sage", REGRESSION, COLUMNS, loss="squared", seed=3)
+    with pytest.raises(ValueError, match="earlier ipfi") as refused:
+        fresh.load_state_dict(earlier)
+    assert "\n" not in str(refused.value)
+    assert fresh.n_seen == 0 and np.isnan(fresh.importance_array()).all()
+    both = make_explainer("sage", REGRESSION, COLUMNS, loss="squared", seed=3, removal="both")
+    both.explain_many(X, X[:, 0])
+    state = both.state_dict()
+    del state["marginal"]["order_rng"]
+    with pytest.raises(ValueError, match="earlier ipfi"):
+        make_explainer("sage", REGRESSION, COLUMNS, loss="squared", seed=3, removal="both").load_state_dict(state)
+
+
 def test_the_tree_sampler_says_why_its_state_is_not_data():
     explainer = make_explainer("pfi", REGRESSION, COLUMNS, loss="squared", seed=3, removal="conditional",
                                conditional_sampler="tree")

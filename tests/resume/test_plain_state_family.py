@@ -63,3 +63,45 @@ def test_a_sage_state_does_not_continue_a_pfi_run(ipfi, rows_csv, tree_model, tm
     out, state = tmp_path / "traces.csv", tmp_path / "run.state"
     assert ipfi(rows_csv, "-m", tree_model, *STATIC, "--method", "sage", "-o", out, "--state", state).exit_code == 0
     one_error(ipfi(rows_csv, "-m", tree_model, *STATIC, "-o", out, "--state", state), "--method: state 'sage'")
+
+
+def test_a_sage_state_of_an_earlier_ipfi_is_refused_in_one_line(ipfi, rows_csv, tree_model, tmp_path):
+    """An iSAGE state without its orderings' stream (saved before they had one) cannot be continued
+    with the same numbers: refused, naming the file, and the state file is left as it was."""
+    from ipfi_cli.io.run_state import load_state, save_state
+
+    first = tmp_path / "first.csv"
+    first.write_text(head(120))
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+    assert ipfi(first, "-m", tree_model, *STATIC, "--method", "sage", "-o", out, "--state", state).exit_code == 0
+    payload = load_state(state)
+    del payload["explainer"]["order_rng"]
+    save_state(state, payload)
+    saved = state.read_bytes()
+    line = one_error(ipfi(rows_csv, "-m", tree_model, *STATIC, "--method", "sage", "-o", out, "--state", state),
+                     str(state), "earlier ipfi")
+    assert "start a new run" in line
+    assert state.read_bytes() == saved
+
+
+def test_a_keyed_sage_state_of_an_earlier_ipfi_is_refused_before_any_row(ipfi, tree_model, tmp_path):
+    """With --by a key's state loads when the key comes back; the first key's is tried at the start."""
+    from ipfi_cli.io.run_state import load_state, save_state
+
+    def keyed(n_rows):
+        header, *lines = head(n_rows).splitlines()
+        return "\n".join([f"shop,{header}", *(f"s{i % 3},{line}" for i, line in enumerate(lines))]) + "\n"
+
+    first, whole = tmp_path / "first.csv", tmp_path / "whole.csv"
+    first.write_text(keyed(90))
+    whole.write_text(keyed(150))
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+    options = (*STATIC, "--method", "sage", "--by", "shop", "--max-keys", "1", "-o", out, "--state", state)
+    assert ipfi(first, "-m", tree_model, *options).exit_code == 0
+    payload = load_state(state)
+    for _, key_state in payload["explainer"]["keyed"]["keys"]:
+        del key_state["explainer"]["order_rng"]
+    save_state(state, payload)
+    written = out.read_bytes()
+    one_error(ipfi(whole, "-m", tree_model, *options), str(state), "earlier ipfi")
+    assert out.read_bytes() == written

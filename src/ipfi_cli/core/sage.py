@@ -32,10 +32,12 @@ estimates either game (``n_inner`` donors, or every background row as sage-impor
 Cost per row: ``1 + n_repeats * (G - 1) * n_inner`` model evaluations (the last step of the
 chain is the model's own prediction), fewer than iPFI's ``1 + n_repeats * G``. With a
 batch predictor one row's evaluations are one model call and :meth:`explain_many` puts
-many rows' into one call. For rows of numbers and marginal removal, :meth:`explain_many`
-draws per row only its random numbers (its orderings, then its reservoir draws), with the
-calls and in the order of :meth:`explain_one`; the chains, losses, marginal prediction and
-folds are array operations over the micro-batch, and give :meth:`explain_one`'s bytes.
+many rows' into one call. The orderings come from a random stream of their own (spawned
+from the seed, key :data:`ORDER_STREAM`), the reservoirs' draws from the explainer's, so
+for rows of numbers and marginal removal :meth:`explain_many` draws a micro-batch's
+orderings with one call and its reservoir draws with one more: the numbers
+:meth:`explain_one` draws row by row, in sequence. The chains, losses, marginal prediction
+and folds are array operations over the micro-batch, and give :meth:`explain_one`'s bytes.
 (Conditional removal fills its chains row by row: each draw depends on the sampler as it
 has learned the rows before.)
 
@@ -70,9 +72,14 @@ from ipfi_cli.core.sage_batch import SAGEResult, batch_sage
 from ipfi_cli.core.sage_game import MarginalPrediction, check_loss, most_frequent
 from ipfi_cli.core.smoothing import make_smoother
 
-__all__ = ["ISAGEEstimator", "SAGEResult", "batch_sage"]
+__all__ = ["ORDER_STREAM", "ISAGEEstimator", "SAGEResult", "batch_sage"]
 
-_Marginal = MarginalPrediction  # its name here before the game moved to sage_game: for explainers pickled then
+#: the spawn key of iSAGE's orderings' random stream, ``SeedSequence(seed, spawn_key=(ORDER_STREAM,))``:
+#: apart from the reservoirs' (the seed's own) and from batch PFI's (keys 0, 1, ...)
+ORDER_STREAM = 0x0DE125
+
+_Marginal = MarginalPrediction  # its name before the game moved to sage_game: pickles of then are refused in
+# one line (ISAGEEstimator.__setstate__), not by a missing name
 
 
 class ISAGEEstimator(IPFIEstimator):
@@ -127,6 +134,12 @@ class ISAGEEstimator(IPFIEstimator):
         self._losses_tracker = make_smoother(smoothing, self.alpha, 2)  # marginal loss, model loss
         self._marginal = MarginalPrediction(self.loss.output, smoothing, self.alpha)
         self._orders: deque[np.ndarray] = deque()  # orderings drawn and not yet folded
+        self._order_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(ORDER_STREAM,)))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "_order_rng" not in state:
+            raise ValueError(_EARLIER_STREAMS)
+        super().__setstate__(state)
 
     def _build_layout(self) -> None:
         player_of_column = np.full(len(self.columns), -1, dtype=np.intp)
@@ -175,10 +188,13 @@ class ISAGEEstimator(IPFIEstimator):
         if self._orders:  # only inside a call that failed half way, which clears them
             raise ValueError("the explainer is in the middle of a row; its state is saved between rows")
         return {**super().state_dict(), "losses_tracker": self._losses_tracker.state_dict(),
-                "marginal": self._marginal.state_dict()}
+                "marginal": self._marginal.state_dict(), "order_rng": self._order_rng.bit_generator.state}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state.get("explainer") == self._state_kind and "order_rng" not in state:
+            raise ValueError(_EARLIER_STREAMS)
         super().load_state_dict(state)
+        self._order_rng.bit_generator.state = dict(state["order_rng"])
         self._losses_tracker.load_state_dict(state["losses_tracker"])
         self._marginal.load_state_dict(state["marginal"])
         self._orders.clear()
@@ -205,15 +221,17 @@ class ISAGEEstimator(IPFIEstimator):
 
     # -- one row's evaluations ------------------------------------------------------------
     def explain_one(self, x: Mapping[str, Any], y: Any) -> np.ndarray:
+        order_state = self._order_rng.bit_generator.state
         try:
             return super().explain_one(x, y)
         except Exception:
             self._orders.clear()
+            self._order_rng.bit_generator.state = order_state
             raise
 
     def _fill_block(self, block: np.ndarray, row: np.ndarray) -> None:
         rng, n_chain, n_inner, _masks = self._rng, self._n_chain, self.n_inner, self._absent_masks
-        orders = rng.permuted(self._order_base, axis=1)
+        orders = self._order_rng.permuted(self._order_base, axis=1)
         self._orders.append(orders)
         block[0] = row
         if n_chain == 0:
@@ -327,9 +345,9 @@ class ISAGEEstimator(IPFIEstimator):
                               ) -> np.ndarray:
         """:meth:`explain_many` for rows of numbers, a micro-batch per model call.
 
-        Per row, only the random numbers are drawn in Python: its orderings (``permuted``) and
-        the integers of its reservoir draws and insertion (one ``integers`` call), the very
-        calls of :meth:`explain_one`, in its order. The donors and the reservoirs
+        Per model call, the rows' orderings are one ``permuted`` call and their reservoir draws
+        and insertions one request (:meth:`Reservoir.draw_integers`): the numbers of
+        :meth:`explain_one` row by row. The donors and the reservoirs
         (:meth:`Reservoir.draw_insert_drawn`), the evaluation blocks, the losses and the folds
         (:meth:`_fold_block`) are array operations over the micro-batch.
         """
@@ -362,23 +380,17 @@ class ISAGEEstimator(IPFIEstimator):
     def _draw_many(self, part: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The orderings ``(T, M, G)`` and the donor rows (``table[sources]``, ``sources`` of shape
         ``(T, M (G-1) n_inner)``) of consecutive rows, which are stored in the reservoirs: the
-        random numbers of :meth:`_fill_block` and :meth:`_store`, row by row."""
+        random numbers of :meth:`_fill_block` and :meth:`_store`, row by row.
+
+        ``permuted`` shuffles a C-ordered array's rows one after the other, each as the call on
+        that row alone would: the ``T * M`` rows at once are the ``T`` calls on ``M`` rows."""
+        n_rows, n_players = len(part), len(self.names)
+        orders = self._order_rng.permuted(np.tile(self._ranks, (n_rows * self.n_repeats, 1)), axis=1)
         reservoir, n_draws = self._reservoir, self._n_chain * self.n_inner
-        bounds = reservoir.draw_bounds(len(part), n_draws)
-        permuted, integers, base, size = self._rng.permuted, self._rng.integers, self._order_base, bounds.shape[1]
-        # where a row's integers share one bound (full geometric reservoirs), numpy's faster scalar
-        # call, which draws each integer exactly as the call with an array of bounds does
-        one_bound = (bounds == bounds[:, :1]).all(axis=1) if size else np.ones(len(part), dtype=bool)
-        first = (np.where(one_bound, bounds[:, 0], 0) if size else np.ones(len(part), dtype=np.int64)).tolist()
-        orders: list[np.ndarray] = []
-        drawn: list[np.ndarray] = []
-        add_order, add_drawn = orders.append, drawn.append
-        for t, bound in enumerate(first):  # bound 0: the row's bounds differ
-            add_order(permuted(base, axis=1))
-            add_drawn(integers(0, bound, size) if bound else integers(0, bounds[t]))
-        table, sources = reservoir.draw_insert_drawn(part, np.array(drawn).reshape(bounds.shape), n_draws)
-        self.n_seen += len(part)
-        return np.array(orders), table, sources
+        drawn = reservoir.draw_integers(self._rng, n_rows, n_draws)
+        table, sources = reservoir.draw_insert_drawn(part, drawn, n_draws)
+        self.n_seen += n_rows
+        return orders.reshape(n_rows, self.n_repeats, n_players), table, sources
 
     #: rows of a micro-batch whose chains :meth:`_fill_blocks` builds at once: its scratch arrays
     #: then stay in the processor's cache (about this many cells)
@@ -416,10 +428,17 @@ class ISAGEEstimator(IPFIEstimator):
 
     def _save_stream_state(self) -> tuple[Any, ...]:
         mine = copy.deepcopy((self._losses_tracker, self._marginal))
-        return super()._save_stream_state(), mine
+        return super()._save_stream_state(), mine, self._order_rng.bit_generator.state
 
     def _restore_stream_state(self, saved: tuple[Any, ...]) -> None:
-        base, mine = saved
+        base, mine, order_state = saved
         super()._restore_stream_state(base)
         self._losses_tracker, self._marginal = mine
+        self._order_rng.bit_generator.state = order_state
         self._orders.clear()
+
+
+#: why a state or pickle of an earlier iSAGE is refused
+_EARLIER_STREAMS = ("an iSAGE state from an earlier ipfi, which drew the orderings from the reservoirs' random "
+                    "stream; this one draws them from their own and cannot continue it: finish the run with "
+                    "that ipfi, or start a new run")

@@ -12,9 +12,10 @@ them give the same numbers. :meth:`Reservoir.draw_insert_many` does both for man
 rows at once with array operations, from the very same random numbers: numpy's
 bounded integers below ``2**32`` are Lemire's method on the generator's stream of
 32-bit words (:func:`bounded_integers`), so one request for all of a micro-batch's
-words, split afterwards, gives what one request per row gives. A caller that draws other
-numbers between rows (iSAGE's orderings) draws each row's integers itself with
-:meth:`Reservoir.draw_bounds`'s bounds, and :meth:`Reservoir.draw_insert_drawn` does the rest.
+words, split afterwards, gives what one request per row gives. A caller that needs the
+donors' rows themselves (iSAGE's chains) draws the integers with
+:meth:`Reservoir.draw_integers` (one request too), and :meth:`Reservoir.draw_insert_drawn`
+does the rest.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -180,12 +181,37 @@ class Reservoir(ABC):
         return np.concatenate([np.repeat(filled[:, None], per_draw, axis=1),
                                np.repeat(insert_bounds[:, None], self.n_realisations, axis=1)], axis=1)
 
+    def draw_integers(self, rng: np.random.Generator, n_rows: int, n_draws: int) -> np.ndarray:
+        """The random integers of the next ``n_rows`` rows' :meth:`draw` and :meth:`insert`, shaped
+        as :meth:`draw_bounds`: row by row, ``rng.integers(0, bounds[t])``'s numbers, taken with one
+        request to ``rng`` (:func:`bounded_integers`), or with one call per row where numpy would
+        reject a word (rare) or a bound exceeds 32 bits.
+
+        >>> sampler = GeometricReservoir(size=2, n_realisations=1, n_columns=1)
+        >>> sampler.insert(np.random.default_rng(0), np.array([5.0]))
+        >>> a, b = np.random.default_rng(1), np.random.default_rng(1)
+        >>> one_by_one = [b.integers(0, bounds).tolist() for bounds in sampler.draw_bounds(4, n_draws=2)]
+        >>> sampler.draw_integers(a, 4, n_draws=2).tolist() == one_by_one
+        True
+        """
+        bounds = self.draw_bounds(n_rows, n_draws)
+        if bounds.size and int(bounds.max()) <= _WORD:
+            state = rng.bit_generator.state
+            drawn = bounded_integers(rng, bounds.reshape(-1))
+            if drawn is not None:
+                return drawn.reshape(bounds.shape)
+            rng.bit_generator.state = state
+        out = np.empty(bounds.shape, dtype=np.int64)
+        for t, high in enumerate(bounds):
+            out[t] = rng.integers(0, high)
+        return out
+
     def draw_insert_drawn(self, rows: np.ndarray, drawn: np.ndarray, n_draws: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`draw_insert_many` from random integers already drawn with :meth:`draw_bounds`'s
-        bounds (``drawn``, the same shape): inserts ``rows`` and returns where each draw's row is,
-        as ``(table, sources)``: ``table[sources[t, d]]`` is the row that draw ``d`` (a flat index
-        into :meth:`draw`'s ``(n_realisations, n_draws)``) picked at row ``t``; ``table`` holds
-        the rows stored before, then ``rows``."""
+        bounds (``drawn``, the same shape; see :meth:`draw_integers`): inserts ``rows`` and returns
+        where each draw's row is, as ``(table, sources)``: ``table[sources[t, d]]`` is the row that
+        draw ``d`` (a flat index into :meth:`draw`'s ``(n_realisations, n_draws)``) picked at row
+        ``t``; ``table`` holds the rows stored before, then ``rows``."""
         if self.filled == 0:
             raise ValueError("the reservoir is empty: insert a row before drawing")
         rows = np.asarray(rows, dtype=self.rows.dtype)

@@ -122,6 +122,12 @@ class KeyedExplainer:
         return {"keyed": self.keyed.state_dict(), "numbered": [[k, n] for k, n in self.numbered.items()]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        keys = state["keyed"]["keys"]
+        if keys:  # a key's state loads when the key comes back: the first one is tried now, so that a
+            # state this explainer cannot continue (another ipfi's) is refused before any row
+            import copy
+
+            copy.deepcopy(self.prototype, {id(self.model): self.model}).load_state_dict(keys[0][1]["explainer"])
         self.keyed.load_state_dict(state["keyed"])
         self.numbered = {tuple(k): int(n) for k, n in state["numbered"]}
         self.current, self.current_key = None, None
