@@ -362,6 +362,20 @@ class IPFIEstimator:
                 and type(self._tracker) is ExponentialMean
                 and self.use_batch and (self._sampler is None or self._sampler.rows.dtype == np.float64))
 
+    def _begin_micro_batch(self, rows: np.ndarray) -> tuple[np.ndarray, int]:
+        """The estimates' array of a numeric micro-batch and the first row to explain: the
+        stream's very first row is only stored (there is nothing to draw from yet)."""
+        out = np.full((len(rows), len(self.names)), np.nan)
+        if not len(rows):
+            return out, 0
+        if self._sampler is None:
+            self._ensure_sampler(rows[0].tolist())
+        if self._reservoir.filled == 0:
+            out[0] = self._tracker.mean
+            self._store(rows[0])
+            return out, 1
+        return out, 0
+
     def _explain_many_numeric(self, rows: np.ndarray, targets: list[Any],
                               contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
                               ) -> np.ndarray:
@@ -375,16 +389,9 @@ class IPFIEstimator:
         """
         n_rows, n_groups = len(rows), len(self.names)
         n_block, n_columns = self.block_rows, len(self.columns)
-        out = np.full((n_rows, n_groups), np.nan)
+        out, begin = self._begin_micro_batch(rows)
         if not n_rows:
             return out
-        begin = 0
-        if self._sampler is None:
-            self._ensure_sampler(rows[0].tolist())
-        if self._reservoir.filled == 0:  # the stream's first row: nothing to draw from yet
-            out[0] = self._tracker.mean
-            self._store(rows[0])
-            begin = 1
         per_call = max(1, self.max_block_cells // (n_block * max(1, n_columns)))
         draw_index = np.arange(len(self._pair_col)) if self._pair_draw is None else self._pair_draw
         # one buffer for every call: a fresh block per call costs its page faults again (wide rows)

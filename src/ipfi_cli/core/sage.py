@@ -352,16 +352,9 @@ class ISAGEEstimator(IPFIEstimator):
         (:meth:`_fold_block`) are array operations over the micro-batch.
         """
         n_rows, n_columns, n_block = len(rows), len(self.columns), self.block_rows
-        out = np.full((n_rows, len(self.names)), np.nan)
+        out, begin = self._begin_micro_batch(rows)
         if not n_rows:
             return out
-        begin = 0
-        if self._sampler is None:
-            self._ensure_sampler(rows[0].tolist())
-        if self._reservoir.filled == 0:  # the stream's first row: nothing to draw from yet
-            out[0] = self._tracker.mean
-            self._store(rows[0])
-            begin = 1
         per_call = max(1, self.max_block_cells // (n_block * max(1, n_columns)))
         buffer = np.empty((min(per_call, n_rows - begin), n_block, n_columns))
         for start in range(begin, n_rows, per_call):
