@@ -35,9 +35,10 @@ from __future__ import annotations
 import collections
 import csv
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ipfi_cli.errors import InputError, UsageError
 from ipfi_cli.io.sources import ByteSource, LineBuffer, stdin_is_tty
@@ -58,6 +59,9 @@ from ipfi_cli.io.values import (
     sniff_delimiter,
     string_parser,
 )
+
+if TYPE_CHECKING:
+    from ipfi_cli.io.blocks import RowBlock
 
 STDIN_NAME = "<stdin>"
 TTY_HINT = "No input file or piped data provided. Waiting for standard input:"
@@ -108,6 +112,10 @@ class RowReader:
         self._columns: list[str] | None = None
         self._kinds: dict[str, int] = {}  # JSONL: the kinds; CSV: kinds assumed before the first row
         self._csv_kinds: list[int] | None = None
+        self._csv_converters: list[Callable[[str], Any]] | None = None  # once every CSV column's kind is known
+        self._csv_strings: list[Callable[[str], Any]] = []
+        self._block_lines = 0  # lines parsed by read_block, not by the csv reader
+        self._number_tokens: frozenset[str] | None = None  # missing-value tokens that look like numbers
         self._rows_started = False
         self._peeked: collections.deque[Row] = collections.deque()
         self._csv: Any = None
@@ -216,26 +224,26 @@ class RowReader:
         # 0 until the column's first non-missing value (or as assumed by ``assume_kinds``)
         kinds = self._csv_kinds = [self._kinds.get(h, 0) for h in header]
         converters: list[Callable[[str], Any]] | None = None  # once every kind is known
+        self._csv_converters = None
         na_values = self.na_values
         noted = self.noted_missing
         decimal = self.decimal
         as_number = number_parser(na_values, decimal)
         # a decimal comma read with the decimal point: refused with the hint, not learned as text
         comma_hint = decimal == "." and self.delimiter != ","
-        as_strings = [string_parser(na_values, noted.setdefault(h, {})) for h in header]
-        last_line = reader.line_num
+        as_strings = self._csv_strings = [string_parser(na_values, noted.setdefault(h, {})) for h in header]
         while True:
+            # lines taken by read_block are not the csv reader's: it counts only its own
+            line = reader.line_num + self._block_lines + 1
             try:
                 fields = next(reader)
             except StopIteration:
                 return
             except csv.Error as error:
-                line = last_line + 1
-                last_line = reader.line_num
+                last_line = reader.line_num + self._block_lines
                 yield self._bad(f"cannot parse the line: {_csv_problem(error)}", line)
                 continue
-            line = last_line + 1
-            last_line = reader.line_num
+            last_line = reader.line_num + self._block_lines
             if not fields:  # blank line
                 continue
             if bad_lines:
@@ -296,6 +304,7 @@ class RowReader:
                 kinds[i] = kind
             if 0 not in kinds:
                 converters = [as_number if k == NUMBER else as_strings[i] for i, k in enumerate(kinds)]
+                self._csv_converters = converters
             self.rows_read += 1
             yield Row(self.rows_read, line, values)
 
@@ -398,20 +407,67 @@ class RowReader:
         """
         return bool(self._peeked) or self._lines.ready(timeout)
 
+    def read_block(self, max_rows: int) -> RowBlock | None:
+        """Up to ``max_rows`` CSV rows that are available now, parsed in bulk, or ``None`` when
+        they need the row reader (see :mod:`ipfi_cli.io.blocks`; nothing is consumed then).
+
+        Only once every column's kind is known (rows read one at a time fix them)."""
+        from ipfi_cli.io.blocks import BLOCK_DELIMITERS, parse_block
+
+        converters, header = self._csv_converters, self._columns
+        if (converters is None or header is None or self._peeked or self.decimal != "."
+                or self.delimiter not in BLOCK_DELIMITERS):
+            return None
+        lines = self._lines.take_ready(max_rows)
+        if not lines:
+            return None
+        first_line = self._lines.lines_read - len(lines) + 1
+        last_line = self._lines.lines_read
+        block = None
+        if not any(n <= last_line for n in self._lines.bad_lines):
+            kinds = self._csv_kinds or []
+            if self._number_tokens is None:
+                plain = re.compile(r"[0-9.eE+\-]+")
+                self._number_tokens = frozenset(t for t in self.na_values if plain.fullmatch(t))
+            block = parse_block(lines, header, kinds,
+                                [None if k == NUMBER else self._csv_strings[i] for i, k in enumerate(kinds)],
+                                self.delimiter, self.na_values, first_number=self.rows_read + 1,
+                                first_line=first_line, number_of=number_parser(self.na_values, self.decimal),
+                                number_tokens=self._number_tokens)
+        if block is None:
+            self._lines.give_back(lines)
+            return None
+        self._block_lines += len(lines)
+        self.rows_read += len(block)
+        return block
+
     def batches(self, max_rows: int = 1000, *, idle: Callable[[], None] | None = None,
-                idle_interval: float = 0.25) -> Iterator[list[Row]]:
+                idle_interval: float = 0.25, blocks: bool = False) -> Iterator[list[Row] | RowBlock]:
         """Lists of rows: wait for one row, then add rows while more are available at once.
 
         ``idle`` is called about every ``idle_interval`` seconds while waiting for input
         (e.g. to refresh a display). A batch never holds more than ``max_rows`` rows.
+        With ``blocks``, a batch of a CSV may be a :class:`~ipfi_cli.io.blocks.RowBlock`
+        (parsed in bulk; it iterates as the same rows): after a batch that needed the row
+        reader, blocks are tried again after 1, 2, 4, ... up to 64 batches.
         """
         if max_rows < 1:
             raise ValueError(f"max_rows must be at least 1, got {max_rows}")
         rows = iter(self)
+        blocks = blocks and self.format == "csv"
+        wait, backoff = 0, 1
         while True:
             if idle is not None:
                 while not self.ready(idle_interval):
                     idle()
+            if blocks and wait == 0 and self._csv_converters is not None:
+                block = self.read_block(max_rows)
+                if block is not None:
+                    backoff = 1
+                    yield block
+                    continue
+                wait, backoff = backoff, min(64, 2 * backoff)
+            wait = max(0, wait - 1)
             try:
                 batch = [next(rows)]
             except StopIteration:

@@ -259,6 +259,23 @@ class LineBuffer:
         self.lines_read += 1
         return lines.popleft()
 
+    def take_ready(self, max_lines: int) -> list[str]:
+        """Up to ``max_lines`` lines that are available without waiting (perhaps none)."""
+        lines = self._lines
+        taken: list[str] = []
+        while len(taken) < max_lines and self.ready():
+            if not lines:  # the end of input
+                break
+            count = min(max_lines - len(taken), len(lines))
+            taken.extend(lines.popleft() for _ in range(count))
+        self.lines_read += len(taken)
+        return taken
+
+    def give_back(self, lines: list[str]) -> None:
+        """Put lines taken by :meth:`take_ready` back, to be read again in order."""
+        self._lines.extendleft(reversed(lines))
+        self.lines_read -= len(lines)
+
     def __iter__(self) -> Iterator[str]:
         readline = self.readline
         while True:

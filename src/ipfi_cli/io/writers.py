@@ -107,6 +107,12 @@ class TraceWriter:
         ``key``: the values of the key columns."""
         raise NotImplementedError
 
+    def write_many(self, rows: Sequence[int], values: Sequence[Sequence[float]],
+                   bounds: Sequence[float] | None = None) -> None:
+        """:meth:`write` for several records (no key columns), in one write where the format allows."""
+        for row, record in zip(rows, values):
+            self.write(row, record, bounds)
+
     def flush(self) -> None:
         self.stream.flush()
 
@@ -134,6 +140,20 @@ class CsvTraceWriter(TraceWriter):
         prefix = "".join(_csv_cell(v) + "," for v in key)
         self._write(f"{prefix}{row},{text}\n".encode())
         self.records += 1
+
+
+    def write_many(self, rows: Sequence[int], values: Sequence[Sequence[float]],
+                   bounds: Sequence[float] | None = None) -> None:
+        if self.bounds or self.key_columns:
+            super().write_many(rows, values, bounds)
+            return
+        lines = [f"{row},{','.join(map(repr, record))}\n" for row, record in zip(rows, values)]
+        text = "".join(lines)
+        if "nan" in text:  # only NaN's repr holds "nan": those records take write's empty fields
+            text = "".join(line if "nan" not in line else f"{row},{','.join(map(_csv_number, record))}\n"
+                           for line, row, record in zip(lines, rows, values))
+        self._write(text.encode())
+        self.records += len(lines)
 
 
 class JsonlTraceWriter(TraceWriter):

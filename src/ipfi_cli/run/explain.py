@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from ipfi_cli.run.watch import ChangeWatch
 
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
+    from ipfi_cli.io.blocks import RowBlock
     from ipfi_cli.io.values import Row
     from ipfi_cli.run.monitor import StreamMonitor
     from ipfi_cli.run.resume import StateKeeper
@@ -360,21 +361,21 @@ class ExplainSession:
         self.status = RunStatus.RUNNING
         signals = state.watch_signals() if state is not None else None
         try:
-            for batch in reader.batches(s.batch_size, idle=self.refresh):
+            for batch in self._batches(reader):
                 if state is not None:
-                    batch = state.drop_seen(batch, reader.name)
+                    batch = state.drop_seen(batch if isinstance(batch, list) else batch.rows(), reader.name)
                     if not batch:
                         continue
                     state.busy = True
                 if self.first_row_time is None:
                     self.first_row_time = time.monotonic()
-                failure = self._explain_batch(batch)
+                failure = self._explain_batch(batch) if isinstance(batch, list) else self._explain_block(batch)
                 if failure is not None:  # after the rows before it are explained and written
                     raise failure
                 self._check_labels_match(plan, parts)
                 parts.progress.input_rows += len(batch)
                 if state is not None:
-                    state.after_batch(parts, batch)
+                    state.after_batch(parts, batch if isinstance(batch, list) else batch.rows())
                 self.refresh()
                 if parts.watch is not None and parts.watch.events and s.watch is not None \
                         and s.watch.stop_on_change:
@@ -404,6 +405,26 @@ class ExplainSession:
                 signals.restore()
             self._close(plan, parts)
         return self._report(plan, parts)
+
+    def _batches(self, reader: RowReader) -> Iterator[list[Row] | RowBlock]:
+        """The input's micro-batches; a static run without ``--state`` reading a CSV takes
+        blocks parsed in bulk where the rows allow (:mod:`ipfi_cli.io.blocks`)."""
+        s = self.settings
+        if isinstance(reader, RowReader) and self.state is None and not s.learn and not s.by:
+            return reader.batches(s.batch_size, idle=self.refresh, blocks=True)
+        return reader.batches(s.batch_size, idle=self.refresh)
+
+    def _explain_block(self, batch: RowBlock) -> IpfiError | None:
+        """:meth:`_explain_batch` for a block parsed in bulk: checked and explained as arrays
+        where its rows allow, else row by row."""
+        parts, steps = self.parts, self.steps
+        assert parts is not None and steps is not None
+        block = parts.checker.check_block(batch)
+        if block is None:
+            return self._explain_batch(batch.rows())
+        steps.explain_block(block)
+        parts.writer.flush()
+        return steps.failure
 
     def _explain_batch(self, batch: list[Row]) -> IpfiError | None:
         """Check, explain and write one micro-batch; the error to stop with (a bad row, or the row

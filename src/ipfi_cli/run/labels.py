@@ -146,6 +146,37 @@ class LabelMatcher:
             return value
         return self._as_kind(value)
 
+    def many(self, values: Sequence[Any]) -> list[Any] | None:
+        """The labels of many rows, as calling this matcher on each would give them (with the
+        same counts), looked up once per distinct value; ``None`` (and nothing counted) if one
+        of them cannot be used: the rows need the row-by-row check, which names it.
+
+        >>> matcher = LabelMatcher(classification=True, classes=[0, 1])
+        >>> matcher.many([1, 0, 1, 2]), matcher.matched, matcher.unknown
+        ([1, 0, 1, 2], 4, {2: 1})
+        """
+        saved_matched, saved_unknown = self.matched, dict(self.unknown)
+        try:
+            # keyed by type too: 1 and 1.0 are equal keys but may find different classes
+            found = {key: self(key[1]) for key in dict.fromkeys((type(v), v) for v in values)}
+        except ValueError:
+            self.matched, self.unknown = saved_matched, saved_unknown
+            return None
+        except TypeError:  # unhashable (not from a reader): one at a time
+            self.matched, self.unknown = saved_matched, saved_unknown
+            return None
+        # the lookups above counted each distinct value once: count every row instead
+        self.matched = saved_matched
+        if self.classification and self._lookup:
+            self.matched = saved_matched + len(values)
+        fresh = {key for key, count in self.unknown.items() if count != saved_unknown.get(key, 0)}
+        self.unknown = saved_unknown
+        if fresh:
+            for value in values:
+                if value in fresh:
+                    self.unknown[value] = self.unknown.get(value, 0) + 1
+        return [found[type(value), value] for value in values]
+
     def _find(self, value: Any) -> tuple[Any] | None:
         classes = self.classes or []
         if not isinstance(value, bool):

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ipfi_cli.io.readers import MISSING, InputError, Row
+
+if TYPE_CHECKING:
+    from ipfi_cli.io.blocks import RowBlock
 
 
 class GoodRow(NamedTuple):
@@ -26,6 +30,24 @@ class GoodRow(NamedTuple):
     line: int | None  # None for Parquet, which has no lines
     values: dict[str, Any]
     label: Any
+
+
+@dataclass(frozen=True)
+class GoodBlock:
+    """A block of good rows: the block, its model inputs (floats, in the model's column order)
+    and its labels as the model means them."""
+
+    block: RowBlock
+    inputs: Any  # numpy array, shape (rows, columns)
+    labels: list[Any]
+
+    def __len__(self) -> int:
+        return len(self.block)
+
+    def good_rows(self) -> list[GoodRow]:
+        """The rows as :meth:`RowChecker.check` gives them."""
+        return [GoodRow(row.number, row.line, row.values or {}, label)
+                for row, label in zip(self.block.rows(), self.labels)]
 
 
 class RowChecker:
@@ -104,6 +126,27 @@ class RowChecker:
                 return good, error
             self.skip(error)
         return good, None
+
+    def check_block(self, block: RowBlock) -> GoodBlock | None:
+        """A block of rows parsed in bulk (:mod:`ipfi_cli.io.blocks`) as a :class:`GoodBlock`
+        when every row of it is good; ``None`` when they need :meth:`check` (a label that
+        cannot be used, a model input that is text, keys, a model that learns, the first row):
+        nothing is counted then."""
+        import numpy as np
+
+        if (self.on_first_row is not None or self.key_columns or self.known_keys is not None or self.learn
+                or self.target not in block.names or not len(block)
+                or any(c not in block.floats for c in self.columns)):
+            return None
+        many = getattr(self.to_label, "many", None)
+        labels = many(block.column(self.target)) if many is not None else None
+        if labels is None:
+            return None
+        floats = block.floats
+        matrix = np.empty((len(block), len(self.columns)))
+        for j, c in enumerate(self.columns):
+            matrix[:, j] = floats[c]
+        return GoodBlock(block, matrix, labels)
 
     def skip(self, error: InputError | str) -> None:
         """Count a bad row that is left out."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError
-from ipfi_cli.run.rows import GoodRow
+from ipfi_cli.run.rows import GoodBlock, GoodRow
 
 if TYPE_CHECKING:
     from ipfi_cli.run.plan import RunPlan
@@ -48,6 +48,37 @@ class RowSteps:
             self._learn_rows(good)
         else:
             self._explain_static(good)
+
+    def explain_block(self, good: GoodBlock) -> None:
+        """Explain a block of good rows parsed in bulk (a static model): its inputs go to the
+        explainer as one array. Where the rows need more (bounds, a model that fails on one of
+        them, the stream's first row), they take the row path, with the same numbers."""
+        explainer = self.parts.explainer
+        if self.settings.learn or self.settings.bounds or explainer.n_seen == 0 or self.failure is not None:
+            self.explain(good.good_rows())
+            return
+        watch = self.parts.watch
+        try:
+            result = explainer.explain_many(good.inputs, good.labels, return_contributions=watch is not None)
+        except ServiceError:  # the model cannot be reached: about no row
+            raise
+        except Exception:  # noqa: BLE001 - the explainer is as before the call: the row path finds the row
+            self._explain_static(good.good_rows())
+            return
+        block = good.block
+        numbers = block.numbers
+        last = len(block) - 1
+        row_at = lambda offset: GoodRow(numbers[offset], block.first_line + offset,  # noqa: E731
+                                        block.row_values(offset), good.labels[offset])
+        if watch is None:
+            self._emit_rows(numbers, result, row_at)
+        else:
+            estimates, contributions, losses = result
+            self._emit_rows(numbers, estimates, row_at)
+            events = watch.rows(list(numbers), contributions, losses, estimates)
+            if events:
+                self.report_events(events)
+        self.reference = (block.row_values(last), good.labels[last])
 
     def _nonfinite_loss(self, row: GoodRow) -> RunError:
         where = f"row {row.number}" + (f" (line {row.line})" if row.line is not None else "")
@@ -147,6 +178,12 @@ class RowSteps:
 
     def _emit(self, part: list[GoodRow], array: Any) -> None:
         """Write the due records of an explained part; a non-finite loss stops the run there."""
+        self._emit_rows([p.number for p in part], array, part.__getitem__)
+        self.reference = (dict(part[-1].values), part[-1].label)
+
+    def _emit_rows(self, numbers: Sequence[int], array: Any, row_at: Callable[[int], GoodRow]) -> None:
+        """:meth:`_emit` for rows numbered ``numbers``; ``row_at(offset)`` is the row a
+        non-finite loss is reported on."""
         import numpy as np
 
         parts, s = self.parts, self.settings
@@ -155,18 +192,18 @@ class RowSteps:
         broken = ~np.isfinite(array).all(axis=1)
         if fresh:
             broken[0] = False  # the stream's first row has no estimate yet (NaN)
-        stop = int(broken.argmax()) if broken.any() else len(part)
+        stop = int(broken.argmax()) if broken.any() else len(numbers)
         estimates = array.tolist()
         bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
-        for offset in range(stop):
-            progress.rows += 1
-            if self._due(progress.rows):
-                writer.write(part[offset].number, estimates[offset], bound)
-                progress.last_written = part[offset].number
-        if stop < len(part):
-            raise self._nonfinite_loss(part[stop])
-        progress.last = (part[-1].number, estimates[-1])
-        self.reference = (dict(part[-1].values), part[-1].label)
+        every, done = s.every, progress.rows
+        due = [offset for offset in range(stop) if (done + offset + 1) % every == 0]
+        progress.rows = done + stop
+        if due:
+            writer.write_many([numbers[o] for o in due], [estimates[o] for o in due], bound)
+            progress.last_written = numbers[due[-1]]
+        if stop < len(numbers):
+            raise self._nonfinite_loss(row_at(stop))
+        progress.last = (numbers[-1], estimates[-1])
 
     def _learn_rows(self, good: list[GoodRow]) -> None:
         import numpy as np

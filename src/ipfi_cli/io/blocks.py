@@ -1,0 +1,166 @@
+"""CSV lines parsed a block at a time, for files whose rows hold nothing unusual.
+
+:class:`~ipfi_cli.io.readers.RowReader` reads a CSV row by row, one Python call per field
+(:mod:`ipfi_cli.io.values` has the rules). Once every column's kind is known, a run of
+complete lines can often be parsed in bulk instead: split at the delimiter, each numeric
+column converted with one ``float`` map and checked with one regular-expression scan.
+:func:`parse_block` does that, and gives up (returns ``None``) on anything the row reader
+would treat specially, so the caller hands those lines to the row reader instead: a quote,
+a carriage return inside a line, a NUL, a blank line, a wrong number of fields, a line
+the decoder marked bad, a number field that is not a plain decimal number (a missing-value
+token other than the empty field, a bool, ``inf``, digit separators), a number too large
+for a float, or ``-0``. So a block holds exactly the rows, values and errors (none) that
+the row reader gives for the same lines.
+
+A :class:`RowBlock` is a sequence of :class:`~ipfi_cli.io.values.Row`: code that knows
+nothing of blocks iterates it and gets the row reader's rows; code that does uses
+:attr:`RowBlock.floats` (the numeric columns as float64 arrays) and :meth:`RowBlock.column`.
+
+>>> block = parse_block(["a,b,c\\n", "1,x,2.5\\n", "3,y,\\n"], ["a", "b", "c"], [1, 2, 1],
+...                     [None, str, None], ",", frozenset({""}), first_number=1, first_line=2)
+>>> block.floats["c"].tolist(), block.column("b")
+([2.5, nan], ['x', 'y'])
+>>> [row.values for row in block]
+[{'a': 1, 'b': 'x', 'c': 2.5}, {'a': 3, 'b': 'y', 'c': nan}]
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ipfi_cli.io.values import NUMBER, Row
+
+#: characters a plain decimal number field is made of (one field per line of the scanned text)
+_NOT_PLAIN = re.compile(r"[^0-9.eE+\-\n]")
+#: delimiters a block may be split at (none of them can be part of a plain number)
+BLOCK_DELIMITERS = frozenset({",", ";", "\t", "|"})
+
+
+class RowBlock:
+    """Consecutive good rows of a CSV, parsed in bulk (see the module docstring).
+
+    ``fields[i]`` are column ``i``'s texts (number columns) or values (text columns, already
+    through their converter); ``floats`` maps each number column to its values as float64
+    (missing: NaN). Rows are numbered ``first_number, first_number + 1, ...`` and start on
+    lines ``first_line, first_line + 1, ...`` (a block has no blank or multi-line rows).
+    """
+
+    def __init__(self, names: Sequence[str], fields: list[list[Any]], floats: dict[str, np.ndarray],
+                 number_of: Callable[[str], Any], kinds: Sequence[int], first_number: int, first_line: int) -> None:
+        self.names = list(names)
+        self._fields = fields
+        self.floats = floats
+        self._number_of = number_of
+        self._kinds = list(kinds)
+        self.first_number = first_number
+        self.first_line = first_line
+        self._rows: list[Row] | None = None
+
+    def __len__(self) -> int:
+        return len(self._fields[0]) if self._fields else 0
+
+    @property
+    def numbers(self) -> range:
+        """The rows' numbers among the input's data rows."""
+        return range(self.first_number, self.first_number + len(self))
+
+    def column(self, name: str) -> list[Any]:
+        """One column's values as the row reader reads them (ints stay ints)."""
+        i = self.names.index(name)
+        if self._kinds[i] == NUMBER:
+            return list(map(self._number_of, self._fields[i]))
+        return list(self._fields[i])
+
+    def row_values(self, offset: int) -> dict[str, Any]:
+        """Row ``offset``'s values, as the row reader gives them."""
+        return {name: self._number_of(f[offset]) if kind == NUMBER else f[offset]
+                for name, kind, f in zip(self.names, self._kinds, self._fields)}
+
+    def rows(self) -> list[Row]:
+        """The block as the row reader's rows (built once)."""
+        if self._rows is None:
+            columns = [self.column(name) for name in self.names]
+            names = self.names
+            self._rows = [Row(self.first_number + t, self.first_line + t, dict(zip(names, values)))
+                          for t, values in enumerate(zip(*columns))]
+        return self._rows
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows())
+
+    def __getitem__(self, index: int) -> Row:
+        return self.rows()[index]
+
+
+def _floats(texts: list[str], empty_is_missing: bool, number_tokens: frozenset[str]) -> np.ndarray | None:
+    """A number column's fields as float64, or ``None`` when one is not a plain decimal number."""
+    joined = "\n".join(texts)
+    if _NOT_PLAIN.search(joined) is not None:
+        return None
+    if number_tokens and not number_tokens.isdisjoint(texts):  # a missing-value token that looks like a number
+        return None
+    if "" in texts:
+        if not empty_is_missing:
+            return None
+        texts = [t if t else "nan" for t in texts]  # letters were refused above: only these are NaN
+    try:
+        values = np.array(list(map(float, texts)), dtype=np.float64)
+    except ValueError:  # "1e", "+-", "." ...
+        return None
+    finite = values[values == values]
+    # a number too large for a float (the row reader names it), and -0 (it reads "-0" as the int 0)
+    if finite.size and (np.abs(finite).max() >= 1e308 or (np.signbit(finite) & (finite == 0)).any()):
+        return None
+    return values
+
+
+def parse_block(lines: Sequence[str], names: Sequence[str], kinds: Sequence[int],
+                text_converters: Sequence[Callable[[str], Any] | None], delimiter: str,
+                na_values: frozenset[str], *, first_number: int, first_line: int,
+                number_of: Callable[[str], Any] | None = None, number_tokens: frozenset[str] = frozenset()
+                ) -> RowBlock | None:
+    """``lines`` (with their line ends) as a :class:`RowBlock`, or ``None`` if any of them needs
+    the row reader (see the module docstring). Text columns go through ``text_converters[i]``
+    only when the block is taken (they count missing-value tokens as they go).
+
+    ``number_tokens``: the missing-value tokens made of number characters only (``-999``);
+    a column holding one is left to the row reader.
+    """
+    if not lines or max(map(len, lines)) > csv.field_size_limit():  # the row reader names a field that long
+        return None
+    text = "".join(lines)
+    if '"' in text or "\x00" in text:
+        return None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            return None
+    if text.startswith("\n") or "\n\n" in text:  # a blank line
+        return None
+    if text.endswith("\n"):
+        text = text[:-1]
+    split = [line.split(delimiter) for line in text.split("\n")]
+    n_fields = len(names)
+    if any(len(fields) != n_fields for fields in split):
+        return None
+    columns = [list(c) for c in zip(*split)]
+    floats: dict[str, np.ndarray] = {}
+    empty_is_missing = "" in na_values
+    for name, kind, texts in zip(names, kinds, columns):
+        if kind == NUMBER:
+            values = _floats(texts, empty_is_missing, number_tokens)
+            if values is None:
+                return None
+            floats[name] = values
+    for i, (kind, convert) in enumerate(zip(kinds, text_converters)):
+        if kind != NUMBER:
+            assert convert is not None
+            columns[i] = list(map(convert, columns[i]))
+    from ipfi_cli.io.values import number_parser
+
+    return RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line)

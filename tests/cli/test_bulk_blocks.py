@@ -1,0 +1,127 @@
+"""``ipfi explain`` on CSV files read in bulk blocks writes the bytes of the row-by-row path.
+
+Every run here is made twice in this process: as a user runs it, and with the bulk parser
+switched off (:meth:`RowReader.read_block` answering ``None``, so every row takes the row
+reader and the row checks). The expected output is the second run's: nothing in it comes
+from the code under test. Small ``--batch-size`` values make most of each file blocks.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ipfi_cli.io.readers import RowReader
+
+from .conftest import SAMPLE
+
+
+def _both(run, monkeypatch, args):
+    used = []
+    original = RowReader.read_block
+
+    def counting(self, max_rows):
+        block = original(self, max_rows)
+        used.append(block is not None)
+        return block
+
+    with monkeypatch.context() as m:
+        m.setattr(RowReader, "read_block", counting)
+        fast = run(*args)
+    with monkeypatch.context() as m:
+        m.setattr(RowReader, "read_block", lambda self, max_rows: None)
+        slow = run(*args)
+    return fast, slow, used
+
+
+def _stderr(result) -> str:
+    return re.sub(r"[\d,.]+ (rows/s|s|ms)\b", "T", result.stderr)  # timings differ between the runs
+
+
+@pytest.fixture(scope="module")
+def breast_cancer(tmp_path_factory):
+    """scikit-learn's bundled breast cancer data (30 features) and a logistic regression of it."""
+    import joblib
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    data = load_breast_cancer(as_frame=True)
+    frame = data.frame.rename(columns=lambda c: c.replace(" ", "_"))
+    features = [c for c in frame.columns if c != "target"]
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(frame[features][:200],
+                                                                                  frame["target"][:200])
+    folder = tmp_path_factory.mktemp("bulk")
+    joblib.dump(model, folder / "model.joblib")
+    frame.to_csv(folder / "clean.csv", index=False)
+    # a user's export: missing-value tokens, a bad label, a text value in a number column, CRLF
+    messy = frame.astype(object).copy()
+    messy.iloc[50, 3] = "NA"
+    messy.iloc[120, 7] = "?"
+    messy.iloc[200, 0] = ""
+    messy.iloc[300, 30] = ""  # no label
+    messy.iloc[400, 5] = "n/a"
+    messy.iloc[450, 2] = "1e400"
+    (folder / "messy.csv").write_bytes(messy.to_csv(index=False, lineterminator="\r\n").encode())
+    return folder
+
+
+@pytest.mark.parametrize("options", [
+    [],
+    ["--every", "7"],
+    ["--sampling", "uniform", "-M", "3"],
+    ["--bounds", "--every", "5"],
+    ["--output-format", "jsonl"],
+    ["--detect"],
+])
+def test_a_clean_file(run, monkeypatch, breast_cancer, options):
+    args = ["explain", "-m", breast_cancer / "model.joblib", "-t", "target", "--seed", "3", "--batch-size", "16",
+            *options, breast_cancer / "clean.csv"]
+    fast, slow, used = _both(run, monkeypatch, args)
+    assert slow.exit_code == 0, slow.stderr
+    assert (fast.exit_code, fast.stdout, _stderr(fast)) == (slow.exit_code, slow.stdout, _stderr(slow))
+    assert sum(used) >= 30  # most of the 569 rows went in blocks
+    assert len(fast.stdout.splitlines()) > 10
+
+
+@pytest.mark.parametrize("options", [["--on-bad-row", "skip", "-v"], []])
+def test_a_messy_export(run, monkeypatch, breast_cancer, options):
+    args = ["explain", "-m", breast_cancer / "model.joblib", "-t", "target", "--seed", "3", "--batch-size", "16",
+            *options, breast_cancer / "messy.csv"]
+    fast, slow, used = _both(run, monkeypatch, args)
+    assert (fast.exit_code, fast.stdout, _stderr(fast)) == (slow.exit_code, slow.stdout, _stderr(slow))
+    assert any(used)
+    if not options:  # the model refuses NaN: the run stops at that row, naming it, after the rows before it
+        assert slow.exit_code != 0 and "row 51 (line 52), column 'mean_area'" in slow.stderr
+        assert len(slow.stdout.splitlines()) == 51
+
+
+def test_the_sample_data_with_the_bundled_model(run, monkeypatch, tmp_path):
+    data = tmp_path / "agrawal.csv"
+    data.write_text("\n".join((SAMPLE / "agrawal_static.csv").read_text().splitlines()[:1501]) + "\n")
+    args = ["explain", "-m", SAMPLE / "agrawal_hgb.joblib", "-t", "class", "--seed", "1", "--batch-size", "64", data]
+    fast, slow, used = _both(run, monkeypatch, args)
+    assert slow.exit_code == 0
+    assert fast.stdout == slow.stdout and sum(used) >= 20
+
+
+def test_a_regressor_with_a_constant_column(run, monkeypatch, tmp_path):
+    import joblib
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import Ridge
+
+    frame = load_diabetes(as_frame=True, scaled=False).frame
+    frame["constant"] = 1
+    model = Ridge().fit(frame.drop(columns="target"), frame["target"])
+    joblib.dump(model, tmp_path / "ridge.joblib")
+    frame.to_csv(tmp_path / "diabetes.csv", index=False)
+    args = ["explain", "-m", tmp_path / "ridge.joblib", "-t", "target", "--seed", "0", "--batch-size", "10",
+            "--loss", "absolute", tmp_path / "diabetes.csv"]
+    fast, slow, used = _both(run, monkeypatch, args)
+    assert slow.exit_code == 0
+    assert fast.stdout == slow.stdout and sum(used) >= 30
+    np.testing.assert_array_equal(pd.read_csv(__import__("io").StringIO(fast.stdout))["row"], np.arange(1, 443))

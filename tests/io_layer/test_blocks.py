@@ -1,0 +1,131 @@
+"""CSV blocks parsed in bulk give exactly the row reader's rows, values, kinds, counts and errors.
+
+The expected rows come from the row reader alone (``blocks`` off): the bulk parser must
+agree with it on every input, taking the lines itself only where they hold nothing unusual.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ipfi_cli.io.blocks import RowBlock, parse_block
+from ipfi_cli.io.readers import RowReader
+from ipfi_cli.io.values import DEFAULT_NA_VALUES, na_tokens
+
+
+def _key(value):
+    """A value with its type, NaN comparable (the row reader's ints must stay ints)."""
+    if isinstance(value, float) and math.isnan(value):
+        return ("nan",)
+    if isinstance(value, float) and value == 0:
+        return (float, math.copysign(1.0, value))
+    return (type(value).__name__, value)
+
+
+def _rows(data: bytes, *, blocks: bool, batch: int, **options):
+    reader = RowReader(io.BytesIO(data), name="t.csv", **options)
+    out, kinds = [], []
+    for part in reader.batches(batch, blocks=blocks):
+        kinds.append(type(part).__name__)
+        for row in part:
+            out.append((row.number, row.line, None if row.values is None else
+                        {k: _key(v) for k, v in row.values.items()}, None if row.error is None else str(row.error)))
+    return out, reader.noted_missing, reader.column_kinds(), kinds
+
+
+def _same(data: bytes, batch: int = 3, **options) -> list[str]:
+    expected = _rows(data, blocks=False, batch=batch, **options)
+    got = _rows(data, blocks=True, batch=batch, **options)
+    assert got[:3] == expected[:3]
+    return got[3]
+
+
+NUMBERS = st.sampled_from(["1", "-4", "+3", "2.0", "-3.5", "1e3", "0.1", "1E-7", ".5", "5.", "007",
+                           "12345678901234567891"])
+ODD = st.sampled_from(["", "NA", "?", "nan", "-nan", "inf", "1e400", "1" * 320, "1_000", " 7", "7 ", "True", "abc",
+                       "-0", "-0.0", "0", "-999", "1e", "+-1", ".", "²", "١٢", '"3"', '"a,b"', "x\ty", "-"])
+
+
+@st.composite
+def csv_text(draw):
+    n_columns = draw(st.integers(1, 4))
+    header = ",".join(f"c{i}" for i in range(n_columns))
+    lines = []
+    for _ in range(draw(st.integers(1, 25))):
+        kind = draw(st.integers(0, 30))
+        if kind == 0:
+            lines.append("")  # blank line
+        elif kind == 1:
+            lines.append(",".join(draw(NUMBERS) for _ in range(n_columns + 1)))  # one field too many
+        else:
+            fields = [draw(st.one_of(NUMBERS, NUMBERS, NUMBERS, ODD)) for _ in range(n_columns)]
+            lines.append(",".join(fields))
+    ending = draw(st.sampled_from(["\n", "\r\n"]))
+    return (header + ending + ending.join(lines) + draw(st.sampled_from(["", ending]))).encode()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(csv_text(), st.integers(1, 6), st.sampled_from(["default", "number-token", "no-empty"]))
+def test_blocks_agree_with_the_row_reader_on_any_input(data, batch, tokens):
+    na_values = {"default": DEFAULT_NA_VALUES, "number-token": DEFAULT_NA_VALUES | {"-999"},
+                 "no-empty": frozenset({"NA"})}[tokens]
+    _same(data, batch=batch, na_values=na_values)
+
+
+def test_a_clean_numeric_file_is_read_in_blocks():
+    rng = np.random.default_rng(0)
+    lines = ["a,b,label"] + [f"{x!r},{int(k)},{'yes' if k % 2 else 'no'}" for x, k in
+                             zip(rng.normal(size=300).tolist(), rng.integers(0, 9, 300).tolist())]
+    kinds = _same(("\n".join(lines) + "\n").encode(), batch=50)
+    assert kinds[0] == "list" and kinds[1:] == ["RowBlock"] * (len(kinds) - 1)  # once the kinds are known
+
+
+def test_blocks_stop_at_an_odd_row_and_resume_after_it():
+    lines = ["a,b"] + [f"{i},{i * 0.5}" for i in range(40)]
+    lines[25] = "7,NA"  # a missing-value token the bulk parser leaves to the row reader
+    lines[30] = "x,1"  # a bad row: text in a number column
+    kinds = _same(("\n".join(lines) + "\n").encode(), batch=4)
+    assert "RowBlock" in kinds and kinds.count("list") >= 3
+
+
+def test_semicolons_gzip_and_a_byte_order_mark():
+    import gzip
+
+    text = "\ufeffa;b;c\n" + "".join(f"{i};{i / 3!r};t{i % 3}\n" for i in range(50))
+    for data in (text.encode(), gzip.compress(text.encode())):
+        assert "RowBlock" in _same(data, batch=8)
+
+
+def test_a_line_the_decoder_marked_bad_is_left_to_the_row_reader():
+    data = b"a,b\n" + b"".join(b"%d,%d\n" % (i, i) for i in range(20)) + b"1,\xff\n" + b"2,3\n" * 10
+    _same(data, batch=5)
+
+
+def test_decimal_comma_and_text_columns_stay_with_the_row_reader():
+    data = ("a;b\n" + "".join(f"{i},5;{i}\n" for i in range(30))).encode()
+    assert "RowBlock" not in _same(data, batch=5, decimal=",", delimiter=";")
+    data = ("a,b\n" + "".join(f"{i},2021-01-{i % 28 + 1:02d}\n" for i in range(30))).encode()
+    assert "RowBlock" in _same(data, batch=5)  # a text column is read in blocks too (a date is text)
+
+
+def test_na_tokens_given_by_the_user():
+    tokens = na_tokens(["-1", "missing"], defaults=False)
+    data = ("a,b\n" + "".join(f"{i % 5 - 1},{i}\n" for i in range(40))).encode()
+    _same(data, batch=6, na_values=tokens)
+
+
+def test_parse_block_refuses_what_needs_the_row_reader():
+    names, kinds, convert = ["a", "b"], [1, 1], [None, None]
+
+    def parse(*lines):
+        return parse_block(list(lines), names, kinds, convert, ",", DEFAULT_NA_VALUES, first_number=1, first_line=2)
+
+    assert isinstance(parse("1,2\n", "3,4\n"), RowBlock)
+    for odd in ('"1",2\n', "1,2\r3\n", "1\n", "1,2,3\n", "\n", "1,inf\n", "1,1e400\n", "1,-0\n", "1,NA\n", "1,1_0\n",
+                "1,\x00\n"):
+        assert parse("1,2\n", odd) is None, odd
