@@ -216,9 +216,9 @@ class KeyWriter:
     def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
         self.pending.append((self.input_rows[row], self.key, row, values, bounds))
 
-    def write_many(self, rows: Sequence[int], values: Sequence[Sequence[float]],
-                   bounds: Sequence[float] | None = None) -> None:
-        for row, record in zip(rows, values):
+    def write_many(self, rows: Sequence[int], values: Any, bounds: Sequence[float] | None = None) -> None:
+        """One record per row of the 2-D float array ``values``."""
+        for row, record in zip(rows, values.tolist()):
             self.write(row, record, bounds)
 
     def flush(self) -> None:

@@ -193,17 +193,16 @@ class RowSteps:
         if fresh:
             broken[0] = False  # the stream's first row has no estimate yet (NaN)
         stop = int(broken.argmax()) if broken.any() else len(numbers)
-        estimates = array.tolist()
         bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
         every, done = s.every, progress.rows
         due = [offset for offset in range(stop) if (done + offset + 1) % every == 0]
         progress.rows = done + stop
         if due:
-            writer.write_many([numbers[o] for o in due], [estimates[o] for o in due], bound)
+            writer.write_many([numbers[o] for o in due], array[due] if len(due) < len(array) else array, bound)
             progress.last_written = numbers[due[-1]]
         if stop < len(numbers):
             raise self._nonfinite_loss(row_at(stop))
-        progress.last = (numbers[-1], estimates[-1])
+        progress.last = (numbers[-1], array[-1].tolist())
 
     def _learn_rows(self, good: list[GoodRow]) -> None:
         import numpy as np
