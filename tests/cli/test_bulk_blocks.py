@@ -1,8 +1,8 @@
 """``ipfi explain`` on CSV files read in bulk blocks writes the bytes of the row-by-row path.
 
-Every run here is made twice in this process: as a user runs it, and with the bulk parser
-switched off (:meth:`RowReader.read_block` answering ``None``, so every row takes the row
-reader and the row checks). The expected output is the second run's: nothing in it comes
+Every run here is made twice in this process: as a user runs it, and with blocks switched
+off (the session asks its reader for lists of rows, so every row takes the row reader and
+the row checks). The expected output is the second run's: nothing in it comes
 from the code under test. Small ``--batch-size`` values make most of each file blocks.
 """
 
@@ -14,25 +14,28 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ipfi_cli.io.readers import RowReader
+from ipfi_cli.run.explain import ExplainSession
+from ipfi_cli.run.rows import RowChecker
 
 from .conftest import SAMPLE
 
 
 def _both(run, monkeypatch, args):
+    """The run as a user makes it, and with every batch a list of rows; and, for the first,
+    per block read, whether it was explained as arrays."""
     used = []
-    original = RowReader.read_block
+    original = RowChecker.check_block
 
-    def counting(self, max_rows):
-        block = original(self, max_rows)
-        used.append(block is not None)
-        return block
+    def counting(self, block):
+        good = original(self, block)
+        used.append(good is not None)
+        return good
 
     with monkeypatch.context() as m:
-        m.setattr(RowReader, "read_block", counting)
+        m.setattr(RowChecker, "check_block", counting)
         fast = run(*args)
     with monkeypatch.context() as m:
-        m.setattr(RowReader, "read_block", lambda self, max_rows: None)
+        m.setattr(ExplainSession, "_batches", lambda self, reader: reader.batches(self.settings.batch_size))
         slow = run(*args)
     return fast, slow, used
 
@@ -125,3 +128,31 @@ def test_a_regressor_with_a_constant_column(run, monkeypatch, tmp_path):
     assert slow.exit_code == 0
     assert fast.stdout == slow.stdout and sum(used) >= 30
     np.testing.assert_array_equal(pd.read_csv(__import__("io").StringIO(fast.stdout))["row"], np.arange(1, 443))
+
+
+def test_parquet_files(run, monkeypatch, breast_cancer, tmp_path):
+    """Typed columns: ints, floats with nulls, an infinite value, a bool column, text labels."""
+    frame = pd.read_csv(breast_cancer / "clean.csv")
+    frame["target"] = frame["target"].map({0: "malignant", 1: "benign"})
+    frame["flag"] = frame["mean_radius"] > 14  # bool, not a model input
+    frame["count"] = np.arange(len(frame), dtype="int64")
+    frame.loc[100, "mean_texture"] = np.nan
+    frame.loc[300, "count"] = None
+    frame.loc[400, "worst_area"] = np.inf
+    frame["count"] = frame["count"].astype("Int64")
+    frame.to_parquet(tmp_path / "data.parquet", row_group_size=128)
+    import joblib
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    features = [c for c in frame.columns if c not in ("target", "flag", "count")]
+    model = HistGradientBoostingClassifier(max_iter=20, random_state=0).fit(frame[features][:250].replace(np.inf, 0),
+                                                                         frame["target"][:250])
+    joblib.dump(model, tmp_path / "hgb.joblib")
+    for options in ([], ["--on-bad-row", "skip"], ["--every", "3", "--sampling", "uniform"]):
+        args = ["explain", "-m", tmp_path / "hgb.joblib", "-t", "target", "--seed", "5", "--batch-size", "32",
+                *options, tmp_path / "data.parquet"]
+        fast, slow, used = _both(run, monkeypatch, args)
+        assert (fast.exit_code, fast.stdout, _stderr(fast)) == (slow.exit_code, slow.stdout, _stderr(slow))
+        assert sum(used) >= 5
+        if not options:  # the infinite value stops the run at its row, after the rows before it
+            assert slow.exit_code != 0 and "row 401" in slow.stderr and "worst_area" in slow.stderr

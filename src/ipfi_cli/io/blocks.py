@@ -47,11 +47,14 @@ class RowBlock:
     ``fields[i]`` are column ``i``'s texts (number columns) or values (text columns, already
     through their converter); ``floats`` maps each number column to its values as float64
     (missing: NaN). Rows are numbered ``first_number, first_number + 1, ...`` and start on
-    lines ``first_line, first_line + 1, ...`` (a block has no blank or multi-line rows).
+    lines ``first_line, first_line + 1, ...`` (a block has no blank or multi-line rows;
+    Parquet has no lines: ``None``). ``number_of`` turns a number column's field into the
+    row's value (CSV: its text's parser; Parquet: the value itself).
     """
 
     def __init__(self, names: Sequence[str], fields: list[list[Any]], floats: dict[str, np.ndarray],
-                 number_of: Callable[[str], Any], kinds: Sequence[int], first_number: int, first_line: int) -> None:
+                 number_of: Callable[[Any], Any], kinds: Sequence[int], first_number: int,
+                 first_line: int | None) -> None:
         self.names = list(names)
         self._fields = fields
         self.floats = floats
@@ -86,8 +89,9 @@ class RowBlock:
         if self._rows is None:
             columns = [self.column(name) for name in self.names]
             names = self.names
-            self._rows = [Row(self.first_number + t, self.first_line + t, dict(zip(names, values)))
-                          for t, values in enumerate(zip(*columns))]
+            first_line = self.first_line
+            self._rows = [Row(self.first_number + t, None if first_line is None else first_line + t,
+                              dict(zip(names, values))) for t, values in enumerate(zip(*columns))]
         return self._rows
 
     def __iter__(self) -> Iterator[Row]:

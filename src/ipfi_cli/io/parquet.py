@@ -34,7 +34,7 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError, UsageError
 from ipfi_cli.io.values import (
@@ -47,6 +47,14 @@ from ipfi_cli.io.values import (
     noted_missing_summary,
     parse_value,
 )
+
+if TYPE_CHECKING:
+    from ipfi_cli.io.blocks import RowBlock
+
+
+def _same(value: Any) -> Any:
+    return value
+
 
 #: rows per Arrow record batch: memory is bounded by one batch, not by the file
 BATCH_ROWS = 8192
@@ -148,6 +156,7 @@ class ParquetRowReader:
 
     format = known_format = "parquet"
     delimiter = None
+    supports_blocks = True
 
     def __init__(self, path: str, *, na_values: frozenset[str] = DEFAULT_NA_VALUES,
                  batch_rows: int = BATCH_ROWS) -> None:
@@ -162,7 +171,8 @@ class ParquetRowReader:
         self.rows_read = 0
         self.noted_missing: dict[str, dict[str, int]] = {}
         self._columns = self._check_schemas()
-        self._iterator: Iterator[Row] | None = None
+        self._iterator: Iterator[Row | RowBlock] | None = None
+        self._block_rows = 0  # > 0: clean record batches come as blocks of at most this many rows
 
     # -- set-up -------------------------------------------------------------------------------
     def _schema(self, file: str) -> Any:
@@ -217,9 +227,9 @@ class ParquetRowReader:
     def __iter__(self) -> Iterator[Row]:
         if self._iterator is None:
             self._iterator = self._rows()
-        return self._iterator
+        return self._iterator  # type: ignore[return-value]  # blocks only after batches(blocks=True)
 
-    def _rows(self) -> Iterator[Row]:
+    def _rows(self) -> Iterator[Row | RowBlock]:
         pq = self._pa.parquet
         several = len(self._files) > 1
         for file, parts in self._files:
@@ -238,6 +248,12 @@ class ParquetRowReader:
                 if self._open is not None:
                     self._open.close()
                     self._open = None
+
+    def _numeric_type(self, array: Any) -> bool:
+        """An integer, floating point or decimal column (not bool: a model may take True as such)."""
+        types = self._pa.types
+        t = array.type.value_type if types.is_dictionary(array.type) else array.type
+        return bool(types.is_integer(t) or types.is_floating(t) or types.is_decimal(t))
 
     def _column_values(self, array: Any, name: str) -> tuple[list[Any], int]:
         """One column of a batch as Python values (missing -> ``MISSING``), and its kind."""
@@ -273,17 +289,22 @@ class ParquetRowReader:
             values = [MISSING if v is None else v for v in values]
         return values, NUMBER
 
-    def _batch_rows(self, batch: Any, partition: dict[str, Any], source: str) -> Iterator[Row]:
+    def _batch_rows(self, batch: Any, partition: dict[str, Any], source: str) -> Iterator[Row | RowBlock]:
         names = batch.schema.names
         n = batch.num_rows
         columns: dict[str, list[Any]] = {}
         kinds: dict[str, int] = {}
+        numeric: set[str] = set()  # int, float and decimal columns
         for i, name in enumerate(names):
             columns[name], kinds[name] = self._column_values(batch.column(i), name)
+            if kinds[name] == NUMBER and self._numeric_type(batch.column(i)):
+                numeric.add(name)
         for key, value in partition.items():
             if key not in columns:
                 columns[key] = [value] * n
                 kinds[key] = 0 if value != value else (STRING if type(value) is str else NUMBER)
+                if type(value) in (int, float):
+                    numeric.add(key)
         order = self._columns
         known = self._kinds
         clashing = [c for c in order if kinds[c] and known.get(c, kinds[c]) != kinds[c]]
@@ -293,6 +314,9 @@ class ParquetRowReader:
             for c in order:
                 if kinds[c] and c not in known and any(v == v for v in columns[c]):
                     known[c] = kinds[c]
+            if self._block_rows and n:
+                yield from self._blocks(order, lists, kinds, numeric)
+                return
             for i, values in enumerate(zip(*lists)):
                 yield Row(start + i + 1, None, dict(zip(order, values)))
             self.rows_read += n
@@ -313,20 +337,50 @@ class ParquetRowReader:
                     known[c] = kinds[c]
             yield Row(self.rows_read, None, row)
 
+    def _blocks(self, order: list[str], lists: list[list[Any]], kinds: dict[str, int],
+                numeric: set[str]) -> Iterator[Row | RowBlock]:
+        """The rows of a batch without clashes as :class:`~ipfi_cli.io.blocks.RowBlock` s of at most
+        ``_block_rows`` rows: values as the rows hold them, number columns also as float64. A
+        part holding an infinite number stays rows (the row checks name it)."""
+        import numpy as np
+
+        from ipfi_cli.io.blocks import RowBlock
+
+        n = len(lists[0])
+        kind_list = [NUMBER if c in numeric else STRING for c in order]
+        for begin in range(0, n, self._block_rows):
+            end = min(n, begin + self._block_rows)
+            fields = [values[begin:end] for values in lists]
+            floats = {c: np.array(f, dtype=np.float64) for c, f, k in zip(order, fields, kind_list) if k == NUMBER}
+            if any(np.isinf(a).any() for a in floats.values()):
+                for i, values in enumerate(zip(*fields)):
+                    yield Row(self.rows_read + i + 1, None, dict(zip(order, values)))
+            else:
+                yield RowBlock(order, fields, floats, _same, kind_list, self.rows_read + 1, None)
+            self.rows_read += end - begin
+
     def batches(self, max_rows: int = 1000, *, idle: Callable[[], None] | None = None,
-                idle_interval: float = 0.25) -> Iterator[list[Row]]:
-        """Lists of at most ``max_rows`` rows (a file never waits, so ``idle`` is not called)."""
+                idle_interval: float = 0.25, blocks: bool = False) -> Iterator[list[Row] | RowBlock]:
+        """Lists of at most ``max_rows`` rows (a file never waits, so ``idle`` is not called).
+        With ``blocks``, rows come as :class:`~ipfi_cli.io.blocks.RowBlock` s where a record batch
+        allows (as for CSV: they iterate as the same rows)."""
         if max_rows < 1:
             raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+        self._block_rows = max_rows if blocks else 0
         rows = iter(self)
-        while True:
-            batch = []
-            for row in rows:
-                batch.append(row)
+        batch: list[Row] = []
+        for item in rows:
+            if isinstance(item, Row):
+                batch.append(item)
                 if len(batch) == max_rows:
-                    break
-            if not batch:
-                return
+                    yield batch
+                    batch = []
+                continue
+            if batch:
+                yield batch
+                batch = []
+            yield item
+        if batch:
             yield batch
 
     def ready(self, timeout: float = 0.0) -> bool:

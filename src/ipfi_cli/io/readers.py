@@ -99,6 +99,8 @@ class RowReader:
         The CSV numbers' decimal mark, ``.`` or ``,`` (``12,8``); JSON numbers are typed.
     """
 
+    supports_blocks = True  # batches(blocks=True) may give RowBlocks
+
     def __init__(self, stream: BinaryIO | int, *, name: str = STDIN_NAME, format: str | None = None,
                  close: bool = False, na_values: frozenset[str] = DEFAULT_NA_VALUES,
                  delimiter: str | None = None, decimal: str = ".") -> None:

@@ -410,7 +410,7 @@ class ExplainSession:
         """The input's micro-batches; a static run without ``--state`` reading a CSV takes
         blocks parsed in bulk where the rows allow (:mod:`ipfi_cli.io.blocks`)."""
         s = self.settings
-        if isinstance(reader, RowReader) and self.state is None and not s.learn and not s.by:
+        if getattr(reader, "supports_blocks", False) and self.state is None and not s.learn and not s.by:
             return reader.batches(s.batch_size, idle=self.refresh, blocks=True)
         return reader.batches(s.batch_size, idle=self.refresh)
 

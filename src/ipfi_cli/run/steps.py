@@ -68,7 +68,8 @@ class RowSteps:
         block = good.block
         numbers = block.numbers
         last = len(block) - 1
-        row_at = lambda offset: GoodRow(numbers[offset], block.first_line + offset,  # noqa: E731
+        first_line = block.first_line
+        row_at = lambda offset: GoodRow(numbers[offset], None if first_line is None else first_line + offset,  # noqa: E731
                                         block.row_values(offset), good.labels[offset])
         if watch is None:
             self._emit_rows(numbers, result, row_at)
