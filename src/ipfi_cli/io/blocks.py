@@ -76,7 +76,11 @@ class RowBlock:
         """One column's values as the row reader reads them (ints stay ints)."""
         i = self.names.index(name)
         if self._kinds[i] == NUMBER:
-            return list(map(self._number_of, self._fields[i]))
+            fields = self._fields[i]
+            if fields and type(fields[0]) is str:  # CSV: each distinct text parsed once (a label column has few)
+                parsed = {text: self._number_of(text) for text in dict.fromkeys(fields)}
+                return [parsed[text] for text in fields]
+            return list(map(self._number_of, fields))
         return list(self._fields[i])
 
     def row_values(self, offset: int) -> dict[str, Any]:
