@@ -16,7 +16,7 @@ A :class:`RowBlock` is a sequence of :class:`~ipfi_cli.io.values.Row`: code that
 nothing of blocks iterates it and gets the row reader's rows; code that does uses
 :attr:`RowBlock.floats` (the numeric columns as float64 arrays) and :meth:`RowBlock.column`.
 
->>> block = parse_block(["a,b,c\\n", "1,x,2.5\\n", "3,y,\\n"], ["a", "b", "c"], [1, 2, 1],
+>>> block = parse_block(["1,x,2.5\\n", "3,y,\\n"], ["a", "b", "c"], [1, 2, 1],
 ...                     [None, str, None], ",", frozenset({""}), first_number=1, first_line=2)
 >>> block.floats["c"].tolist(), block.column("b")
 ([2.5, nan], ['x', 'y'])
