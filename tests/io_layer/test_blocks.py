@@ -10,12 +10,16 @@ import io
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ipfi_cli.io import blocks
 from ipfi_cli.io.blocks import RowBlock, parse_block
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.io.values import DEFAULT_NA_VALUES, na_tokens
+
+ORIGINAL_ARROW_FLOATS = blocks._arrow_floats
 
 
 def _key(value):
@@ -69,12 +73,59 @@ def csv_text(draw):
     return (header + ending + ending.join(lines) + draw(st.sampled_from(["", ending]))).encode()
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.fixture(params=["pyarrow", "float"])
+def parser(request, monkeypatch):
+    """Number columns parsed by pyarrow (when loaded) and by ``float``: both must agree with the rows."""
+    if request.param == "pyarrow":
+        pytest.importorskip("pyarrow")
+        import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+        monkeypatch.setattr(blocks, "_arrow_floats", _arrow_always)
+    else:
+        monkeypatch.setattr(blocks, "_arrow_floats", lambda texts: None)
+    return request.param
+
+
+def _arrow_always(texts):
+    """pyarrow's parse even for short columns (which blocks leave to ``float``)."""
+    got = ORIGINAL_ARROW_FLOATS(list(texts) + ["0"] * 64)
+    return None if got is None else got[:len(texts)]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
 @given(csv_text(), st.integers(1, 6), st.sampled_from(["default", "number-token", "no-empty"]))
-def test_blocks_agree_with_the_row_reader_on_any_input(data, batch, tokens):
+def test_blocks_agree_with_the_row_reader_on_any_input(parser, data, batch, tokens):
     na_values = {"default": DEFAULT_NA_VALUES, "number-token": DEFAULT_NA_VALUES | {"-999"},
                  "no-empty": frozenset({"NA"})}[tokens]
     _same(data, batch=batch, na_values=na_values)
+
+
+def test_pyarrow_parses_numbers_as_float_does():
+    """Every text of up to 5 characters made of number characters, and random floats' repr: pyarrow
+    accepts exactly what ``float`` accepts, with the same value (fixed seed)."""
+    import itertools
+
+    pytest.importorskip("pyarrow")
+    texts = ["".join(t) for n in range(1, 6) for t in itertools.product("01.eE+-", repeat=n)]
+    rng = np.random.default_rng(7)
+    texts += [repr(x) for x in ((rng.random(200_000) - 0.5) * 10.0 ** rng.uniform(-300, 300, 200_000)).tolist()]
+    texts += [f"{x:.{d}f}" for x, d in zip(rng.uniform(-1e6, 1e6, 50_000).tolist(), rng.integers(0, 9, 50_000))]
+    for chunk in range(0, len(texts), 1000):
+        part = texts[chunk:chunk + 1000]
+        expected = []
+        for text in part:
+            try:
+                expected.append(float(text))
+            except ValueError:
+                expected.append(None)
+        accepted = [t for t, e in zip(part, expected) if e is not None]
+        got = ORIGINAL_ARROW_FLOATS(accepted + ["0"] * 64)
+        assert got is not None
+        np.testing.assert_array_equal(got[:len(accepted)], [e for e in expected if e is not None])
+        for text, value in zip(part, expected):  # the refused ones, one at a time
+            if value is None:
+                assert ORIGINAL_ARROW_FLOATS([text] * 64) is None, text
 
 
 def test_a_clean_numeric_file_is_read_in_blocks():

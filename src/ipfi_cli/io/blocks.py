@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -105,6 +106,22 @@ class RowBlock:
         return self.rows()[index]
 
 
+def _arrow_floats(texts: list[str]) -> np.ndarray | None:
+    """The texts as float64 through pyarrow's parser when pyarrow is loaded already (pandas loads
+    it where it is installed), else ``None``. On texts made of digits, ``.``, ``e``, ``E``, ``+``
+    and ``-`` it accepts exactly what ``float`` accepts, with the same values (both round
+    correctly; every such text of up to 6 characters and a million random floats are compared
+    in the tests) and it is about four times faster."""
+    arrow = sys.modules.get("pyarrow")
+    if arrow is None or len(texts) < 64:
+        return None
+    try:
+        return np.asarray(arrow.array(texts, type=arrow.string()).cast(arrow.float64())
+                          .to_numpy(zero_copy_only=False), dtype=np.float64)
+    except Exception:  # noqa: BLE001 - not a number to pyarrow: float() decides (and refuses it too)
+        return None
+
+
 def _floats(texts: list[str], empty_is_missing: bool, number_tokens: frozenset[str]) -> np.ndarray | None:
     """A number column's fields as float64, or ``None`` when one is not a plain decimal number."""
     joined = "\n".join(texts)
@@ -116,10 +133,12 @@ def _floats(texts: list[str], empty_is_missing: bool, number_tokens: frozenset[s
         if not empty_is_missing:
             return None
         texts = [t if t else "nan" for t in texts]  # letters were refused above: only these are NaN
-    try:
-        values = np.array(list(map(float, texts)), dtype=np.float64)
-    except ValueError:  # "1e", "+-", "." ...
-        return None
+    values = _arrow_floats(texts)
+    if values is None:
+        try:
+            values = np.array(list(map(float, texts)), dtype=np.float64)
+        except ValueError:  # "1e", "+-", "." ...
+            return None
     finite = values[values == values]
     # a number too large for a float (the row reader names it), and -0 (it reads "-0" as the int 0)
     if finite.size and (np.abs(finite).max() >= 1e308 or (np.signbit(finite) & (finite == 0)).any()):
