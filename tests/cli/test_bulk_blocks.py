@@ -156,3 +156,79 @@ def test_parquet_files(run, monkeypatch, breast_cancer, tmp_path):
         assert sum(used) >= 5
         if not options:  # the infinite value stops the run at its row, after the rows before it
             assert slow.exit_code != 0 and "row 401" in slow.stderr and "worst_area" in slow.stderr
+
+
+def test_a_number_longer_than_int_reads(run, monkeypatch, tmp_path):
+    """4,301 zeros then a digit: float() reads it, the row reader (int()) refuses it: the rows decide."""
+    import joblib
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    frame = load_iris(as_frame=True).frame
+    model = LogisticRegression(max_iter=500).fit(frame.drop(columns="target"), frame["target"])
+    joblib.dump(model, tmp_path / "iris.joblib")
+    text = frame.to_csv(index=False).splitlines()
+    padded = "0" * 4301 + "5"
+    for line, column in ((41, 0), (120, 4)):  # a model input; the label
+        lines = list(text)
+        fields = lines[line].split(",")
+        fields[column] = padded
+        lines[line] = ",".join(fields)
+        (tmp_path / "iris.csv").write_text("\n".join(lines) + "\n")
+        for options in ([], ["--on-bad-row", "skip"]):
+            args = ["explain", "-m", tmp_path / "iris.joblib", "-t", "target", "--seed", "1", "--batch-size", "7",
+                    *options, tmp_path / "iris.csv"]
+            fast, slow, used = _both(run, monkeypatch, args)
+            assert (fast.exit_code, fast.stdout, _stderr(fast)) == (slow.exit_code, slow.stdout, _stderr(slow))
+            assert any(used)
+            assert "expected a number" in slow.stderr
+            assert (slow.exit_code == 0) == bool(options)
+
+
+@pytest.fixture(scope="module")
+def parquet_folder(breast_cancer, tmp_path_factory):
+    """breast cancer's first 200 rows as 4 files of 50: row 45 is NaN (the model refuses it), row 55 inf."""
+    frame = pd.read_csv(breast_cancer / "clean.csv").iloc[:200].copy()
+    frame.loc[44, "mean_texture"] = np.nan
+    frame.loc[54, "worst_area"] = np.inf
+    folder = tmp_path_factory.mktemp("parts")
+    for part in range(4):
+        frame.iloc[part * 50:(part + 1) * 50].to_parquet(folder / f"part-{part}.parquet", row_group_size=20)
+    return folder
+
+
+def test_a_parquet_folder_keeps_the_row_paths_micro_batches(run, monkeypatch, breast_cancer, parquet_folder,
+                                                            tmp_path):
+    """Blocks span files and record batches as the row path's micro-batches do, so bad rows are met
+    in the same order, and a failed model call is bisected as on the row path (the same calls)."""
+    for batch in ("32", "7", "50"):
+        metrics = {}
+        for name in ("fast", "slow"):
+            metrics[name] = tmp_path / f"{name}-{batch}.prom"
+        args = ["explain", "-m", breast_cancer / "model.joblib", "-t", "target", "--seed", "2", "--batch-size", batch,
+                "--on-bad-row", "skip", "-v", parquet_folder]
+        fast, slow, used = _both(run, monkeypatch, [*args[:-1], "--metrics-textfile", metrics["fast"], args[-1]])
+        assert sum(used) >= 2
+        assert (fast.exit_code, fast.stdout, _stderr(fast)) == (slow.exit_code, slow.stdout, _stderr(slow))
+        assert "skipped 2 bad row(s)" in slow.stderr
+
+
+def test_model_calls_are_counted_alike(run, monkeypatch, breast_cancer, tmp_path):
+    """A model that fails on a row of a block: the row is found with the row path's calls."""
+    lines = (breast_cancer / "clean.csv").read_text().splitlines()[:201]
+    fields = lines[45].split(",")
+    fields[3] = ""
+    lines[45] = ",".join(fields)
+    (tmp_path / "nan.csv").write_text("\n".join(lines) + "\n")
+    counts = []
+    for blocks_on in (True, False):
+        prom = tmp_path / f"m-{blocks_on}.prom"
+        args = ["explain", "-m", breast_cancer / "model.joblib", "-t", "target", "--seed", "2", "--batch-size", "16",
+                "--on-bad-row", "skip", "--metrics-textfile", prom, tmp_path / "nan.csv"]
+        with monkeypatch.context() as m:
+            if not blocks_on:
+                m.setattr(ExplainSession, "_batches", lambda self, reader: reader.batches(self.settings.batch_size))
+            assert run(*args).exit_code == 0
+        counts.append(sorted(line for line in prom.read_text().splitlines()
+                             if line.startswith(("ipfi_model_calls_total", "ipfi_model_predictions_total"))))
+    assert counts[0] == counts[1] and counts[0]

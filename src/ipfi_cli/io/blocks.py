@@ -9,8 +9,9 @@ would treat specially, so the caller hands those lines to the row reader instead
 a carriage return inside a line, a NUL, a blank line, a wrong number of fields, a line
 the decoder marked bad, a number field that is not a plain decimal number (a missing-value
 token other than the empty field, a bool, ``inf``, digit separators), a number too large
-for a float, or ``-0``. So a block holds exactly the rows, values and errors (none) that
-the row reader gives for the same lines.
+for a float, a field longer than ``int()`` reads (4,300 digits by default), or ``-0``. So a
+block holds exactly the rows, values and errors (none) that the row reader gives for the same
+lines.
 
 A :class:`RowBlock` is a sequence of :class:`~ipfi_cli.io.values.Row`: code that knows
 nothing of blocks iterates it and gets the row reader's rows; code that does uses
@@ -99,6 +100,27 @@ class RowBlock:
                               dict(zip(names, values))) for t, values in enumerate(zip(*columns))]
         return self._rows
 
+    def slice(self, begin: int, end: int) -> RowBlock:
+        """Rows ``begin`` to ``end`` (offsets) as a block of their own."""
+        return RowBlock(self.names, [f[begin:end] for f in self._fields],
+                        {name: values[begin:end] for name, values in self.floats.items()}, self._number_of,
+                        self._kinds, self.first_number + begin,
+                        None if self.first_line is None else self.first_line + begin)
+
+    @staticmethod
+    def join(blocks: Sequence[RowBlock]) -> RowBlock | None:
+        """Consecutive blocks with the same columns and kinds as one block, else ``None``."""
+        first = blocks[0]
+        if len(blocks) == 1:
+            return first
+        if any(b.names != first.names or b._kinds != first._kinds or b.floats.keys() != first.floats.keys()
+               or b._number_of is not first._number_of for b in blocks):
+            return None
+        fields = [sum((b._fields[i] for b in blocks), []) for i in range(len(first.names))]
+        floats = {name: np.concatenate([b.floats[name] for b in blocks]) for name in first.floats}
+        return RowBlock(first.names, fields, floats, first._number_of, first._kinds, first.first_number,
+                        first.first_line)
+
     def __iter__(self) -> Iterator[Row]:
         return iter(self.rows())
 
@@ -126,6 +148,9 @@ def _floats(texts: list[str], empty_is_missing: bool, number_tokens: frozenset[s
     """A number column's fields as float64, or ``None`` when one is not a plain decimal number."""
     joined = "\n".join(texts)
     if _NOT_PLAIN.search(joined) is not None:
+        return None
+    digits = sys.get_int_max_str_digits()
+    if digits and max(map(len, texts)) > digits:  # int() refuses that many digits: the row reader says so
         return None
     if number_tokens and not number_tokens.isdisjoint(texts):  # a missing-value token that looks like a number
         return None

@@ -56,6 +56,23 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _micro_batch(pieces: list[Row | RowBlock]) -> list[Row] | RowBlock:
+    """One micro-batch from rows and blocks: a block when it is blocks alone that join, else rows."""
+    from ipfi_cli.io.blocks import RowBlock
+
+    if all(isinstance(p, RowBlock) for p in pieces):
+        joined = RowBlock.join(pieces)  # type: ignore[arg-type]
+        if joined is not None:
+            return joined
+    rows: list[Row] = []
+    for piece in pieces:
+        if isinstance(piece, Row):
+            rows.append(piece)
+        else:
+            rows.extend(piece.rows())
+    return rows
+
+
 #: rows per Arrow record batch: memory is bounded by one batch, not by the file
 BATCH_ROWS = 8192
 #: the first bytes (and last) of every Parquet file
@@ -172,7 +189,7 @@ class ParquetRowReader:
         self.noted_missing: dict[str, dict[str, int]] = {}
         self._columns = self._check_schemas()
         self._iterator: Iterator[Row | RowBlock] | None = None
-        self._block_rows = 0  # > 0: clean record batches come as blocks of at most this many rows
+        self._blocks_wanted = False  # clean record batches come as blocks (batches(blocks=True))
 
     # -- set-up -------------------------------------------------------------------------------
     def _schema(self, file: str) -> Any:
@@ -314,7 +331,7 @@ class ParquetRowReader:
             for c in order:
                 if kinds[c] and c not in known and any(v == v for v in columns[c]):
                     known[c] = kinds[c]
-            if self._block_rows and n:
+            if self._blocks_wanted and n:
                 yield from self._blocks(order, lists, kinds, numeric)
                 return
             for i, values in enumerate(zip(*lists)):
@@ -339,50 +356,62 @@ class ParquetRowReader:
 
     def _blocks(self, order: list[str], lists: list[list[Any]], kinds: dict[str, int],
                 numeric: set[str]) -> Iterator[Row | RowBlock]:
-        """The rows of a batch without clashes as :class:`~ipfi_cli.io.blocks.RowBlock` s of at most
-        ``_block_rows`` rows: values as the rows hold them, number columns also as float64. A
-        part holding an infinite number stays rows (the row checks name it)."""
+        """The rows of a record batch without clashes as :class:`~ipfi_cli.io.blocks.RowBlock` s:
+        values as the rows hold them, number columns also as float64. A row holding an infinite
+        number stays a row (the row checks name it)."""
         import numpy as np
 
         from ipfi_cli.io.blocks import RowBlock
 
         n = len(lists[0])
         kind_list = [NUMBER if c in numeric else STRING for c in order]
-        for begin in range(0, n, self._block_rows):
-            end = min(n, begin + self._block_rows)
-            fields = [values[begin:end] for values in lists]
-            floats = {c: np.array(f, dtype=np.float64) for c, f, k in zip(order, fields, kind_list) if k == NUMBER}
-            if any(np.isinf(a).any() for a in floats.values()):
-                for i, values in enumerate(zip(*fields)):
-                    yield Row(self.rows_read + i + 1, None, dict(zip(order, values)))
-            else:
-                yield RowBlock(order, fields, floats, _same, kind_list, self.rows_read + 1, None)
-            self.rows_read += end - begin
+        floats = {c: np.array(f, dtype=np.float64) for c, f, k in zip(order, lists, kind_list) if k == NUMBER}
+        block = RowBlock(order, lists, floats, _same, kind_list, self.rows_read + 1, None)
+        infinite = np.zeros(n, dtype=bool)
+        for values in floats.values():
+            infinite |= np.isinf(values)
+        # runs of rows without an infinite number are blocks; a row with one is a row
+        edges = np.flatnonzero(infinite).tolist()
+        begin = 0
+        for edge in [*edges, n]:
+            if edge > begin:
+                yield block.slice(begin, edge)
+            if edge < n:
+                yield Row(self.rows_read + edge + 1, None, dict(zip(order, (values[edge] for values in lists))))
+            begin = edge + 1
+        self.rows_read += n
 
     def batches(self, max_rows: int = 1000, *, idle: Callable[[], None] | None = None,
                 idle_interval: float = 0.25, blocks: bool = False) -> Iterator[list[Row] | RowBlock]:
         """Lists of at most ``max_rows`` rows (a file never waits, so ``idle`` is not called).
-        With ``blocks``, rows come as :class:`~ipfi_cli.io.blocks.RowBlock` s where a record batch
-        allows (as for CSV: they iterate as the same rows)."""
+
+        With ``blocks``, a micro-batch whose rows all come from record batches without anything
+        unusual is one :class:`~ipfi_cli.io.blocks.RowBlock` (it iterates as the same rows); the
+        micro-batches are the same ``max_rows`` rows either way, across files and record batches.
+        """
         if max_rows < 1:
             raise ValueError(f"max_rows must be at least 1, got {max_rows}")
-        self._block_rows = max_rows if blocks else 0
-        rows = iter(self)
-        batch: list[Row] = []
-        for item in rows:
-            if isinstance(item, Row):
-                batch.append(item)
-                if len(batch) == max_rows:
-                    yield batch
-                    batch = []
-                continue
-            if batch:
-                yield batch
-                batch = []
-            yield item
-        if batch:
-            yield batch
-
+        self._blocks_wanted = blocks
+        pieces: list[Row | RowBlock] = []
+        size = 0
+        for item in iter(self):
+            rest: Row | RowBlock | None = item
+            while rest is not None:
+                if isinstance(rest, Row):
+                    pieces.append(rest)
+                    size += 1
+                    rest = None
+                else:  # a block: as much of it as the micro-batch has room for
+                    room = max_rows - size
+                    head, rest = (rest, None) if len(rest) <= room else (rest.slice(0, room),
+                                                                        rest.slice(room, len(rest)))
+                    pieces.append(head)
+                    size += len(head)
+                if size == max_rows:
+                    yield _micro_batch(pieces)
+                    pieces, size = [], 0
+        if pieces:
+            yield _micro_batch(pieces)
     def ready(self, timeout: float = 0.0) -> bool:
         """Always true: a file's next row never waits."""
         return True

@@ -62,8 +62,8 @@ class RowSteps:
             result = explainer.explain_many(good.inputs, good.labels, return_contributions=watch is not None)
         except ServiceError:  # the model cannot be reached: about no row
             raise
-        except Exception:  # noqa: BLE001 - the explainer is as before the call: the row path finds the row
-            self._explain_static(good.good_rows())
+        except Exception as error:  # noqa: BLE001 - the explainer is as before the call: find the row
+            self._bisect(good.good_rows(), error)
             return
         block = good.block
         numbers = block.numbers
@@ -124,12 +124,7 @@ class RowSteps:
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except Exception as error:  # noqa: BLE001 - locate the row the model failed on
-            if len(part) == 1:
-                self._bad_model_row(part[0], error)
-                return
-            middle = len(part) // 2
-            self._explain_part(part[:middle])
-            self._explain_part(part[middle:])
+            self._bisect(part, error)
             return
         if watch is None:
             self._emit(part, result)
@@ -139,6 +134,16 @@ class RowSteps:
         events = watch.rows([p.number for p in part], contributions, losses, estimates)
         if events:
             self.report_events(events)
+
+    def _bisect(self, part: list[GoodRow], error: BaseException) -> None:
+        """After the model failed on ``part`` in one call: the row it failed on (alone), or the two
+        halves explained in turn."""
+        if len(part) == 1:
+            self._bad_model_row(part[0], error)
+            return
+        middle = len(part) // 2
+        self._explain_part(part[:middle])
+        self._explain_part(part[middle:])
 
     def _model_takes(self, row: GoodRow) -> bool:
         from ipfi_cli.core.losses import Output
