@@ -57,7 +57,8 @@ def traces_part(results: Path) -> None:
                       for w in entry["intervals"]]
             parts = [[e for _, e in errors], [e for r, e in errors if r <= drift_at],
                      [e for r, e in errors if r > drift_at]]
-            rows.append([", ".join(left_out) or "(none)", label, *(fmt(float(np.median(p))) for p in parts)])
+            rows.append([", ".join(left_out) or "(none)", label,
+                         *(fmt(float(np.median(p))) if p else "–" for p in parts)])
     print(f"Experiment C, {seed}: median error over its windows, with columns left out of both vectors\n")
     print(table(["left out", "trace", "whole", "before", "after"], rows))
     date = names.index("date")
