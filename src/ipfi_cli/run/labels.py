@@ -159,10 +159,7 @@ class LabelMatcher:
         try:
             # keyed by type too: 1 and 1.0 are equal keys but may find different classes
             found = {key: self(key[1]) for key in dict.fromkeys((type(v), v) for v in values)}
-        except ValueError:
-            self.matched, self.unknown = saved_matched, saved_unknown
-            return None
-        except TypeError:  # unhashable (not from a reader): one at a time
+        except (ValueError, TypeError):  # an unusable label, or an unhashable one (not from a reader)
             self.matched, self.unknown = saved_matched, saved_unknown
             return None
         # the lookups above counted each distinct value once: count every row instead
