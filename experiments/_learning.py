@@ -36,7 +36,11 @@ def run_scenario(key: str, title: str, rows: list, columns: Sequence[str], make_
     from ipfi_cli.plotting import Series, plot_importance, rolling_mean
 
     predictor = as_predictor(make_model())
-    started, cpu_started = time.perf_counter(), time.process_time()
+    started = time.perf_counter()
+    # the whole run is saved at every window's end; a run stopped part-way continues from there
+    checkpoint = out / f"{key}_seed{seed}.checkpoint"
+    if checkpoint.exists():
+        log(f"{key}: continuing from {checkpoint}")
 
     def progress(seen: int) -> None:
         if seen % 2000 == 0:
@@ -44,8 +48,8 @@ def run_scenario(key: str, title: str, rows: list, columns: Sequence[str], make_
 
     result = compare_learning(predictor, rows, columns, interval=interval, samplings=samplings, alphas=alphas,
                               loss="zero-one", n_repeats=n_repeats, reservoir_size=reservoir, seed=seed,
-                              drift_at=drift_at, trace_every=trace_every, on_row=progress)
-    cpu_seconds = time.process_time() - cpu_started
+                              drift_at=drift_at, trace_every=trace_every, on_row=progress, checkpoint=checkpoint)
+    cpu_seconds = result.cpu_seconds  # of every part, when the run was continued
     accuracy = 1.0 - rolling_mean(result.losses, 500)
     performance = Series("accuracy", np.asarray(result.loss_rows), accuracy[:, None])
     interval_series = Series("interval PFI", np.array([p.row for p in result.intervals]),
@@ -62,6 +66,7 @@ def run_scenario(key: str, title: str, rows: list, columns: Sequence[str], make_
         figures.append(name)
     summary = {label: {part: s.as_dict() for part, s in parts.items()} for label, parts in result.summary().items()}
     log(f"{key}: done in {result.seconds:.0f} s")
+    checkpoint.unlink(missing_ok=True)  # the caller keeps the result
     return {"title": title, "seconds": result.seconds, "cpu_seconds": cpu_seconds, "seed": seed,
             "n_rows": result.n_rows, "summary": summary,
             "figures": figures, "names": result.names,

@@ -15,7 +15,8 @@ stream, before and after the drift, beside the supplement's table.
     python experiments/experiment_b.py [--out DIR] [--trees 5] [--samplings geometric] [--seeds 0,1,2]
 
 Each (scenario, seed) run is kept in OUT/experiment_b.json as soon as it ends; run the
-same command again to continue a stopped experiment.
+same command again to continue a stopped experiment. The run under way is saved at the end
+of each interval window (``OUT/experiment_b_<scenario>_seed<s>.checkpoint``) and continues from there.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def main() -> None:
             f"- Command: `python experiments/experiment_b.py --out {args.out} --trees {args.trees} --samplings "
             f"{','.join(samplings)} --alphas {args.alphas} --interval {args.interval} --repeats {args.repeats} "
             f"--reservoir {args.reservoir} --seeds {args.seeds}` (a stopped run continues: finished runs are kept "
-            "in `experiment_b.json`).",
+            "in `experiment_b.json`, the one under way in a checkpoint at each window's end).",
             "- Seed s: the streams (river Agrawal seed 1000 s for the function drift, 1000 s + 1 for the feature "
             "drift), the forest and every explainer.",
             f"- Streams: {args.rows:,} rows, drift at row {args.drift_at:,}. Function drift: river "

@@ -11,7 +11,8 @@ sampling forgets them and follows interval PFI.
     python experiments/experiment_c.py [--data DIR] [--out DIR] [--rows 20000] [--trees 5] [--seeds 0,1,2]
 
 Each seed's run is kept in OUT/experiment_c.json as soon as it ends; run the same command
-again to continue a stopped experiment.
+again to continue a stopped experiment. The run under way is saved at the end of each interval
+window (``OUT/experiment_c_seed<s>.checkpoint``) and continues from there.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def main() -> None:
             + (f"--drift-at {args.drift_at} " if args.drift_at is not None else "")
             + f"--trees {args.trees} --alpha {args.alpha} --interval {args.interval} --repeats {args.repeats} "
             f"--reservoir {args.reservoir} --seeds {args.seeds}` (a stopped run continues: finished runs are kept "
-            "in `experiment_c.json`).",
+            "in `experiment_c.json`, the one under way in a checkpoint at each window's end).",
             f"- Data: the first {args.rows:,} rows of `elec2.csv` in their time order (target `class`, all 8 "
             "other columns as features).",
             f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True)` (the paper's), "

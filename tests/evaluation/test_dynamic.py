@@ -75,3 +75,44 @@ def test_records_hold_interval_then_ipfi_per_window():
 def test_a_model_that_cannot_learn_is_refused():
     with pytest.raises(ValueError, match="cannot learn"):
         compare_learning(FunctionPredictor(lambda B: B[:, 0]), stream(10), ["a", "b", "c"], interval=5)
+
+
+def phishing_run(rows, **kw):
+    """A learning run on river's bundled Phishing data with a small adaptive random forest (its
+    own random state, drift detectors and tree growth all have to survive a checkpoint)."""
+    from river import datasets, forest
+
+    data = list(datasets.Phishing())[:rows]
+    columns = list(data[0][0])
+    predictor = as_predictor(forest.ARFClassifier(n_models=2, seed=5))
+    return compare_learning(predictor, data, columns, interval=100, n_repeats=2, seed=11,
+                            samplings=("uniform", "geometric"), alphas=(0.01, 0.05), drift_at=300, **kw)
+
+
+def test_a_run_stopped_and_continued_from_its_checkpoint_ends_with_the_numbers_of_one_that_never_stopped(tmp_path):
+    checkpoint = tmp_path / "run.checkpoint"
+    whole = phishing_run(600)
+    stopped = phishing_run(350, checkpoint=checkpoint)  # the stream ends mid-window: saved at row 300
+    assert [p.row for p in stopped.intervals] == [100, 200, 300] and checkpoint.exists()
+    continued = phishing_run(600, checkpoint=checkpoint)
+    assert continued.n_rows == 600
+    np.testing.assert_array_equal(continued.losses, whole.losses)  # the first row's loss is NaN in both
+    assert [p.row for p in continued.intervals] == [p.row for p in whole.intervals]
+    for a, b in zip(continued.intervals, whole.intervals):
+        np.testing.assert_array_equal(a.result.mean, b.result.mean)
+        np.testing.assert_array_equal(list(a.errors.values()), list(b.errors.values()))
+    for a, b in zip(continued.traces, whole.traces):
+        assert a.rows == b.rows
+        np.testing.assert_array_equal(a.array(), b.array())
+    assert continued.cpu_seconds > stopped.cpu_seconds > 0
+
+
+def test_a_checkpoint_of_other_settings_is_refused(tmp_path):
+    checkpoint = tmp_path / "run.checkpoint"
+    phishing_run(150, checkpoint=checkpoint)
+    with pytest.raises(ValueError, match="of another run"):
+        from river import datasets, forest
+
+        data = list(datasets.Phishing())[:300]
+        compare_learning(as_predictor(forest.ARFClassifier(n_models=2, seed=5)), data, list(data[0][0]),
+                         interval=100, n_repeats=3, seed=11, checkpoint=checkpoint)

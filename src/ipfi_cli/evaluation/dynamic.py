@@ -30,6 +30,9 @@ With ``drift_at`` the errors are summarised over the whole stream, before the dr
 
 from __future__ import annotations
 
+import itertools
+import os
+import pickle
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -84,6 +87,7 @@ class LearningComparison:
     loss_rows: list[int] = field(default_factory=list)
     normalisation: str = "sum"
     settings: dict[str, Any] = field(default_factory=dict)
+    cpu_seconds: float = 0.0  # CPU time of the run (this process's, summed over resumed parts)
 
     def errors(self, label: str, part: str = "whole") -> np.ndarray:
         points = self.intervals
@@ -184,11 +188,19 @@ def compare_learning(
     n_jobs: int | None = None,
     normalisation: str = "sum",
     on_row: Callable[[int], None] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
 ) -> LearningComparison:
     """Experiment B on one learning model and stream (see the module docstring).
 
     ``trace_every`` keeps the traces every that many rows (and always at window ends).
     ``on_row(rows_seen)`` is called after each row (progress display).
+
+    ``checkpoint``: a file where the whole run (the model, the explainers, the window of
+    interval PFI, the traces so far) is saved at the end of every window. When the file
+    exists, the run continues from it: it skips the rows the saved run had seen, so give
+    the same stream and settings (other settings are refused). A run that stopped and
+    continued ends with the numbers of one that never stopped. The file is a pickle, which
+    runs code when loaded: give only a file this function wrote.
     """
     if not predictor.can_learn:
         raise ValueError("the model cannot learn one row at a time (learn_one); "
@@ -220,9 +232,28 @@ def compare_learning(
     intervals: list[IntervalPoint] = []
     losses: list[float] = []
     loss_rows: list[int] = []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     seen = 0
     window_start = 0
+    settings = dict(interval=interval, samplings=samplings, alphas=alphas, n_repeats=n_repeats,
+                    reservoir_size=reservoir_size, seed=seed, drift_at=drift_at,
+                    loss=getattr(explainers[0].loss, "name", str(loss)))
+    fingerprint = {**settings, "columns": columns, "features": features, "groups": groups,
+                   "trace_every": trace_every, "normalisation": normalisation,
+                   "model": type(getattr(predictor, "model", predictor)).__qualname__}
+    if checkpoint is not None and os.path.exists(checkpoint):
+        with open(checkpoint, "rb") as f:
+            saved = pickle.load(f)  # noqa: S301  # our own file (see the docstring)
+        if saved.get("fingerprint") != fingerprint:
+            raise ValueError(f"the checkpoint {os.fspath(checkpoint)!r} is of another run: {saved.get('fingerprint')}; "
+                             f"remove it or give another file")
+        fan_out, learner = saved["fan_out"], saved["learner"]
+        explainers, traces, intervals = fan_out.explainers, saved["traces"], saved["intervals"]
+        losses, loss_rows = saved["losses"], saved["loss_rows"]
+        seen, window_start = saved["seen"], saved["window_start"]
+        start -= saved["seconds"]
+        cpu_start -= saved["cpu_seconds"]
+        stream = itertools.islice(iter(stream), seen, None)
     estimates: Any = []
     for estimates in explain_then_learn(fan_out, learner, stream):  # type: ignore[arg-type]
         seen += 1
@@ -240,6 +271,12 @@ def compare_learning(
             errors = {label: importance_error(values, reference, normalisation) for label, values in now.items()}
             intervals.append(IntervalPoint(window_start, seen, result, now, errors))
             window_start = seen
+            if checkpoint is not None:
+                _save_checkpoint(checkpoint, {
+                    "fingerprint": fingerprint, "fan_out": fan_out, "learner": learner, "traces": traces,
+                    "intervals": intervals, "losses": losses, "loss_rows": loss_rows, "seen": seen,
+                    "window_start": window_start, "seconds": time.perf_counter() - start,
+                    "cpu_seconds": time.process_time() - cpu_start})
         if on_row is not None:
             on_row(seen)
     # the last, partial window is not flushed: its interval PFI would rest on fewer rows
@@ -247,9 +284,17 @@ def compare_learning(
         for trace, values in zip(traces, estimates):
             trace.rows.append(seen)
             trace.values.append(values)
-    settings = dict(interval=interval, samplings=samplings, alphas=alphas, n_repeats=n_repeats,
-                    reservoir_size=reservoir_size, seed=seed, drift_at=drift_at,
-                    loss=getattr(explainers[0].loss, "name", str(loss)))
     return LearningComparison(names=names, traces=traces, intervals=intervals, drift_at=drift_at, n_rows=seen,
                               seconds=time.perf_counter() - start, losses=losses, loss_rows=loss_rows,
-                              normalisation=normalisation, settings=settings)
+                              normalisation=normalisation, settings=settings,
+                              cpu_seconds=time.process_time() - cpu_start)
+
+
+def _save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
+    """Pickle ``state`` to ``path`` through a file beside it, so a stop while writing keeps the last one."""
+    partial = f"{os.fspath(path)}.partial"
+    with open(partial, "wb") as f:
+        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
