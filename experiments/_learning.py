@@ -28,7 +28,7 @@ def write_traces(path: Path, names: Sequence[str], records: list[dict[str, Any]]
 def run_scenario(key: str, title: str, rows: list, columns: Sequence[str], make_model: Callable[[], Any], *,
                  samplings: Sequence[str], alphas: Sequence[float], interval: int, n_repeats: int,
                  reservoir: int, seed: int, drift_at: int, out: Path, trace_every: int = 10,
-                 artifacts: bool = True) -> dict[str, Any]:
+                 artifacts: bool = True, learn_first: bool = False) -> dict[str, Any]:
     """One scenario at one seed; ``artifacts=False`` skips the traces file and the figures (the
     summary and each window's errors are always returned)."""
     from ipfi_cli.evaluation import compare_learning
@@ -48,7 +48,8 @@ def run_scenario(key: str, title: str, rows: list, columns: Sequence[str], make_
 
     result = compare_learning(predictor, rows, columns, interval=interval, samplings=samplings, alphas=alphas,
                               loss="zero-one", n_repeats=n_repeats, reservoir_size=reservoir, seed=seed,
-                              drift_at=drift_at, trace_every=trace_every, on_row=progress, checkpoint=checkpoint)
+                              drift_at=drift_at, trace_every=trace_every, on_row=progress, checkpoint=checkpoint,
+                              learn_first=learn_first)
     cpu_seconds = result.cpu_seconds  # of every part, when the run was continued
     accuracy = 1.0 - rolling_mean(result.losses, 500)
     performance = Series("accuracy", np.asarray(result.loss_rows), accuracy[:, None])

@@ -46,6 +46,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--reservoir", type=int, default=100)
     parser.add_argument("--seeds", default="0", help="comma-separated; one run per seed")
+    parser.add_argument("--order", choices=["explain-first", "learn-first"], default="explain-first",
+                        help="explain each row before the model learns it (prequential), or after (the order of "
+                             "the paper's published code)")
     parser.add_argument("--notes", type=Path, default=None, help="markdown bullet notes to add to the page")
     parser.add_argument("--page-only", action="store_true", help="rebuild the page from OUT/experiment_c.json")
     args = parser.parse_args()
@@ -56,6 +59,8 @@ def main() -> None:
                 "trees": args.trees, "alpha": args.alpha, "repeats": args.repeats, "reservoir": args.reservoir,
                 "model": "river forest.ARFClassifier(n_models=trees, seed=seed, binary_split=True)",
                 "script_version": SCRIPT_VERSION}
+    if args.order != "explain-first":  # kept out otherwise: runs saved before the option stay valid
+        settings["order"] = args.order
     store = RunStore(args.out / "experiment_c.json", settings)
     if args.notes and args.notes.is_file():
         store.extra["notes"] = [line[2:].strip() for line in args.notes.read_text().splitlines()
@@ -104,12 +109,15 @@ def main() -> None:
             f"- Command: `python experiments/experiment_c.py --out {args.out} --rows {args.rows} "
             + (f"--drift-at {args.drift_at} " if args.drift_at is not None else "")
             + f"--trees {args.trees} --alpha {args.alpha} --interval {args.interval} --repeats {args.repeats} "
-            f"--reservoir {args.reservoir} --seeds {args.seeds}` (a stopped run continues: finished runs are kept "
+            f"--reservoir {args.reservoir} --seeds {args.seeds}"
+            + ("" if args.order == "explain-first" else f" --order {args.order}")
+            + "` (a stopped run continues: finished runs are kept "
             "in `experiment_c.json`, the one under way in a checkpoint at each window's end).",
             f"- Data: the first {args.rows:,} rows of `elec2.csv` in their time order (target `class`, all 8 "
             "other columns as features).",
             f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True)` (the paper's), "
-            "learning each row after it is explained.",
+            + ("learning each row before it is explained (`--order learn-first`, as the paper's published code "
+               "does)." if args.order == "learn-first" else "learning each row after it is explained."),
             f"- iPFI: uniform and geometric sampling, alpha {args.alpha}, reservoir {args.reservoir} rows, "
             f"M = {args.repeats}, zero-one loss. Interval PFI: batch PFI (M = {args.repeats}) of the current model on "
             f"each window of {args.interval:,} rows.",
@@ -144,7 +152,7 @@ def main() -> None:
             rows, columns, lambda seed=seed: forest.ARFClassifier(n_models=args.trees, seed=seed, binary_split=True),
             samplings=["uniform", "geometric"], alphas=[args.alpha], interval=args.interval,
             n_repeats=args.repeats, reservoir=args.reservoir, seed=seed, drift_at=drift_at, out=args.out,
-            artifacts=seed == min(seeds))
+            artifacts=seed == min(seeds), learn_first=args.order == "learn-first")
         store.add("elec2", seed, entry | {"partner": partner, "drift_at": drift_at})
         write_page()
     write_page()

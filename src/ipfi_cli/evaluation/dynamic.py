@@ -34,7 +34,7 @@ import itertools
 import os
 import pickle
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,6 +189,7 @@ def compare_learning(
     normalisation: str = "sum",
     on_row: Callable[[int], None] | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
+    learn_first: bool = False,
 ) -> LearningComparison:
     """Experiment B on one learning model and stream (see the module docstring).
 
@@ -201,6 +202,11 @@ def compare_learning(
     the same stream and settings (other settings are refused). A run that stopped and
     continued ends with the numbers of one that never stopped. The file is a pickle, which
     runs code when loaded: give only a file this function wrote.
+
+    ``learn_first``: the model learns each row before it is explained (the order of the
+    paper's published experiment code), instead of after (prequential, the default): iPFI
+    then measures the model on the row it has just learned, as interval PFI measures the
+    model at a window's end on rows it has learned.
     """
     if not predictor.can_learn:
         raise ValueError("the model cannot learn one row at a time (learn_one); "
@@ -239,7 +245,7 @@ def compare_learning(
                     reservoir_size=reservoir_size, seed=seed, drift_at=drift_at,
                     loss=getattr(explainers[0].loss, "name", str(loss)))
     fingerprint = {**settings, "columns": columns, "features": features, "groups": groups,
-                   "trace_every": trace_every, "normalisation": normalisation,
+                   "trace_every": trace_every, "normalisation": normalisation, "learn_first": learn_first,
                    "model": type(getattr(predictor, "model", predictor)).__qualname__}
     if checkpoint is not None and os.path.exists(checkpoint):
         with open(checkpoint, "rb") as f:
@@ -255,7 +261,8 @@ def compare_learning(
         cpu_start -= saved["cpu_seconds"]
         stream = itertools.islice(iter(stream), seen, None)
     estimates: Any = []
-    for estimates in explain_then_learn(fan_out, learner, stream):  # type: ignore[arg-type]
+    steps = (_learn_then_explain if learn_first else explain_then_learn)(fan_out, learner, stream)  # type: ignore[arg-type]
+    for estimates in steps:
         seen += 1
         losses.append(explainers[0].last_loss)
         loss_rows.append(seen)
@@ -288,6 +295,14 @@ def compare_learning(
                               seconds=time.perf_counter() - start, losses=losses, loss_rows=loss_rows,
                               normalisation=normalisation, settings=settings,
                               cpu_seconds=time.process_time() - cpu_start)
+
+
+def _learn_then_explain(explainer: _Explainers, learner: _LearnThenWindow,
+                        stream: Iterable[tuple[Mapping[str, Any], Any]]) -> Iterator[list[np.ndarray]]:
+    """:func:`~ipfi_cli.core.prequential.explain_then_learn` in the other order: learn the row, then explain it."""
+    for x, y in stream:
+        learner.learn_one(x if isinstance(x, dict) else dict(x), y)
+        yield explainer.explain_one(x, y)
 
 
 def _save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
