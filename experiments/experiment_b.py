@@ -62,6 +62,9 @@ def main() -> None:
     parser.add_argument("--reservoir", type=int, default=100)
     parser.add_argument("--seeds", default="0", help="comma-separated; one run per scenario and seed")
     parser.add_argument("--scenarios", default="function,feature")
+    parser.add_argument("--order", choices=["explain-first", "learn-first"], default="explain-first",
+                        help="explain each row before the model learns it (prequential), or after (the order of "
+                             "the paper's published code)")
     parser.add_argument("--notes", type=Path, default=None, help="markdown bullet notes to add to the page")
     parser.add_argument("--page-only", action="store_true", help="rebuild the page from OUT/experiment_b.json")
     args = parser.parse_args()
@@ -75,6 +78,8 @@ def main() -> None:
                 "samplings": samplings, "alphas": alphas, "repeats": args.repeats, "reservoir": args.reservoir,
                 "model": "river forest.ARFClassifier(n_models=trees, seed=seed, binary_split=True)",
                 "script_version": SCRIPT_VERSION}
+    if args.order != "explain-first":  # kept out otherwise: runs saved before the option stay valid
+        settings["order"] = args.order
     store = RunStore(args.out / "experiment_b.json", settings)
     notes = []
     if args.notes and args.notes.is_file():
@@ -125,7 +130,9 @@ def main() -> None:
             "## Settings", "",
             f"- Command: `python experiments/experiment_b.py --out {args.out} --trees {args.trees} --samplings "
             f"{','.join(samplings)} --alphas {args.alphas} --interval {args.interval} --repeats {args.repeats} "
-            f"--reservoir {args.reservoir} --seeds {args.seeds}` (a stopped run continues: finished runs are kept "
+            f"--reservoir {args.reservoir} --seeds {args.seeds}"
+            + ("" if args.order == "explain-first" else f" --order {args.order}")
+            + "` (a stopped run continues: finished runs are kept "
             "in `experiment_b.json`, the one under way in a checkpoint at each window's end).",
             "- Seed s: the streams (river Agrawal seed 1000 s for the function drift, 1000 s + 1 for the feature "
             "drift), the forest and every explainer.",
@@ -135,7 +142,9 @@ def main() -> None:
             "Feature drift: function 2 throughout, and from the drift on the values of age and salary, and of "
             "elevel and car, are swapped.",
             f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True)` (the paper's), "
-            "otherwise default, learning each row after it is explained (prequential).",
+            + ("otherwise default, learning each row before it is explained (`--order learn-first`, as the "
+               "paper's published code does)." if args.order == "learn-first"
+               else "otherwise default, learning each row after it is explained (prequential)."),
             f"- iPFI: {', '.join(samplings)} sampling, reservoir {args.reservoir} rows, M = {args.repeats}, alpha "
             f"{args.alphas} (the second alpha re-smooths the same per-row contributions, so both come from one "
             "pass and share their random draws), zero-one loss.",
@@ -170,7 +179,7 @@ def main() -> None:
                 lambda seed=seed: forest.ARFClassifier(n_models=args.trees, seed=seed, binary_split=True),
                 samplings=samplings, alphas=alphas, interval=args.interval, n_repeats=args.repeats,
                 reservoir=args.reservoir, seed=seed, drift_at=args.drift_at, out=args.out,
-                artifacts=seed == min(seeds))
+                artifacts=seed == min(seeds), learn_first=args.order == "learn-first")
             store.add(scenario, seed, entry)
             write_page()
     write_page()
