@@ -46,6 +46,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--reservoir", type=int, default=100)
     parser.add_argument("--seeds", default="0", help="comma-separated; one run per seed")
+    parser.add_argument("--shuffle", action="store_true",
+                        help="the stream of the paper's published code: --drift-at rows drawn at random (with the "
+                             "seed) from the whole file, in random order, then the same rows again with the "
+                             "features swapped, up to --rows rows in all (without it: the file's first --rows rows "
+                             "in time order)")
     parser.add_argument("--order", choices=["explain-first", "learn-first"], default="explain-first",
                         help="explain each row before the model learns it (prequential), or after (the order of "
                              "the paper's published code)")
@@ -61,6 +66,8 @@ def main() -> None:
                 "script_version": SCRIPT_VERSION}
     if args.order != "explain-first":  # kept out otherwise: runs saved before the option stay valid
         settings["order"] = args.order
+    if args.shuffle:
+        settings["shuffle"] = True
     store = RunStore(args.out / "experiment_c.json", settings)
     if args.notes and args.notes.is_file():
         store.extra["notes"] = [line[2:].strip() for line in args.notes.read_text().splitlines()
@@ -111,10 +118,15 @@ def main() -> None:
             + f"--trees {args.trees} --alpha {args.alpha} --interval {args.interval} --repeats {args.repeats} "
             f"--reservoir {args.reservoir} --seeds {args.seeds}"
             + ("" if args.order == "explain-first" else f" --order {args.order}")
+            + (" --shuffle" if args.shuffle else "")
             + "` (a stopped run continues: finished runs are kept "
             "in `experiment_c.json`, the one under way in a checkpoint at each window's end).",
-            f"- Data: the first {args.rows:,} rows of `elec2.csv` in their time order (target `class`, all 8 "
-            "other columns as features).",
+            (f"- Data: {drift_at:,} rows of `elec2.csv` drawn at random with each run's seed, in random order, then "
+             f"the same rows again from the first, with the features swapped, {args.rows:,} rows in all (`--shuffle`: "
+             "the stream of the paper's published code, `mmschlk/iPFI`'s `data_sets.py`); target `class`, all 8 "
+             "other columns as features." if args.shuffle else
+             f"- Data: the first {args.rows:,} rows of `elec2.csv` in their time order (target `class`, all 8 "
+             "other columns as features)."),
             f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True)` (the paper's), "
             + ("learning each row before it is explained (`--order learn-first`, as the paper's published code "
                "does)." if args.order == "learn-first" else "learning each row after it is explained."),
@@ -130,14 +142,20 @@ def main() -> None:
         write_page()
         return
     need_files(args.data, ["elec2.csv"])
+    import numpy as np
     import pandas as pd
     from river import forest
 
     from ipfi_cli.evaluation.drift import pick_swap_partner, swap_features
 
-    frame = pd.read_csv(args.data / "elec2.csv").iloc[: args.rows]
+    frame = pd.read_csv(args.data / "elec2.csv")
+    if not args.shuffle:
+        frame = frame.iloc[: args.rows]
     columns = [c for c in frame.columns if c != "class"]
-    drift_at = args.drift_at if args.drift_at is not None else len(frame) // 2
+    drift_at = args.drift_at if args.drift_at is not None else min(args.rows, len(frame)) // 2
+    if args.shuffle and not 0 < args.rows - drift_at <= drift_at:
+        parser.error("--shuffle replays the rows before the drift after it: --rows must be more than --drift-at "
+                     "and at most twice it")
     clean = [(dict(zip(columns, values)), label)
              for values, label in zip(frame[columns].itertuples(index=False, name=None), frame["class"])]
     for seed in seeds:
@@ -145,7 +163,11 @@ def main() -> None:
             log(f"elec2, seed {seed}: done before, kept")
             continue
         partner = pick_swap_partner(columns, args.feature, seed=seed)
-        rows = swap_features(clean, {args.feature: partner}, drift_at)
+        stream = clean
+        if args.shuffle:  # as the paper's code: one seeded sample in random order, replayed after the drift
+            sample = [clean[i] for i in np.random.default_rng(seed).permutation(len(clean))[:drift_at]]
+            stream = sample + sample[: args.rows - drift_at]
+        rows = swap_features(stream, {args.feature: partner}, drift_at)
         log(f"elec2, seed {seed}: {len(rows)} rows, {args.feature} swapped with {partner} at row {drift_at}")
         entry = run_scenario(
             "experiment_c", f"elec2, feature drift ({args.feature}<->{partner} at row {drift_at:,}), ARF",
