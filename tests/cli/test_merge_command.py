@@ -47,6 +47,8 @@ def test_shards_merge_and_the_merged_state_continues(run, timed, hgb, tmp_path):
     result = run("merge", *states, "-o", merged)
     assert result.exit_code == 0, result.stderr
     assert "merged 2 states" in result.stderr and result.stdout == ""
+    # 600 rows per shard, each shard's first row stored without being explained: 2 x 599
+    assert "(1,198 rows explained, 1,200 input rows)" in result.stderr
     # continue with the later rows in one run, and in two runs: the same bytes
     one, two = tmp_path / "one.csv", tmp_path / "two.csv"
     copy = tmp_path / "copy.state"

@@ -59,3 +59,19 @@ def test_plot_draws_the_curves(run, agrawal_small, hgb, tmp_path):
     assert "2 partial-dependence panel(s)" in result.stderr
     result = run("plot", curves, "-o", image, "--features", "loan")
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(("column", "text"), [("age", "1e400"), ("salary", "inf"), ("loan", "-inf"),
+                                              ("hvalue", "1" * 400)])
+def test_pdp_refuses_an_infinite_value(run, agrawal_small, hgb, column, text):
+    # an infinite value in the curve's column made its grid NaN, and in another column it moved the
+    # curve; both exited 0 (row 25 is past the warm-up of 20 rows)
+    lines = agrawal_small.read_text().splitlines()[:31]
+    header = lines[0].split(",")
+    fields = lines[25].split(",")
+    fields[header.index(column)] = text
+    lines[25] = ",".join(fields)
+    result = run("pdp", "-", "-m", hgb, "--feature", "age", "--class", "1", input="\n".join(lines) + "\n")
+    assert result.exit_code == 1
+    assert f"row 25 (line 26), column '{column}': " in result.stderr
+    assert "too large for a float" in result.stderr

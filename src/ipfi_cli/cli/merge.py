@@ -31,5 +31,5 @@ The shards ran ipfi explain with the same settings (the seed may differ) and a s
     with reporting(debug):
         run = merge_state_files(states, output, seed=seed)
         if not quiet:
-            say(f"merged {len(states)} states ({run['rows']:,} rows explained, {run['input_rows']:,} input rows) "
+            say(f"merged {len(states)} states ({run['explained']:,} rows explained, {run['input_rows']:,} input rows) "
                 f"into {output}")

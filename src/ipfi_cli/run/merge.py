@@ -26,7 +26,8 @@ PER_SHARD = ("--seed",)
 
 
 def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = None) -> dict[str, Any]:
-    """Merge the state files ``paths`` into a new state file ``output``; returns its ``run`` counters."""
+    """Merge the state files ``paths`` into a new state file ``output``; returns its ``run`` counters and
+    ``explained``, the rows the merged estimate averages."""
     from ipfi_cli.core.mergeable import merge_states
     from ipfi_cli.io.run_state import load_state, save_state
     from ipfi_cli.version import __version__
@@ -81,7 +82,8 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     settings = {**first["settings"], "--seed": merged_seed}
     save_state(output, {"ipfi": __version__, "settings": settings, "explainer": explainer, "model": None,
                         "run": run, "watch": None})
-    return run
+    # each shard stored its first row without explaining it: the rows explained are the smoothing's count
+    return {**run, "explained": int(explainer["tracker"]["count"])}
 
 
 def _unmergeable(explainer: dict[str, Any]) -> str | None:

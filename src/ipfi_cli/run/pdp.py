@@ -7,6 +7,7 @@ Each record is one point of one feature's curve after one row: ``row``, ``featur
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,11 +48,17 @@ def _row_values(row: Any, columns: list[str], source: str) -> list[float]:
         value = row.values[column]
         try:
             number = float(value)
+        except OverflowError:  # an int of hundreds of digits
+            raise InputError(f"a number of {len(str(abs(value)))} digits, too large for a float; models cannot "
+                             "use it", column=column, **where) from None
         except (TypeError, ValueError):
             raise InputError(f"partial dependence needs numbers, got {str(value)[:40]!r}", column=column,
                              **where) from None
         if number != number:
             raise InputError("missing value (partial dependence needs every input)", column=column, **where)
+        if math.isinf(number):  # the grid's quantiles and every curve would be NaN or moved
+            raise InputError(f"{number} is not a finite number (a number too large for a float, such as 1e400, "
+                             "reads as inf); models cannot use it", column=column, **where)
         out.append(number)
     return out
 
