@@ -77,7 +77,7 @@ def test_a_failing_call_leaves_the_curves_as_they_were(fitted):
     pdp.explain_many(X[:100])
     before = pdp.curves["x0"]
     bad = X[100:200].copy()
-    bad[50, 0] = np.nan   # HistGradientBoosting takes NaN; make the model call fail instead
+    bad[50, 3] = np.nan   # HistGradientBoosting takes NaN; make the model call fail instead
     pdp.model = type("Failing", (), {"supports_batch": True, "predict_block": lambda *a: 1 / 0})()
     with pytest.raises(ZeroDivisionError):
         pdp.explain_many(bad)
@@ -85,3 +85,22 @@ def test_a_failing_call_leaves_the_curves_as_they_were(fitted):
     after = pdp.curves["x0"]
     assert before[0].tolist() == after[0].tolist() and before[1].tolist() == after[1].tolist()
     assert pdp.n_seen == 100
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_a_non_finite_value_of_a_curve_feature_is_refused_and_changes_nothing(fitted, bad):
+    """A curve's grid comes from running quantiles of its feature: one inf or NaN would make the
+    grid, and every curve on it, NaN for good. It is refused, naming the row and the feature."""
+    model, X = fitted
+    explainer = IPDPEstimator(as_predictor(model), COLUMNS, ["x0"], warm_up=2)
+    explainer.explain_many(X[:5])
+    before = explainer.explain_many(X[5:6])[0].copy()
+    rows = X[5:8].copy()
+    rows[1, 0] = bad
+    with pytest.raises(ValueError, match=r"row 1 .*'x0' is .*not a finite number"):
+        explainer.explain_many(rows)
+    assert explainer.n_seen == 6
+    np.testing.assert_array_equal(explainer.explain_many(X[6:7])[0].shape, before.shape)
+    assert np.isfinite(explainer.explain_many(X[7:8])[0]).all()
+    rows[1, 0], rows[1, 3] = X[6, 0], bad  # a non-curve column: the model decides what it makes of it
+    explainer.explain_many(rows[:1])

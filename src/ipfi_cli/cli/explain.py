@@ -194,7 +194,8 @@ def explain(
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
     every: Annotated[int, typer.Option(
-        "--every", "-e", min=1, help="Write a record every N rows (the last row is always written).",
+        "--every", "-e", min=1, help="Write a record every N explained rows (rows skipped as bad are not counted; the last row is always "
+        "written).",
         rich_help_panel=PANEL_OUTPUT)] = 1,
     bounds: Annotated[bool, typer.Option(
         "--bounds", help="Add a <feature>_bound column per feature: the confidence half-width at level "

@@ -133,6 +133,13 @@ class IPDPEstimator:
         """
         value_rows = np.asarray(rows, dtype=np.float64) if isinstance(rows, np.ndarray) else \
             np.array([[float(r[c]) for c in self.columns] for r in rows], dtype=np.float64)
+        curve_values = value_rows[:, self._index] if len(value_rows) else value_rows
+        bad = np.argwhere(~np.isfinite(curve_values))
+        if len(bad):  # the grid's running quantiles would turn NaN for good, and every curve with them
+            t, i = bad[0]
+            raise ValueError(f"row {int(t)} (0-based in this call): {self.features[int(i)]!r} is "
+                             f"{value_rows[t, self._index[i]]}, not a finite number; a curve's grid needs "
+                             "finite values")
         saved = copy.deepcopy((self._tracker, self._quantiles, self._grids, self.n_seen))
         out = np.empty((len(value_rows), len(self.features), self.grid_size))
         out_grids = np.empty_like(out)
