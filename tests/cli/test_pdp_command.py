@@ -75,3 +75,41 @@ def test_pdp_refuses_an_infinite_value(run, agrawal_small, hgb, column, text):
     assert result.exit_code == 1
     assert f"row 25 (line 26), column '{column}': " in result.stderr
     assert "too large for a float" in result.stderr
+
+
+def test_pdp_drop_leaves_out_a_column_a_model_fitted_on_an_array_does_not_take(run, tmp_path):
+    """scikit-learn's diabetes data with an id column in front: without --drop the model would get
+    11 columns for its 10 and ipfi says so; with --drop id the records are the core's curves on
+    the 10 columns the model was fitted on (the core is checked against scikit-learn in
+    tests/core/test_pdp.py)."""
+    import joblib
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import Ridge
+
+    from ipfi_cli.core.pdp import IPDPEstimator
+    from ipfi_cli.models import as_predictor
+
+    data = load_diabetes(as_frame=True)
+    model_path = tmp_path / "ridge.joblib"
+    joblib.dump(Ridge().fit(data.data.to_numpy(), data.target), model_path)
+    frame = data.data.copy()
+    frame.insert(0, "id", range(len(frame)))
+    frame["target"] = data.target
+    csv = tmp_path / "diabetes_id.csv"
+    frame.to_csv(csv, index=False)
+
+    refused = run("pdp", str(csv), "-m", str(model_path), "-t", "target", "--feature", "bmi")
+    assert refused.exit_code == 1
+    assert "10 unnamed features" in refused.stderr and "would get 11" in refused.stderr
+    assert "--drop" in refused.stderr and refused.stdout == ""
+
+    result = run("pdp", str(csv), "-m", str(model_path), "-t", "target", "--feature", "bmi", "--drop", "id",
+                 "--every", "442", "--grid-size", "3", "--smoothing", "mean")
+    assert result.exit_code == 0, result.output
+    records = parse_csv(result.stdout)
+    core = IPDPEstimator(as_predictor(joblib.load(model_path)), list(data.data.columns), ["bmi"], grid_size=3,
+                         smoothing="mean")
+    core.explain_many(data.data.to_numpy())
+    grid, curve = core.curves["bmi"]
+    assert [float(r["grid"]) for r in records] == grid.tolist()
+    assert [float(r["pd"]) for r in records] == curve.tolist()

@@ -40,6 +40,10 @@ def pdp(
         "--class", help="For a classifier (required): the curve is the probability of this class, as the model "
         "names it. A regressor's curve is its predicted value.", rich_help_panel=PANEL_MODEL,
         show_default=False, metavar="LABEL")] = None,
+    drop: Annotated[Optional[list[str]], typer.Option(
+        "--drop", help="Input columns the model does not take, such as ids and dates (comma-separated, repeatable). "
+        "A model that names its inputs gets just those anyway.", rich_help_panel=PANEL_MODEL, show_default=False,
+        metavar="COLS")] = None,
     trust: TrustOpt = None,
     grid_size: Annotated[int, typer.Option(
         "--grid-size", min=2, help="Points per curve, evenly spaced between the feature's streaming 5 % and 95 % "
@@ -83,6 +87,7 @@ def pdp(
         reader_options(na_values, no_default_na, delimiter)
         settings = PDPSettings(model=model, features=features, input=input, trust=split_names(trust),
                                format=value(format), na_values=na_values, no_default_na=no_default_na,
-                               delimiter=delimiter, target=target, target_class=target_class, grid_size=grid_size,
+                               delimiter=delimiter, target=target, drop=split_names(drop), target_class=target_class,
+                               grid_size=grid_size,
                                alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every)
         write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings))

@@ -30,6 +30,7 @@ class PDPSettings:
     no_default_na: bool = False
     delimiter: str | None = None
     target: str | None = None  # a column to leave out of the model's inputs (the curves need no label)
+    drop: list[str] | None = None  # more columns a model without named inputs does not take
     target_class: Any = None
     grid_size: int = 10
     alpha: float = 0.001
@@ -90,14 +91,15 @@ def pdp_records(settings: PDPSettings) -> Iterator[dict[str, Any]]:
     from ipfi_cli.io.readers import open_rows
     from ipfi_cli.io.values import reader_options
     from ipfi_cli.models.loading import load_predictor
+    from ipfi_cli.run.setup import model_columns
 
     s = settings
     loaded = load_predictor(s.model, trust=s.trust)
     reader = open_rows(s.input, format=s.format, **reader_options(s.na_values, s.no_default_na, s.delimiter))
     try:
         source = reader.name
-        known = loaded.predictor.columns
-        columns = list(known) if known else [c for c in reader.columns if c != s.target]
+        columns = model_columns(loaded, reader.columns, s.target or "", source, check_target=s.target is not None,
+                                drop=s.drop, choose="--drop")
         missing = [f for f in s.features if f not in columns]
         if missing:
             raise RunError(f"{source}: --feature {', '.join(missing)} is not among the model's inputs "

@@ -156,7 +156,7 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
                   *, check_target: bool = True, features: Sequence[str] | None = None,
                   drop: Sequence[str] | None = None, groups: dict[str, list[str]] | None = None,
                   notes: list[str] | None = None, by: Sequence[str] = (),
-                  present: Sequence[str] | None = None) -> list[str]:
+                  present: Sequence[str] | None = None, choose: str = "--features or --drop") -> list[str]:
     """The model's input columns, checked against the input's columns up front.
 
     A model that names its inputs (``feature_names_in_``) gets exactly those, and every
@@ -167,7 +167,8 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
     fitted on an array takes them by position, so the count must match (``notes`` gets a
     line saying so). ``present`` are the columns the input is seen to hold when they differ from
     ``input_columns`` (JSONL: the first object's keys); a ``--drop`` name among them that the model
-    does not take is a note, as for a CSV header's column.
+    does not take is a note, as for a CSV header's column. ``choose`` names the options that
+    choose the columns, in the message when their count is wrong.
     """
     inputs = list(input_columns)
     seen = [*inputs, *(c for c in present or () if c not in inputs)]
@@ -223,7 +224,7 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
     if expected is not None and expected != len(columns):
         raise InputError(f"the model was fitted on {expected} unnamed features and takes columns by "
                          f"position, but it would get {len(columns)}: {', '.join(columns)} (choose them with "
-                         "--features or --drop, in the order the model was fitted on)", source=source)
+                         f"{choose}, in the order the model was fitted on)", source=source)
     if not columns:
         raise InputError(f"the input has no columns besides the target {target!r}", source=source)
     if features and notes is not None and len(columns) < len(available) - len(dropped):
