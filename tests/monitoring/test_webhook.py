@@ -131,7 +131,7 @@ def test_a_receiver_that_is_down_changes_nothing_but_the_count(drift_stream, pla
 
 def test_the_alertmanager_payload_is_one_alert_per_event():
     from ipfi_cli.core.events import ChangeEvent
-    from ipfi_cli.run.monitor import alertmanager_payload
+    from ipfi_cli.run.webhook import alertmanager_payload
 
     event = ChangeEvent(row=10113, feature="salary", kind="importance", direction="down", before=0.34, after=0.05,
                         before_bound=0.02, after_bound=0.3, n_before=4020, n_after=109, start_row=10004,

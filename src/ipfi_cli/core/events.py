@@ -119,3 +119,10 @@ class RankingEvent:
                 "threshold": self.threshold, "k": self.k, "top_current": list(self.top_current),
                 "top_reference": list(self.top_reference), "error": self.error}
 
+
+
+def event_key(event: Any) -> tuple[str, str, str]:
+    """``(kind, feature, direction)`` of a change event (a ranking departure: ``("ranking", "", "down")``)."""
+    if event.kind == "ranking":
+        return ("ranking", "", "down")
+    return (event.kind, event.feature if event.kind != "loss" else "", event.direction)

@@ -1,11 +1,11 @@
-"""A run in the monitoring stack: Prometheus metrics and change events posted to a webhook.
+"""A run in the monitoring stack: its Prometheus metrics, and the observers a session adds.
 
 :class:`MetricsExporter` turns the state of an ``ipfi explain`` session into Prometheus
 metrics (:func:`stream_families`), served over HTTP while the stream runs
 (``--metrics-port``), written atomically to a textfile (``--metrics-textfile``, at every
 update and at the end) and push-added to a Pushgateway at the end of a finite run
-(``--pushgateway``). :class:`WebhookNotifier` posts each change event as it happens
-(``--webhook``; the payload: :func:`event_payload`). Both are run observers
+(``--pushgateway``). :class:`~ipfi_cli.run.webhook.WebhookNotifier` (:mod:`ipfi_cli.run.webhook`)
+posts each change event as it happens (``--webhook``). Both are run observers
 (:class:`~ipfi_cli.run.observers.RunObserver`): the session adds them after its reporter and
 events file when ``settings.monitor`` asks (:class:`StreamMonitor`); the exporter turns at most
 one snapshot a second into metrics (a few floats per feature) and always the last one.
@@ -39,17 +39,16 @@ mean over the window ``w`` the query chooses (the summary is the Prometheus way 
 
 from __future__ import annotations
 
-import hashlib
 import math
 import platform
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from ipfi_cli.core.events import event_key
 from ipfi_cli.errors import UsageError
-from ipfi_cli.io.prometheus import Family, MetricSet, check_label_name, safe_url
+from ipfi_cli.io.prometheus import Family, MetricSet, check_label_name
 from ipfi_cli.run.settings import (
     DEFAULT_METRICS_ADDR,
     DEFAULT_PUSH_JOB,
@@ -57,6 +56,19 @@ from ipfi_cli.run.settings import (
     DEFAULT_WEBHOOK_FORMAT,
     DEFAULT_WEBHOOK_RETRIES,
 )
+from ipfi_cli.run.webhook import (
+    ALERT_NAMES,
+    WebhookNotifier,
+    alertmanager_payload,
+    event_id,
+    event_payload,
+    event_text,
+)
+
+# the webhook's names (ipfi_cli.run.webhook) stay importable from here
+__all__ = ["ALERT_NAMES", "OWN_LABELS", "MetricsExporter", "MonitorSettings", "StreamMonitor", "StreamNumbers",
+           "WebhookNotifier", "alertmanager_payload", "batch_families", "comparison_families", "event_id", "event_key",
+           "event_payload", "event_text", "parse_labels", "publish", "ranks", "stream_families"]
 
 #: label names ipfi sets on some metric: a --metrics-label cannot take them
 OWN_LABELS = ("feature", "kind", "direction", "version", "python", "command", "loss", "mode", "sampling",
@@ -175,13 +187,6 @@ class StreamNumbers:
                    skipped=int(snapshot.skipped), model_calls=int(getattr(explainer, "n_model_calls", 0)),
                    predictions=int(getattr(explainer, "n_predictions", 0)), last_row_time=None, ndcg=ndcg,
                    ndcg_threshold=threshold, events=dict(events))
-
-
-def event_key(event: Any) -> tuple[str, str, str]:
-    """``(kind, feature, direction)`` of a change event (a ranking departure: ``("ranking", "", "down")``)."""
-    if event.kind == "ranking":
-        return ("ranking", "", "down")
-    return (event.kind, event.feature if event.kind != "loss" else "", event.direction)
 
 
 def stream_families(numbers: StreamNumbers, delta: float, started: float) -> list[Family]:
@@ -400,111 +405,6 @@ def batch_families(names: Sequence[str], means: Sequence[float], stds: Sequence[
                [((), (n_rows, float(baseline_loss) * n_rows))]),
         Family("ipfi_rows_read_total", "counter", "Rows read.", (), [((), n_rows)]),
     ]
-
-
-# -- the webhook ------------------------------------------------------------------------------------------
-def event_text(event: Any) -> str:
-    """One line for a person (Slack's ``text``)."""
-    if event.kind == "ranking":
-        return (f"ipfi: the ranking departed from the reference at row {event.row:,}: nDCG@{event.k} "
-                f"{event.ndcg:.3f} < {event.threshold} (top now {', '.join(event.top_current[:3])})")
-    what = "the model's loss" if event.kind == "loss" else f"the importance of {event.feature}"
-    return (f"ipfi: {what} went {event.direction} at row {event.row:,} (from row {event.start_row:,}): "
-            f"{event.before:.4g} -> {event.after:.4g}")
-
-
-def event_id(source: str, seed: int | None, event: Any) -> str:
-    """The same event of the same run (same input and seed) has the same id, also after a resume."""
-    key = f"{source}|{seed}|{event.row}|{'|'.join(event_key(event))}"
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-def event_payload(event: Any, *, event_id: str, command: str, source: str, labels: Mapping[str, str]) -> dict[str, Any]:
-    """The JSON body posted for one change event (``--webhook-format json``)::
-
-        {"version": 1, "id": "...", "time": "2026-11-24T18:30:06Z", "command": "explain",
-         "input": "data.csv", "labels": {"model": "churn"}, "text": "ipfi: ...",
-         "event": {... the line --events writes ...}}
-    """
-    return {"version": 1, "id": event_id, "time": _now(), "command": command, "input": source,
-            "labels": dict(labels), "text": event_text(event), "event": event.to_dict()}
-
-
-ALERT_NAMES = {"importance": "IpfiImportanceChanged", "loss": "IpfiLossChanged", "ranking": "IpfiRankingDeparted"}
-
-
-def alertmanager_payload(event: Any, *, event_id: str, source: str, labels: Mapping[str, str],
-                         resolve_after: float) -> list[dict[str, Any]]:
-    """The body for Alertmanager's ``POST /api/v2/alerts`` (``--webhook-format alertmanager``)."""
-    kind, feature, direction = event_key(event)
-    alert_labels = {"alertname": ALERT_NAMES.get(kind, "IpfiChange"), "severity": "warning", **labels}
-    if feature:
-        alert_labels["feature"] = feature
-    alert_labels["direction"] = direction
-    start = datetime.now(UTC)
-    end = datetime.fromtimestamp(start.timestamp() + max(resolve_after, 60.0), UTC)
-    return [{"labels": alert_labels,
-             "annotations": {"summary": event_text(event), "input": source, "row": str(event.row), "id": event_id},
-             "startsAt": start.isoformat().replace("+00:00", "Z"),
-             "endsAt": end.isoformat().replace("+00:00", "Z")}]
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-class WebhookNotifier:
-    """A run observer that posts each change event to ``--webhook`` as it is found."""
-
-    def __init__(self, settings: MonitorSettings, say: Any = None, command: str = "explain") -> None:
-        from ipfi_cli.io.webhook import WebhookSender
-
-        self.settings = settings
-        self.command = command
-        self.say = say  # (text, kind): the end-of-run line
-        self.sender = WebhookSender(settings.webhook or "", queue_size=settings.webhook_queue,
-                                    retries=settings.webhook_retries, timeout=settings.webhook_timeout,
-                                    cooldown=settings.webhook_cooldown)
-        self.source = ""
-        self.seed: int | None = None
-        self.closed = False
-
-    def on_start(self, start: Any) -> None:
-        self.source = start.source
-        self.seed = start.seed
-
-    def on_snapshot(self, snapshot: Any) -> None:
-        pass
-
-    def on_events(self, events: Sequence[Any]) -> None:
-        import orjson
-
-        for event in events:
-            ident = event_id(self.source, self.seed, event)
-            body: Any
-            if self.settings.webhook_format == "alertmanager":
-                body = alertmanager_payload(event, event_id=ident, source=self.source, labels=self.settings.labels,
-                                            resolve_after=self.settings.webhook_cooldown)
-            else:
-                body = event_payload(event, event_id=ident, command=self.command, source=self.source,
-                                     labels=self.settings.labels)
-            self.sender.send(orjson.dumps(body), dedup=ident, cooldown=event_key(event))
-
-    def on_end(self, end: Any) -> None:
-        """Drain the queue (at most ``webhook_wait`` seconds; 2 s after an interruption) and say what
-        became of the posts."""
-        wait = self.settings.webhook_wait if end.status != "interrupted" else min(2.0, self.settings.webhook_wait)
-        line = self.close(wait)
-        if line and self.say is not None:
-            stats = self.sender.stats
-            self.say(line, "warning" if stats.failed or stats.dropped else "note")
-
-    def close(self, wait: float = 0.0) -> str | None:
-        if self.closed:
-            return None
-        self.closed = True
-        stats = self.sender.close(wait)
-        return stats.summary(safe_url(self.settings.webhook or ""))
 
 
 class StreamMonitor:

@@ -77,7 +77,7 @@ class ExplainSettings:
     debug: bool = False
     watch: WatchSettings | None = None  # change detection (--detect and its options)
     http: Any = None  # HttpOptions of a served model (--model-url); --meta gets it without header values
-    monitor: Any = None  # MonitorSettings: Prometheus metrics and the webhook (ipfi_cli.run.monitor)
+    monitor: Any = None  # MonitorSettings: Prometheus metrics and the webhook (ipfi_cli.run.monitor, .webhook)
     labels: str | None = None  # late labels: their source (--labels), joined to the input by id_column
     id_column: str | None = None
     label_wait: str = DEFAULT_LABEL_WAIT
