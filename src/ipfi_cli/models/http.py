@@ -1,19 +1,11 @@
-"""Models served over HTTP: MLflow's scoring protocol and the Open Inference Protocol (v2).
+"""Models served over HTTP (:class:`HttpPredictor`): the requests, and what the answers mean.
 
 Only the Python standard library is used (``http.client``), with one kept-alive connection
-per thread. Two protocols:
+per thread. Two protocols, each with its request bodies and answers in a module of its own:
 
-* ``mlflow``: ``POST .../invocations`` with ``{"dataframe_split": {"columns": [...], "data": [...]}}``
-  (``mlflow models serve``, Databricks and SageMaker MLflow containers). The answer is
-  ``{"predictions": [...]}``: labels or numbers, or per row a list of class probabilities
-  (a model logged with ``pyfunc_predict_fn="predict_proba"``) or a ``{class: p}`` object.
-* ``v2``: ``POST .../v2/models/NAME[/versions/V]/infer`` (KServe, Seldon MLServer, Triton).
-  The model's metadata (``GET .../v2/models/NAME``) is read first: when it declares one
-  input of shape ``[-1, k]`` the rows go as that one tensor (columns by position); several
-  inputs are columns named after them; no declared inputs (MLServer's default) sends one
-  input per column with the ``pd`` content type, which MLServer decodes to a DataFrame. The
-  label is the first output; probabilities are asked as the output ``predict_proba``
-  (MLServer's scikit-learn runtime; ``proba_output`` to change it).
+* ``mlflow``: MLflow's ``POST .../invocations`` (:mod:`ipfi_cli.models.http_mlflow`);
+* ``v2``: the Open Inference Protocol's ``POST .../v2/models/NAME[/versions/V]/infer``
+  (KServe, Seldon MLServer, Triton; :mod:`ipfi_cli.models.http_v2`).
 
 A block of rows (a micro-batch's perturbed rows) travels in as few requests as the cap on
 rows per request allows. Connection errors, timeouts, 5xx answers and 429 are retried with
@@ -45,6 +37,7 @@ import numpy as np
 
 from ipfi_cli.core.losses import Output
 from ipfi_cli.models.adapters import ModelError, _proba_of, predict_records_as_block
+from ipfi_cli.models.http_mlflow import MlflowProtocol
 from ipfi_cli.models.http_options import (
     FIRST_PAUSE,
     MAX_PAUSE,
@@ -55,6 +48,7 @@ from ipfi_cli.models.http_options import (
     parse_header,
     resolve_protocol,
 )
+from ipfi_cli.models.http_v2 import V2Protocol
 
 __all__ = ["PROTOCOLS", "HttpModelError", "HttpOptions", "HttpPredictor", "parse_header", "resolve_protocol"]
 
@@ -88,28 +82,6 @@ class _AnswerTooLarge(Exception):
     def __init__(self, limit: int) -> None:
         super().__init__(limit)
         self.limit = limit
-
-
-def _column_datatype(values: list[Any]) -> str:
-    """The v2 datatype pandas' ``infer_objects`` would give this column."""
-    kinds = {type(v) for v in values if v is not None}
-    if kinds and kinds <= {bool, np.bool_}:
-        return "BOOL"
-    if kinds and all(issubclass(k, (int, np.integer)) and not issubclass(k, (bool, np.bool_)) for k in kinds) \
-            and None not in values:
-        return "INT64"
-    if all(issubclass(k, (int, float, np.integer, np.floating)) and not issubclass(k, (bool, np.bool_))
-           for k in kinds):
-        return "FP64"
-    return "BYTES"
-
-
-def _plain(values: list[Any], datatype: str) -> list[Any]:
-    if datatype == "FP64":
-        return [None if v is None else float(v) for v in values]
-    if datatype == "BYTES":
-        return ["" if v is None else str(v) for v in values]
-    return values
 
 
 class HttpPredictor:
@@ -157,18 +129,15 @@ class HttpPredictor:
         self.n_features: int | None = None
         self.classes: list[Any] | None = list(options.classes) if options.classes else None
         self._class_lookup: dict[str, Any] | None = None
-        #: v2: "columns" (one input per column), "tensor" (one [N, k] input) and that input's name and type
-        self._v2_mode = "columns"
-        self._v2_content_type: str | None = "pd"
-        self._v2_input: tuple[str, str] = ("input-0", "FP64")
-        self._v2_names: list[str] | None = None
+        #: the protocol's request bodies and answers
+        self._wire: MlflowProtocol | V2Protocol = MlflowProtocol(options) if self.protocol == "mlflow" \
+            else V2Protocol(options)
         #: counters for benchmarks and --verbose
         self.requests = 0
         self.rows_sent = 0
         self.seconds = 0.0
         self.retried = 0
-        if self.protocol == "v2":
-            self._read_v2_metadata()
+        self.columns, self.n_features = self._wire.read_metadata(self.request, self.path)
 
     # -- what the model is ------------------------------------------------------------------------
     @property
@@ -337,117 +306,26 @@ class HttpPredictor:
         return {"requests": self.requests, "rows_sent": self.rows_sent, "seconds": round(self.seconds, 3),
                 "retried": self.retried}
 
-    # -- v2 metadata ----------------------------------------------------------------------------------
-    def _read_v2_metadata(self) -> None:
-        """Ask the model's declared inputs (``GET .../v2/models/NAME``); a server that has none is fine."""
-        metadata_path = self.path[: -len("/infer")]
-        try:
-            metadata = self.request("GET", metadata_path)
-        except HttpModelError as error:
-            if ": HTTP 404" in str(error):
-                raise HttpModelError(f"{self.options.display_url}: the server has no such model "
-                                     f"({str(error).split(': ', 1)[1]})") from None
-            raise
-        try:
-            self._use_v2_metadata(metadata)
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError):
-            raise HttpModelError(f"{self.options.display_url}: the model's metadata is malformed (each declared "
-                                 "input needs a name, and a shape that is a list of numbers)") from None
-
-    def _use_v2_metadata(self, metadata: Any) -> None:
-        inputs = metadata.get("inputs") or [] if isinstance(metadata, dict) else []
-        if not isinstance(inputs, list) or not all(isinstance(i, dict) and isinstance(i.get("name"), str)
-                                                    for i in inputs):
-            raise ValueError("inputs")
-        if len(inputs) == 1 and len(inputs[0].get("shape") or []) == 2 and inputs[0]["shape"][1] not in (1, -1):
-            self._v2_mode = "tensor"
-            self._v2_input = (inputs[0]["name"], inputs[0].get("datatype", "FP64"))
-            self.n_features = int(inputs[0]["shape"][1])
-            self._v2_content_type = None
-        elif len(inputs) >= 1:
-            self.columns = [i["name"] for i in inputs]
-            self._v2_names = list(self.columns)
-            self._v2_content_type = None
-
     # -- prediction -------------------------------------------------------------------------------------
     def _chunks(self, n_rows: int) -> list[slice]:
         size = max(1, self.options.max_request_rows)
         return [slice(start, min(start + size, n_rows)) for start in range(0, n_rows, size)]
 
-    def _mlflow_payload(self, block: np.ndarray, columns: Sequence[str]) -> dict[str, Any]:
-        return {"dataframe_split": {"columns": list(columns), "data": block.tolist()}}
-
-    def _v2_payload(self, block: np.ndarray, columns: Sequence[str], types: list[str],
-                    output: Output) -> dict[str, Any]:
-        n = len(block)
-        if self._v2_mode == "tensor":
-            name, datatype = self._v2_input
-            data = block.tolist()
-            inputs = [{"name": name, "datatype": datatype, "shape": [n, block.shape[1]],
-                       "data": data if datatype == "BYTES" else [float(v) if v is not None else None
-                                                                  for row in data for v in row]}]
-        else:
-            inputs = []
-            for j, column in enumerate(columns):
-                values = _plain(block[:, j].tolist(), types[j])
-                item: dict[str, Any] = {"name": column, "datatype": types[j], "shape": [n], "data": values}
-                if types[j] == "BYTES":
-                    item["parameters"] = {"content_type": "str"}
-                inputs.append(item)
-        payload: dict[str, Any] = {"inputs": inputs}
-        if self._v2_content_type:
-            payload["parameters"] = {"content_type": self._v2_content_type}
-        if output is Output.PROBA:
-            payload["outputs"] = [{"name": self.options.proba_output}]
-        return payload
-
-    def _v2_output(self, answer: Any, output: Output, n_rows: int) -> Any:
-        outputs = answer.get("outputs") if isinstance(answer, dict) else None
-        if not outputs or not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
-            raise HttpModelError(f"{self.options.display_url}: the answer has no outputs")
-        chosen = outputs[0]
-        if output is Output.PROBA:
-            chosen = next((o for o in outputs if o.get("name") == self.options.proba_output), chosen)
-        data = chosen.get("data", [])
-        if not isinstance(data, list):
-            raise ValueError("data")
-        shape = chosen.get("shape") or [len(data)]
-        if output is Output.PROBA:
-            return np.asarray(data, dtype=np.float64).reshape(n_rows, -1)
-        if len(shape) > 1 and int(np.prod(shape[1:])) != 1:
-            raise HttpModelError(f"{self.options.display_url}: the output {chosen.get('name')!r} has shape {shape}, "
-                                 "not one value per row (ask for the label or value output)")
-        return data
-
     def _call(self, block: np.ndarray, columns: Sequence[str], output: Output) -> list[Any]:
         """Every row's answer: labels or values as a list, probabilities as ``[N, C]`` (or dicts)."""
-        if self._v2_names is not None and list(columns) != self._v2_names:
-            index = {c: j for j, c in enumerate(columns)}
-            block, columns = block[:, [index[c] for c in self._v2_names]], self._v2_names
-        types = [_column_datatype(block[:, j].tolist()) for j in range(block.shape[1])] \
-            if self.protocol == "v2" and self._v2_mode == "columns" else []
+        wire = self._wire
+        block, columns, types = wire.arrange(block, columns)
         results: list[Any] = []
         for part in self._chunks(len(block)):
             rows = block[part]
-            if self.protocol == "mlflow":
-                answer = self.request("POST", self.path, self._mlflow_payload(rows, columns))
-                predictions = answer.get("predictions", answer) if isinstance(answer, dict) else answer
-                if isinstance(predictions, dict) and predictions \
-                        and all(isinstance(v, list) for v in predictions.values()):  # a DataFrame column-wise
-                    predictions = [dict(zip(predictions, values)) for values in zip(*predictions.values())]
-                if not isinstance(predictions, list):
-                    raise HttpModelError(f"{self.options.display_url}: the answer is malformed: expected "
-                                         f"{{\"predictions\": [...]}}, got {_shown(answer)}")
-                got = predictions
-            else:
-                answer = self.request("POST", self.path, self._v2_payload(rows, columns, types, output))
-                try:
-                    got = list(self._v2_output(answer, output, len(rows)))
-                except HttpModelError:
-                    raise
-                except (TypeError, ValueError, KeyError, AttributeError, IndexError):
-                    raise HttpModelError(f"{self.options.display_url}: the answer is malformed: expected "
-                                         f"outputs with data for {len(rows)} rows, got {_shown(answer)}") from None
+            answer = self.request("POST", self.path, wire.payload(rows, columns, types, output))
+            try:
+                got = list(wire.predictions(answer, output, len(rows)))
+            except HttpModelError:
+                raise
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+                raise HttpModelError(f"{self.options.display_url}: the answer is malformed: expected "
+                                     f"{wire.expected(len(rows))}, got {_shown(answer)}") from None
             if len(got) != len(rows):
                 raise HttpModelError(f"{self.options.display_url}: sent {len(rows)} rows, got {len(got)} predictions")
             self.rows_sent += len(rows)
