@@ -129,3 +129,16 @@ def test_compare_sage_refusals(agrawal_small, hgb, drift_small, hoeffding):
     assert learning.exit_code == 2 and "static model" in learning.stderr
     subset = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--features", "age")
     assert subset.exit_code == 2 and "drop --features" in subset.stderr
+
+
+def test_learn_first_needs_learn_and_changes_what_is_measured(drift_small, hoeffding, agrawal_small, hgb):
+    refused = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "--learn-first")
+    assert refused.exit_code == 2 and "--learn" in refused.stderr
+    base = ("compare", drift_small, "-m", hoeffding, "-t", "class", "--learn", "--interval", "100", "-M", "2",
+            "--seed", "0", "-q")
+    prequential, first = invoke(*base), invoke(*base, "--learn-first")
+    assert prequential.exit_code == 0 and first.exit_code == 0, first.output
+    interval = [[r for r in records(out.stdout) if r["method"] == "interval"] for out in (prequential, first)]
+    assert interval[0] == interval[1]  # the same model at each window's end, the same interval PFI
+    ipfi = [[r["importance"] for r in records(out.stdout) if r["method"] == "ipfi"] for out in (prequential, first)]
+    assert ipfi[0] != ipfi[1]

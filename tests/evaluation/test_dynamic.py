@@ -116,3 +116,24 @@ def test_a_checkpoint_of_other_settings_is_refused(tmp_path):
         data = list(datasets.Phishing())[:300]
         compare_learning(as_predictor(forest.ARFClassifier(n_models=2, seed=5)), data, list(data[0][0]),
                          interval=100, n_repeats=3, seed=11, checkpoint=checkpoint)
+
+
+def test_learn_first_explains_each_row_with_the_model_that_has_just_learned_it():
+    """A one-nearest-neighbour model answers a row it has learned with that row's own label: learning
+    first, every explained row's loss is 0; explaining first (prequential) it is the model's real
+    error on rows it has not seen."""
+    from river import neighbors
+
+    rng = np.random.default_rng(4)
+    X = rng.random((300, 2))
+    data = [({"a": float(a), "b": float(b)}, int(a + 0.3 * rng.random() > 0.6)) for a, b in X]
+
+    def run_order(learn_first):
+        predictor = as_predictor(neighbors.KNNClassifier(n_neighbors=1))
+        return compare_learning(predictor, data, ["a", "b"], interval=100, n_repeats=2, seed=1,
+                                learn_first=learn_first)
+
+    first = run_order(True)
+    assert np.nansum(first.losses) == 0 and not np.isnan(first.losses[1:]).any()
+    prequential = run_order(False)
+    assert np.nansum(prequential.losses) > 10  # labels with noise: the unseen rows are often misclassified

@@ -95,6 +95,11 @@ PANEL_COMPARE = "Comparison"
 LearnOpt = Annotated[bool, typer.Option(
     "--learn", help="The model learns as it goes (river learn_one): compare iPFI with interval PFI "
     "(Experiment B) instead of batch PFI.", rich_help_panel=PANEL_COMPARE)]
+LearnFirstOpt = Annotated[bool, typer.Option(
+    "--learn-first", help="With --learn: the model learns each row before it is explained (the order of the "
+    "paper's published code), so iPFI, like interval PFI, measures the model on rows it has learned. Without it, "
+    "each row is explained first (prequential): the importance for rows the model has not seen.",
+    rich_help_panel=PANEL_COMPARE)]
 OrderingsOpt = Annotated[int, typer.Option(
     "--orderings", "-K", min=1, help="Static model: random orderings of the rows to stream; the summary "
     "gives the median and IQR of the error over them (the paper: 10).", rich_help_panel=PANEL_COMPARE)]
@@ -143,6 +148,7 @@ def compare(
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     learn: LearnOpt = False,
+    learn_first: LearnFirstOpt = False,
     method: Annotated[MethodName, typer.Option(
         "--method", help="pfi: iPFI against batch PFI; sage: iSAGE against batch SAGE of the same game (--inner "
         "imputations per coalition; --permutations samples). SAGE needs a static model.",
@@ -200,6 +206,9 @@ def compare(
             raise usage_error(f"choose one of {', '.join(NORMALISATIONS)}", "--normalisation")
         if not learn and (drift_at is not None):
             raise usage_error("--drift-at needs --learn (a static model has no drift to locate)", "--drift-at")
+        if learn_first and not learn:
+            raise usage_error("--learn-first is the order of learning and explaining: it needs --learn",
+                              "--learn-first")
         if learn and (orderings != 1 or keep_order):
             raise usage_error("--orderings/--keep-order are for a static model; --learn streams the file once",
                               "--orderings")
@@ -242,7 +251,7 @@ def compare(
             common.update(method="sage", n_inner=inner, permutations=permutations, features=None)
         if learn:
             records = _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
-                                        trace_every, quiet)
+                                        trace_every, quiet, learn_first)
         else:
             records = _compare_static(dataset, samplings, alphas, orderings, not keep_order, common, output, fmt,
                                       traces, trace_every, quiet, verbose, reporter)
@@ -297,7 +306,8 @@ def _compare_static(dataset: Any, samplings: list[str], alphas: list[float], ord
 
 def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], interval: int,
                       drift_at: int | None, common: dict[str, Any], output: str | None, fmt: str | None,
-                      traces: str | None, trace_every: int, quiet: bool) -> list[dict[str, Any]]:
+                      traces: str | None, trace_every: int, quiet: bool, learn_first: bool = False
+                      ) -> list[dict[str, Any]]:
     from ipfi_cli.cli.ui import show_learning_comparison
     from ipfi_cli.evaluation import RECORD_FIELDS, compare_learning
     from ipfi_cli.io.writers import write_records
@@ -310,7 +320,7 @@ def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], i
     stream = zip(dataset.frame.to_dict("records"), dataset.targets)
     result = compare_learning(dataset.loaded.predictor, stream, dataset.columns, interval=interval,
                               samplings=samplings, alphas=alphas, drift_at=drift_at, trace_every=trace_every,
-                              **common)
+                              learn_first=learn_first, **common)
     records = [r.as_dict() for r in result.records()]
     write_records(output, fmt, RECORD_FIELDS, records)
     if traces:
