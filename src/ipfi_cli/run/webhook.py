@@ -11,13 +11,24 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ipfi_cli.core.events import event_key
 from ipfi_cli.io.prometheus import safe_url
 
-if TYPE_CHECKING:
-    from ipfi_cli.run.monitor import MonitorSettings
+
+class WebhookSettings(Protocol):
+    """What the notifier reads of the run's monitoring settings
+    (:class:`~ipfi_cli.run.monitor.MonitorSettings` has it all)."""
+
+    webhook: str | None
+    webhook_format: str
+    webhook_cooldown: float
+    webhook_retries: int
+    webhook_timeout: float
+    webhook_queue: int
+    webhook_wait: float
+    labels: dict[str, str]
 
 
 def event_text(event: Any) -> str:
@@ -73,7 +84,7 @@ def _now() -> str:
 class WebhookNotifier:
     """A run observer that posts each change event to ``--webhook`` as it is found."""
 
-    def __init__(self, settings: MonitorSettings, say: Any = None, command: str = "explain") -> None:
+    def __init__(self, settings: WebhookSettings, say: Any = None, command: str = "explain") -> None:
         from ipfi_cli.io.webhook import WebhookSender
 
         self.settings = settings
