@@ -40,6 +40,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000, help="stream the first this many rows (all: 45312)")
     parser.add_argument("--drift-at", type=int, default=None, help="default: the middle of the stream")
     parser.add_argument("--feature", default="nswprice")
+    parser.add_argument("--partner", default=None,
+                        help="the feature swapped with --feature (default: one drawn with each run's seed; the "
+                             "paper's published code swapped nswprice with nswdemand)")
     parser.add_argument("--interval", type=int, default=2000)
     parser.add_argument("--trees", type=int, default=5, help="ARF ensemble size (the paper: 50)")
     parser.add_argument("--alpha", type=float, default=0.001)
@@ -68,6 +71,8 @@ def main() -> None:
         settings["order"] = args.order
     if args.shuffle:
         settings["shuffle"] = True
+    if args.partner:
+        settings["partner"] = args.partner
     store = RunStore(args.out / "experiment_c.json", settings)
     if args.notes and args.notes.is_file():
         store.extra["notes"] = [line[2:].strip() for line in args.notes.read_text().splitlines()
@@ -91,8 +96,9 @@ def main() -> None:
             drift_at = first["drift_at"]
             text += [
                 f"{len(entries)} run(s); {first['n_rows']:,} rows each; `{args.feature}` swapped from row "
-                f"{drift_at:,} on with a feature chosen at random by each run's seed ("
-                + ", ".join(f"seed {e['seed']}: `{e['partner']}`" for e in entries)
+                f"{drift_at:,} on with " + (f"`{args.partner}` (`--partner`" if args.partner else
+                                             "a feature chosen at random by each run's seed (")
+                + ("" if args.partner else ", ".join(f"seed {e['seed']}: `{e['partner']}`" for e in entries))
                 + f"); CPU time per run {min(cpu) / 60:.1f}-{max(cpu) / 60:.1f} min; ARF accuracy over the last "
                 "2,000 rows " + ", ".join(f"{e['final_accuracy']:.1%}" for e in entries) + ".",
                 "",
@@ -119,6 +125,7 @@ def main() -> None:
             f"--reservoir {args.reservoir} --seeds {args.seeds}"
             + ("" if args.order == "explain-first" else f" --order {args.order}")
             + (" --shuffle" if args.shuffle else "")
+            + (f" --partner {args.partner}" if args.partner else "")
             + "` (a stopped run continues: finished runs are kept "
             "in `experiment_c.json`, the one under way in a checkpoint at each window's end).",
             (f"- Data: {drift_at:,} rows of `elec2.csv` drawn at random with each run's seed, in random order, then "
@@ -162,7 +169,9 @@ def main() -> None:
         if store.done("elec2", seed):
             log(f"elec2, seed {seed}: done before, kept")
             continue
-        partner = pick_swap_partner(columns, args.feature, seed=seed)
+        partner = args.partner or pick_swap_partner(columns, args.feature, seed=seed)
+        if partner not in columns or partner == args.feature:
+            parser.error(f"--partner must be another column of elec2.csv: {', '.join(columns)}")
         stream = clean
         if args.shuffle:  # as the paper's code: one seeded sample in random order, replayed after the drift
             sample = [clean[i] for i in np.random.default_rng(seed).permutation(len(clean))[:drift_at]]
