@@ -110,7 +110,7 @@ def test_a_run_stopped_and_continued_from_its_checkpoint_ends_with_the_numbers_o
 def test_a_checkpoint_of_other_settings_is_refused(tmp_path):
     checkpoint = tmp_path / "run.checkpoint"
     phishing_run(150, checkpoint=checkpoint)
-    with pytest.raises(ValueError, match="of another run"):
+    with pytest.raises(ValueError, match=r"of another run \(other .*n_repeats.*\)"):
         from river import datasets, forest
 
         data = list(datasets.Phishing())[:300]

@@ -200,8 +200,9 @@ def compare_learning(
     interval PFI, the traces so far) is saved at the end of every window. When the file
     exists, the run continues from it: it skips the rows the saved run had seen, so give
     the same stream and settings (other settings are refused). A run that stopped and
-    continued ends with the numbers of one that never stopped. The file is a pickle, which
-    runs code when loaded: give only a file this function wrote.
+    continued ends with the numbers of one that never stopped; it goes on with the saved
+    model, not with ``predictor``. The file is a pickle, which runs code when loaded: give
+    only a file this function wrote.
 
     ``learn_first``: the model learns each row before it is explained (the order of the
     paper's published experiment code), instead of after (prequential, the default): iPFI
@@ -250,9 +251,11 @@ def compare_learning(
     if checkpoint is not None and os.path.exists(checkpoint):
         with open(checkpoint, "rb") as f:
             saved = pickle.load(f)  # noqa: S301  # our own file (see the docstring)
-        if saved.get("fingerprint") != fingerprint:
-            raise ValueError(f"the checkpoint {os.fspath(checkpoint)!r} is of another run: {saved.get('fingerprint')}; "
-                             f"remove it or give another file")
+        theirs = saved.get("fingerprint") or {}
+        differ = sorted(k for k in {*fingerprint, *theirs} if theirs.get(k) != fingerprint.get(k))
+        if differ:
+            raise ValueError(f"the checkpoint {os.fspath(checkpoint)!r} is of another run (other {', '.join(differ)}); "
+                             "remove it or give another file")
         fan_out, learner = saved["fan_out"], saved["learner"]
         explainers, traces, intervals = fan_out.explainers, saved["traces"], saved["intervals"]
         losses, loss_rows = saved["losses"], saved["loss_rows"]
