@@ -137,3 +137,17 @@ def test_learn_first_explains_each_row_with_the_model_that_has_just_learned_it()
     assert np.nansum(first.losses) == 0 and not np.isnan(first.losses[1:]).any()
     prequential = run_order(False)
     assert np.nansum(prequential.losses) > 10  # labels with noise: the unseen rows are often misclassified
+
+
+def test_a_checkpoint_made_on_another_stream_is_refused(tmp_path):
+    """The same settings on other rows would continue with wrong numbers: the last row skipped is checked."""
+    from river import datasets, forest
+
+    checkpoint = tmp_path / "run.checkpoint"
+    phishing_run(150, checkpoint=checkpoint)  # saved at row 100
+    data = list(datasets.Phishing())[:300]
+    data[99] = ({**data[99][0], "https": data[99][0]["https"] + 1.0}, data[99][1])
+    with pytest.raises(ValueError, match=r"another stream \(row 100 differs\)"):
+        compare_learning(as_predictor(forest.ARFClassifier(n_models=2, seed=5)), data, list(data[0][0]),
+                         interval=100, n_repeats=2, seed=11, samplings=("uniform", "geometric"),
+                         alphas=(0.01, 0.05), drift_at=300, checkpoint=checkpoint)

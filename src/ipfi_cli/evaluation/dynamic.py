@@ -30,6 +30,7 @@ With ``drift_at`` the errors are summarised over the whole stream, before the dr
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import pickle
@@ -199,7 +200,8 @@ def compare_learning(
     ``checkpoint``: a file where the whole run (the model, the explainers, the window of
     interval PFI, the traces so far) is saved at the end of every window. When the file
     exists, the run continues from it: it skips the rows the saved run had seen, so give
-    the same stream and settings (other settings are refused). A run that stopped and
+    the same stream and settings (other settings, or a stream whose last skipped row differs,
+    are refused). A run that stopped and
     continued ends with the numbers of one that never stopped; it goes on with the saved
     model, not with ``predictor``. The file is a pickle, which runs code when loaded: give
     only a file this function wrote.
@@ -262,7 +264,19 @@ def compare_learning(
         seen, window_start = saved["seen"], saved["window_start"]
         start -= saved["seconds"]
         cpu_start -= saved["cpu_seconds"]
-        stream = itertools.islice(iter(stream), seen, None)
+        stream = iter(stream)
+        skipped = collections.deque(itertools.islice(stream, seen), maxlen=1)  # another stream would give wrong numbers
+        if "last_row" in saved and repr(skipped[0] if skipped else None) != saved["last_row"]:
+            raise ValueError(f"the checkpoint {os.fspath(checkpoint)!r} was made on another stream (row {seen} "
+                             "differs); give the stream it was made on, or remove it")
+    last_row: list[Any] = [None]
+
+    def remembered(rows: Iterable[Any]) -> Iterator[Any]:
+        for row in rows:
+            last_row[0] = row
+            yield row
+
+    stream = remembered(stream)
     estimates: Any = []
     steps = (_learn_then_explain if learn_first else explain_then_learn)(fan_out, learner, stream)  # type: ignore[arg-type]
     for estimates in steps:
@@ -285,7 +299,8 @@ def compare_learning(
                 _save_checkpoint(checkpoint, {
                     "fingerprint": fingerprint, "fan_out": fan_out, "learner": learner, "traces": traces,
                     "intervals": intervals, "losses": losses, "loss_rows": loss_rows, "seen": seen,
-                    "window_start": window_start, "seconds": time.perf_counter() - start,
+                    "window_start": window_start, "last_row": repr(last_row[0]),
+                    "seconds": time.perf_counter() - start,
                     "cpu_seconds": time.process_time() - cpu_start})
         if on_row is not None:
             on_row(seen)
