@@ -46,7 +46,7 @@ from ipfi_cli.core import IPFIEstimator
 from ipfi_cli.core.choices import BOUNDS_METHODS
 from ipfi_cli.models import FunctionPredictor
 
-SCRIPT_VERSION = "1"
+SCRIPT_VERSION = "2"  # 2: the realisations bound counts each row as donor too (core.influence)
 LEARN_EVERY, TRUTH_EVERY, TRUTH_ROWS = 10, 200, 10_000
 COLUMNS = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
 ORACLE_TRUTH = np.array([80 / 169, 0, 16600 / 48373, 0, 0, 0, 0, 0, 0])

@@ -20,15 +20,19 @@ def test_spread_is_each_realisations_weighted_mean():
     rng = np.random.default_rng(3)
     alpha, n_rows = 0.2, 30
     contributions = rng.normal(size=(n_rows, 4, 2))            # (row, realisation, feature)
-    spread = RealisationSpread(alpha, 4, 2)
-    for c in contributions:
+    spread = RealisationSpread(alpha, 4, 2, reservoir_size=5)
+    for t, c in enumerate(contributions):
+        spread.explained(t, None)                              # replacements not from the reservoirs
         spread.update(c)
     weights = alpha * (1 - alpha) ** np.arange(n_rows)[::-1]  # the newest row weighs alpha
     expected_means = np.einsum("t,tmg->mg", weights, contributions) / weights.sum()
-    expected_within = weights @ contributions.var(axis=1, ddof=1) / weights.sum()
     assert np.allclose(spread.means, expected_means, rtol=1e-12)
-    assert np.allclose(spread.within, expected_within, rtol=1e-12)
     assert np.allclose(spread.between(), expected_means.var(axis=0, ddof=1), rtol=1e-12)
+    # each row explained only: its influence is w_t (c_t^m - phi); the products over m != m'
+    centred = weights[:, None, None] * (contributions - expected_means.mean(axis=0))
+    pairs = centred.sum(axis=1) ** 2 - (centred ** 2).sum(axis=1)
+    expected = np.maximum(pairs.sum(axis=0), 0.0) / 12 / weights.sum() ** 2   # a negative sum is clipped
+    assert np.allclose(spread.stream_variance(), expected, rtol=1e-10)
 
 
 def test_half_widths_by_hand():
@@ -49,18 +53,30 @@ def test_half_widths_by_hand():
 
 
 def test_realisations_half_width_by_hand():
-    spread = RealisationSpread(0.5, 3, 1)
-    rows = np.array([[[0.0], [1.0], [2.0]], [[1.0], [1.0], [4.0]]])
-    for c in rows:
-        spread.update(c)
-    means = (0.25 * rows[0] + 0.5 * rows[1]) / 0.75              # per realisation
-    within = (0.25 * rows[0].var(ddof=1) + 0.5 * rows[1].var(ddof=1)) / 0.75
-    between = means.var(ddof=1)
-    variance, n_eff = np.array([0.8]), 1.8
-    stream, draws = (0.8 - within / 3) / n_eff, between / 3
-    dof = (stream + draws) ** 2 / (stream ** 2 / 0.8 + draws ** 2 / 2)
+    """Three rows, three realisations, a reservoir of two slots: every influence written out."""
+    spread = RealisationSpread(0.5, 3, 1, reservoir_size=2)
+    c1, c2 = np.array([[0.0], [0.2], [0.1]]), np.array([[3.0], [3.2], [2.9]])
+    spread.stored(0, np.array([0, 0, 0]))
+    spread.explained(1, np.array([[0], [0], [0]]))          # row 1 draws row 0 everywhere
+    spread.update(c1)
+    spread.stored(1, np.array([1, 1, 1]))
+    spread.explained(2, np.array([[0], [1], [1]]))          # row 2 draws row 0, then row 1 twice
+    spread.update(c2)
+    spread.stored(2, np.array([0, 2, 1]))                   # evicts row 0 in m 0, row 1 in m 2
+    c1, c2 = c1[:, 0], c2[:, 0]
+    means = (1 * c1 + 2 * c2) / 3                           # weights 1 and 2 (alpha 0.5), W = 3
+    phi = means.mean()
+    u0 = 1 * (c1 - phi) + 2 * (c2 - phi) * np.array([1, 0, 0])   # row 0: donor only
+    u1 = 1 * (c1 - phi) + 2 * (c2 - phi) * np.array([0, 1, 1])   # row 1: explained, then donor
+    u2 = 2 * (c2 - phi)                                           # row 2: explained
+    products = np.array([u.sum() ** 2 - (u ** 2).sum() for u in (u0, u1, u2)])   # per row, m != m'
+    stream = products.sum() / 6 / 9
+    stream_dof = products.sum() ** 2 / (products ** 2).sum()                  # Satterthwaite over rows
+    draws = means.var(ddof=1) / 3
+    dof = (stream + draws) ** 2 / (stream ** 2 / stream_dof + draws ** 2 / 2)
     expected = stats.t.ppf(0.95, dof) * math.sqrt(stream + draws)
-    assert half_width("realisations", 0.1, variance, n_eff, spread)[0] == pytest.approx(expected, rel=1e-12)
+    assert stream > 0
+    assert half_width("realisations", 0.1, np.array([0.8]), 40.0, spread)[0] == pytest.approx(expected, rel=1e-12)
 
 
 def test_bounds_need_what_they_read():
@@ -91,10 +107,10 @@ def test_realisations_bound_covers_on_the_oracle():
     the model; 60 streams of 1,500 rows, alpha 0.01 (n_eff ~ 176), M 10, uniform sampling (a
     reservoir row is reused for good, the case the independent-rows bounds get wrong); salary
     and age scored: 120 checks, seed fixed. If the coverage were 95 % the count of misses is
-    Binomial(120, 0.05), sd 2.0 points: the threshold 87 % is 4 sd below (measured: 90.0 %; a
-    row's second role, as a later row's replacement, is not counted and costs a few points, see
-    ipfi_cli.core.bounds). The bound must also not buy coverage with width: its median stays
-    below 1.6x the 95th percentile of the actual error (measured 0.92; the Chebyshev bound is
+    Binomial(120, 0.05), sd 2.0 points: the threshold 87 % is 4 sd below (measured: 92.5 %, with
+    each row counted in both roles, see ipfi_cli.core.influence; 90.0 % when only the explained
+    role was). The bound must also not buy coverage with width: its median stays
+    below 1.6x the 95th percentile of the actual error (measured 0.94; the Chebyshev bound is
     about 2.3x the calibrated one). Either failing means the calibration is broken.
     """
     rng = np.random.default_rng(2024)

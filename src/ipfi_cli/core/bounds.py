@@ -23,33 +23,35 @@ differ in what they assume about the ``c_t``:
 ``realisations`` (calibrated)
     The ``M`` realisations draw from independent reservoirs, so *given the stream*
     their estimates ``phi^(m)`` (the same weights over ``c_t^(m)``) are independent, and
-    their spread measures everything the reservoirs add, however long a row stays in
-    one. With ``S_b^2`` the sample variance of the ``phi^(m)`` and ``S_w^2`` the weighted
-    mean over rows of the sample variance of ``c_t^(1..M)``::
+    their spread measures everything the draws add, however long a row stays in a
+    reservoir. The stream's own part is counted per row, in both of a row's roles: as
+    the explained row and as the replacement drawn for later rows
+    (:mod:`ipfi_cli.core.influence`). With ``S_b^2`` the sample variance of the
+    ``phi^(m)`` and ``V_s`` the influences' variance::
 
         Var(phi) = Var(E[phi | stream]) + E[Var(phi | stream)]
-                 ~ (s^2 - S_w^2 / M) / n_eff  +  S_b^2 / M
+                 ~ V_s  +  S_b^2 / M
 
-    (the first term treats the rows' *expected* contributions as independent, true of
-    an i.i.d. stream up to the row's second role as a later row's replacement, which no
-    method here counts: measured, it costs a few points of coverage, most early in the
-    stream). The
-    half-width is the Student-t quantile at Welch-Satterthwaite's degrees of freedom
-    (``n_eff - 1`` for the first term, ``M - 1`` for the second) times the square root.
-    It needs ``M >= 2``.
+    The half-width is the Student-t quantile at Welch-Satterthwaite's degrees of
+    freedom times the square root: ``M - 1`` for the second term, and for the first
+    Satterthwaite's count over the rows' shares of it (small when a few rows carry
+    much of it, as a uniform reservoir's first rows do, drawn for every later row).
+    It needs ``M >= 2``, and assumes the rows are independent draws of one
+    distribution (the model static, or changing slowly next to ``1 / alpha`` rows).
 
 Every method is about the estimate's spread around its expectation: for a model that
 learns, or a stream that drifts, ``E[phi]`` is the weighted mean of the changing PFI,
 not today's PFI.
 
 >>> import numpy as np
->>> spread = RealisationSpread(alpha=0.5, n_repeats=2, n=1)
->>> spread.update(np.array([[1.0], [3.0]]))       # row 1: realisations 1 and 2
->>> spread.update(np.array([[2.0], [2.0]]))       # row 2
->>> [round(float(v), 6) for v in spread.means.ravel()] # (0.25 * 1 + 0.5 * 2) / 0.75, (0.25 * 3 + 0.5 * 2) / 0.75
+>>> spread = RealisationSpread(alpha=0.5, n_repeats=2, n=1, reservoir_size=4)
+>>> spread.stored(0, np.array([0, 0]))                       # row 0 fills both reservoirs
+>>> for row, contributions in ((1, [[1.0], [3.0]]), (2, [[2.0], [2.0]])):
+...     spread.explained(row, np.array([[0], [0]]))          # both realisations draw slot 0
+...     spread.update(np.array(contributions))
+...     spread.stored(row, np.array([row, row]))
+>>> [round(float(v), 6) for v in spread.means.ravel()]       # (0.25 * 1 + 0.5 * 2) / 0.75, (0.25 * 3 + 0.5 * 2) / 0.75
 [1.666667, 2.333333]
->>> [round(float(v), 6) for v in spread.within] # (0.25 * 2 + 0.5 * 0) / 0.75
-[0.666667]
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core.choices import BOUNDS_METHODS
+from ipfi_cli.core.influence import DonorInfluence
 
 __all__ = ["BOUNDS_METHODS", "RealisationSpread", "half_width", "needs_realisations"]
 
@@ -83,37 +86,52 @@ def check_delta(delta: float) -> None:
 
 
 class RealisationSpread:
-    """Each realisation's own smoothed estimate, and the mean spread of a row's ``M`` contributions.
+    """Each realisation's own smoothed estimate, and every row's influence on the estimate.
 
     ``means[m]`` is ``phi^(m)``, the bias-corrected exponentially weighted mean of
     realisation ``m``'s contributions with the weights of
     :class:`~ipfi_cli.core.smoothing.ExponentialMean` (their mean over ``m`` is the
-    estimate); ``within`` is the same weighted mean of the per-row sample variance
-    (``ddof=1``) of the ``M`` contributions.
+    estimate); ``influence`` is the :class:`~ipfi_cli.core.influence.DonorInfluence` of
+    the rows, which needs to hear of every draw (:meth:`explained`) and insertion
+    (:meth:`stored`) in the reservoirs of ``reservoir_size`` slots.
     """
 
-    def __init__(self, alpha: float, n_repeats: int, n: int) -> None:
+    def __init__(self, alpha: float, n_repeats: int, n: int, reservoir_size: int) -> None:
         if n_repeats < 2:
             raise ValueError(f"the spread of the realisations needs at least 2 of them, got {n_repeats}")
         self.alpha = float(alpha)
         self._decay = 1.0 - self.alpha
         self.means = np.zeros((int(n_repeats), int(n)))
-        self.within = np.zeros(int(n))
         self.weight = 0.0
         self.count = 0
+        self.influence = DonorInfluence(self.alpha, int(n_repeats), int(n), int(reservoir_size))
+
+    def explained(self, row: int, donor_slots: np.ndarray | None) -> None:
+        """Row ``row``'s replacements were drawn from slots ``donor_slots`` (shape ``(M, G)``;
+        ``None``: not from the reservoirs)."""
+        self.influence.explained(row, donor_slots)
+
+    def cancel(self, row: int) -> None:
+        """Row ``row``'s draw is not followed by its contributions (its model call failed)."""
+        self.influence.cancel(row)
+
+    def stored(self, row: int, written: np.ndarray) -> None:
+        """Row ``row`` was offered to the reservoirs and went to slots ``written`` (see
+        :meth:`~ipfi_cli.core.samplers.Reservoir.insert`)."""
+        self.influence.stored(row, written)
 
     def update(self, contributions: np.ndarray) -> None:
-        """Fold in one row's contributions, shape ``(M, n)``."""
+        """Fold in the oldest drawn row's contributions, shape ``(M, n)``."""
         self.weight = self.weight * self._decay + self.alpha
         step = self.alpha / self.weight           # 1 at the first row: the means start at its values
         self.means += step * (contributions - self.means)
-        self.within += step * (contributions.var(axis=0, ddof=1) - self.within)
+        self.influence.fold(contributions)
         self.count += 1
 
     def state_dict(self) -> dict[str, object]:
         """The whole state as plain data (numbers and arrays), for :meth:`load_state_dict`."""
-        return {"alpha": self.alpha, "means": self.means.copy(), "within": self.within.copy(),
-                "weight": self.weight, "count": self.count}
+        return {"alpha": self.alpha, "means": self.means.copy(), "weight": self.weight, "count": self.count,
+                "influence": self.influence.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s data (the same ``alpha``, realisations and features)."""
@@ -121,14 +139,26 @@ class RealisationSpread:
         if float(state["alpha"]) != self.alpha or means.shape != self.means.shape:
             raise ValueError(f"the state is of alpha {state['alpha']} and realisations x features "
                              f"{means.shape}, not {self.alpha} and {self.means.shape}")
+        if "influence" not in state:
+            raise ValueError("the state's realisations bounds are of an earlier ipfi, which did not follow "
+                             "each row's role as a replacement: start a new state for these bounds")
+        self.influence.load_state_dict(state["influence"])
         self.means = means
-        self.within = np.array(state["within"], dtype=np.float64).reshape(self.within.shape)
         self.weight = float(state["weight"])
         self.count = int(state["count"])
 
     def between(self) -> np.ndarray:
         """Sample variance (``ddof=1``) of the realisations' estimates, per feature."""
         return np.asarray(self.means.var(axis=0, ddof=1))
+
+    def stream_variance(self) -> np.ndarray:
+        """The variance of the estimate's expectation given the stream, from the rows' influences."""
+        return self.influence.stream_variance(self.means.mean(axis=0))
+
+    def stream_variance_and_dof(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`stream_variance` and its degrees of freedom (see
+        :meth:`~ipfi_cli.core.influence.DonorInfluence.stream_variance_and_dof`)."""
+        return self.influence.stream_variance_and_dof(self.means.mean(axis=0))
 
 
 def half_width(method: str, delta: float, variance: np.ndarray, effective_count: float,
@@ -157,12 +187,12 @@ def half_width(method: str, delta: float, variance: np.ndarray, effective_count:
     if spread is None or spread.count < 2 or not effective_count > 1.0:
         return np.full_like(variance, np.nan)
     n_repeats = spread.means.shape[0]
-    stream_part = np.maximum(variance - spread.within / n_repeats, 0.0) / effective_count
+    stream_part, stream_dof = spread.stream_variance_and_dof()
     draw_part = spread.between() / n_repeats
     total = stream_part + draw_part
     # Welch-Satterthwaite: the degrees of freedom of a sum of two estimated variances
     with np.errstate(divide="ignore", invalid="ignore"):
-        dof = total ** 2 / (stream_part ** 2 / (effective_count - 1.0) + draw_part ** 2 / (n_repeats - 1))
+        dof = total ** 2 / (stream_part ** 2 / stream_dof + draw_part ** 2 / (n_repeats - 1))
     dof = np.where(np.isfinite(dof), dof, effective_count - 1.0)
     return _t_quantile(1.0 - delta / 2.0, dof) * np.sqrt(total)
 

@@ -189,7 +189,7 @@ class IPFIEstimator:
             raise ValueError("bounds_method='realisations' follows the exponential smoothing; with "
                              f"smoothing={smoothing!r} choose 'chebyshev' or 'normal'")
         self.bounds_method = bounds_method
-        self._spread = (RealisationSpread(self.alpha, self.n_repeats, len(self.names))
+        self._spread = (RealisationSpread(self.alpha, self.n_repeats, len(self.names), self.reservoir_size)
                         if needs_realisations(bounds_method) else None)
         self._rng = np.random.default_rng(np.random.SeedSequence(seed))
         self._sampler: Reservoir | None = None  # built at the first row, when the value types are known
@@ -276,6 +276,8 @@ class IPFIEstimator:
             except Exception:
                 # the row is not explained: leave no trace of it, as if it never came
                 self._rng.bit_generator.state = rng_state
+                if self._spread is not None:
+                    self._spread.cancel(self.n_seen)
                 raise
             self._fold(losses)
         self._store(row)
@@ -604,7 +606,9 @@ class IPFIEstimator:
         return self._sampler
 
     def _store(self, values: Sequence[Any] | np.ndarray) -> None:
-        self._reservoir.insert(self._rng, np.asarray(values, dtype=self._reservoir.rows.dtype))
+        written = self._reservoir.insert(self._rng, np.asarray(values, dtype=self._reservoir.rows.dtype))
+        if self._spread is not None:
+            self._spread.stored(self.n_seen, written)
         if self._remover is not None:
             self._remover.learn(np.asarray(values))
         self.n_seen += 1
@@ -612,7 +616,10 @@ class IPFIEstimator:
     def _draw_replacements(self) -> np.ndarray:
         """Draw one earlier row per (realisation, group); return the value of every replaced cell."""
         rows = self._reservoir.rows
-        slots = self._reservoir.draw(self._rng, len(self.names)).reshape(-1)
+        slots = self._reservoir.draw(self._rng, len(self.names))
+        if self._spread is not None:
+            self._spread.explained(self.n_seen, slots)
+        slots = slots.reshape(-1)
         if self._pair_draw is not None:
             slots = slots[self._pair_draw]
         return rows.reshape(-1)[self._pair_offset + slots * rows.shape[2]]
@@ -620,6 +627,8 @@ class IPFIEstimator:
     def _draw_conditional(self, row: np.ndarray) -> np.ndarray:
         """Conditional removal: every replaced cell drawn given the row's other columns."""
         assert self._remover is not None
+        if self._spread is not None:
+            self._spread.explained(self.n_seen, None)
         return self._remover.draw_groups(self._rng, row, self._group_columns, self.n_repeats).reshape(-1)
 
     @property

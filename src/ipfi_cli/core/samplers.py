@@ -21,7 +21,7 @@ does the rest.
 >>> rng = np.random.default_rng(0)
 >>> sampler = GeometricReservoir(size=3, n_realisations=2, n_columns=1)
 >>> for t in range(5):
-...     sampler.insert(rng, np.array([t]))
+...     _ = sampler.insert(rng, np.array([t]))
 >>> sampler.filled, sampler.n_seen
 (3, 5)
 """
@@ -101,18 +101,21 @@ class Reservoir(ABC):
             raise ValueError("the reservoir is empty: insert a row before drawing")
         return rng.integers(0, self.filled, size=(self.n_realisations, n_draws))
 
-    def insert(self, rng: np.random.Generator, row: np.ndarray) -> None:
-        """Offer one row (an array in column order) to every realisation's reservoir."""
+    def insert(self, rng: np.random.Generator, row: np.ndarray) -> np.ndarray:
+        """Offer one row (an array in column order) to every realisation's reservoir; returns the
+        slot it went to in each (``size``: not kept)."""
         if self.filled < self.size:
             self.rows[:, self.filled] = row
+            written = np.full(self.n_realisations, self.filled)
             self.filled += 1
         else:
-            self._replace(rng, row)
+            written = self._replace(rng, row)
         self.n_seen += 1
+        return written
 
     @abstractmethod
-    def _replace(self, rng: np.random.Generator, row: np.ndarray) -> None:
-        """Insert ``row`` into full reservoirs."""
+    def _replace(self, rng: np.random.Generator, row: np.ndarray) -> np.ndarray:
+        """Insert ``row`` into full reservoirs; returns the slot written per realisation (``size``: none)."""
 
     @abstractmethod
     def _replacement_bounds(self, n_seen: np.ndarray) -> np.ndarray:
@@ -172,7 +175,7 @@ class Reservoir(ABC):
 
         >>> rng = np.random.default_rng(0)
         >>> sampler = GeometricReservoir(size=2, n_realisations=1, n_columns=1)
-        >>> sampler.insert(rng, np.array([5.0]))
+        >>> _ = sampler.insert(rng, np.array([5.0]))
         >>> sampler.draw_bounds(3, n_draws=2).tolist()   # 1 and then 2 slots; full from the 2nd insertion
         [[1, 1, 1], [2, 2, 2], [2, 2, 2]]
         """
@@ -188,7 +191,7 @@ class Reservoir(ABC):
         reject a word (rare) or a bound exceeds 32 bits.
 
         >>> sampler = GeometricReservoir(size=2, n_realisations=1, n_columns=1)
-        >>> sampler.insert(np.random.default_rng(0), np.array([5.0]))
+        >>> _ = sampler.insert(np.random.default_rng(0), np.array([5.0]))
         >>> a, b = np.random.default_rng(1), np.random.default_rng(1)
         >>> one_by_one = [b.integers(0, bounds).tolist() for bounds in sampler.draw_bounds(4, n_draws=2)]
         >>> sampler.draw_integers(a, 4, n_draws=2).tolist() == one_by_one
@@ -302,11 +305,12 @@ class UniformReservoir(Reservoir):
 
     name = "uniform"
 
-    def _replace(self, rng: np.random.Generator, row: np.ndarray) -> None:
+    def _replace(self, rng: np.random.Generator, row: np.ndarray) -> np.ndarray:
         slots = rng.integers(0, self.n_seen + 1, size=self.n_realisations)
         keep = slots < self.size
         if keep.any():
             self.rows[self._realisation_ids[keep], slots[keep]] = row
+        return np.where(keep, slots, self.size)
 
     def _replacement_bounds(self, n_seen: np.ndarray) -> np.ndarray:
         return n_seen + 1
@@ -325,9 +329,10 @@ class GeometricReservoir(Reservoir):
 
     name = "geometric"
 
-    def _replace(self, rng: np.random.Generator, row: np.ndarray) -> None:
+    def _replace(self, rng: np.random.Generator, row: np.ndarray) -> np.ndarray:
         slots = rng.integers(0, self.size, size=self.n_realisations)
         self.rows[self._realisation_ids, slots] = row
+        return slots
 
     def _replacement_bounds(self, n_seen: np.ndarray) -> np.ndarray:
         return np.full(len(n_seen), self.size)
