@@ -203,8 +203,8 @@ def explain(
     bounds_method: Annotated[BoundsMethod, typer.Option(
         "--bounds-method", help="How bounds are computed: chebyshev (the paper's; assumes independent rows, "
         "no distribution; conservative), normal (independent rows, normal quantile; too narrow when reservoir "
-        "rows are reused for long) or realisations (calibrated: adds the spread of the M realisations, so "
-        "reused reservoir rows are counted; needs --repeats 2 or more).",
+        "rows are reused for long) or realisations (calibrated: counts each row as explained row and as the "
+        "replacement drawn for later rows, and the spread of the M realisations; needs --repeats 2 or more).",
         rich_help_panel=PANEL_OUTPUT)] = "chebyshev",
     delta: Annotated[float, typer.Option(
         "--delta", help="Bounds hold with probability 1 - delta (approximately; see the docs).",
