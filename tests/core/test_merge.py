@@ -194,3 +194,12 @@ def test_a_state_saved_between_micro_batches_continues_bit_for_bit(half_life):
     tail = [second.explain_many(rows[i:i + 37], y[i:i + 37].tolist()) for i in range(148, 300, 37)]
     assert np.array_equal(np.concatenate(head + tail), expected, equal_nan=True)
     assert np.array_equal(second.bound_array(), whole.bound_array(), equal_nan=True)
+
+
+def test_realisations_bounds_are_refused():
+    """The realisations' bounds follow the exponential smoothing by rows, which a mergeable explainer
+    replaces: refused when asked, rather than bounds from means that never move."""
+    model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))
+    with pytest.raises(ValueError, match="exponential smoothing by rows"):
+        MergeablePFI(model, ["a", "b"], half_life=60.0, bounds_method="realisations")
+    assert MergeablePFI(model, ["a", "b"], half_life=60.0, bounds_method="normal").bounds_method == "normal"

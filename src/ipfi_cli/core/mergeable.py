@@ -51,6 +51,9 @@ class MergeablePFI(IPFIEstimator):
     def __init__(self, *args: Any, half_life: float | None = None, time_column: str | None = None,
                  **kwargs: Any) -> None:
         kwargs.pop("alpha", None)
+        if kwargs.get("bounds_method") == "realisations":
+            raise ValueError("bounds_method='realisations' follows the exponential smoothing by rows; smoothed "
+                             "by event time or the running mean, choose 'chebyshev' or 'normal'")
         super().__init__(*args, **kwargs)
         self.half_life = half_life
         #: where rows carry their event time, when no times are given (see :func:`~ipfi_cli.core.decay.event_time`)
