@@ -35,10 +35,11 @@ later rows were drawn and stored: a micro-batch's model call).
 >>> influence.stored(0, np.array([0, 0]))                 # row 0 fills both reservoirs' one slot
 >>> influence.explained(1, np.array([[0], [0]]))         # row 1 draws row 0 in both realisations
 >>> influence.stored(1, np.array([0, 0]))                 # and replaces it
->>> influence.fold(np.array([[1.0], [3.0]]))             # row 1's contributions
->>> # rows 1 (explained) and 0 (donor) each: U = (1 - 2, 3 - 2) = (-1, 1), a negative product: 0
->>> round(float(influence.stream_variance(np.array([2.0]))[0]), 6)
-0.0
+>>> influence.fold(np.array([[1.0], [1.2]]))             # row 1's contributions
+>>> # around an estimate of 0.5, rows 1 (explained) and 0 (donor) each have U = (0.5, 0.7):
+>>> # (2 * 0.5 * 0.7 + 2 * 0.5 * 0.7) / (M (M - 1) = 2) / (W^2 = 1)
+>>> round(float(influence.stream_variance(np.array([0.5]))[0]), 6)
+0.7
 """
 
 from __future__ import annotations
