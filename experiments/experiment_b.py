@@ -65,6 +65,9 @@ def main() -> None:
     parser.add_argument("--order", choices=["explain-first", "learn-first"], default="explain-first",
                         help="explain each row before the model learns it (prequential), or after (the order of "
                              "the paper's published code)")
+    parser.add_argument("--leaf-prediction", choices=["nba", "mc", "nb"], default="nba",
+                        help="the forest's leaf prediction (river's default nba: naive Bayes adaptive; mc: majority "
+                             "class, whose prediction depends only on the features the tree splits on)")
     parser.add_argument("--notes", type=Path, default=None, help="markdown bullet notes to add to the page")
     parser.add_argument("--page-only", action="store_true", help="rebuild the page from OUT/experiment_b.json")
     args = parser.parse_args()
@@ -74,12 +77,17 @@ def main() -> None:
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     md_path = args.out / "experiment_b.md"
+    leaves = "" if args.leaf_prediction == "nba" else f", leaf_prediction={args.leaf_prediction!r}"
+    model_text = f"forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True{leaves})"
     settings = {"rows": args.rows, "drift_at": args.drift_at, "interval": args.interval, "trees": args.trees,
                 "samplings": samplings, "alphas": alphas, "repeats": args.repeats, "reservoir": args.reservoir,
                 "model": "river forest.ARFClassifier(n_models=trees, seed=seed, binary_split=True)",
                 "script_version": SCRIPT_VERSION}
     if args.order != "explain-first":  # kept out otherwise: runs saved before the option stay valid
         settings["order"] = args.order
+    if args.leaf_prediction != "nba":  # likewise
+        settings["leaf_prediction"] = args.leaf_prediction
+        settings["model"] = settings["model"].replace(")", f", leaf_prediction={args.leaf_prediction!r})")
     store = RunStore(args.out / "experiment_b.json", settings)
     notes = []
     if args.notes and args.notes.is_file():
@@ -132,6 +140,7 @@ def main() -> None:
             f"{','.join(samplings)} --alphas {args.alphas} --interval {args.interval} --repeats {args.repeats} "
             f"--reservoir {args.reservoir} --seeds {args.seeds}"
             + ("" if args.order == "explain-first" else f" --order {args.order}")
+            + ("" if args.leaf_prediction == "nba" else f" --leaf-prediction {args.leaf_prediction}")
             + "` (a stopped run continues: finished runs are kept "
             "in `experiment_b.json`, the one under way in a checkpoint at each window's end).",
             "- Seed s: the streams (river Agrawal seed 1000 s for the function drift, 1000 s + 1 for the feature "
@@ -141,7 +150,8 @@ def main() -> None:
             "(age and elevel); river numbers the functions from 0, as the paper's code (which used river) did. "
             "Feature drift: function 2 throughout, and from the drift on the values of age and salary, and of "
             "elevel and car, are swapped.",
-            f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True)` (the paper's), "
+            f"- Model: river `{model_text}`"
+            + (" (the paper's), " if args.leaf_prediction == "nba" else " (the paper's, but for the leaves), ")
             + ("otherwise default, learning each row before it is explained (`--order learn-first`, as the "
                "paper's published code does)." if args.order == "learn-first"
                else "otherwise default, learning each row after it is explained (prequential)."),
@@ -176,7 +186,8 @@ def main() -> None:
             columns = list(rows[0][0])
             entry = run_scenario(
                 f"experiment_b_{scenario}", title, rows, columns,
-                lambda seed=seed: forest.ARFClassifier(n_models=args.trees, seed=seed, binary_split=True),
+                lambda seed=seed: forest.ARFClassifier(n_models=args.trees, seed=seed, binary_split=True,
+                                                      leaf_prediction=args.leaf_prediction),
                 samplings=samplings, alphas=alphas, interval=args.interval, n_repeats=args.repeats,
                 reservoir=args.reservoir, seed=seed, drift_at=args.drift_at, out=args.out,
                 artifacts=seed == min(seeds), learn_first=args.order == "learn-first")
