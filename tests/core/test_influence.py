@@ -119,3 +119,26 @@ def test_failed_row_leaves_no_influence():
             failing.explain_one(x, target)        # the same row again, as a retrying caller would
         clean.explain_one(x, target)
     assert failing.bound_array(0.05).tolist() == clean.bound_array(0.05).tolist()
+
+
+def test_pickled_explainer_continues_the_influence():
+    # a pickled explainer (joblib, multiprocessing) continues with the same bounds, also when it
+    # was pickled before the tracker kept its index arrays
+    import pickle
+
+    X, y = stream(120, seed=4)
+    settings = dict(loss="squared", alpha=0.05, n_repeats=3, sampling="geometric", reservoir_size=6, seed=8,
+                    bounds_method="realisations")
+    whole = IPFIEstimator(FunctionPredictor(LoggedModel()), COLUMNS, **settings)
+    whole.explain_many(X, y)
+    first = IPFIEstimator(FunctionPredictor(LoggedModel()), COLUMNS, **settings)
+    first.explain_many(X[:70], y[:70])
+    for drop_index_arrays in (False, True):
+        second = pickle.loads(pickle.dumps(first))
+        if drop_index_arrays:
+            tracker = second._spread.influence
+            state = {k: v for k, v in tracker.__dict__.items() if k not in ("_realisation", "_feature")}
+            tracker.__dict__.clear()
+            tracker.__setstate__(state)
+        second.explain_many(X[70:], y[70:])
+        assert second.bound_array(0.05).tolist() == whole.bound_array(0.05).tolist()

@@ -72,6 +72,9 @@ class DonorInfluence:
         self.sums = np.zeros((capacity, self.n_repeats, self.n))      # P per kept row
         self.weights = np.zeros((capacity, self.n_repeats, self.n))   # Q per kept row
         self.holders = np.zeros(capacity, dtype=np.int64)             # reservoirs holding the row
+        # the (realisation, feature) of each entry of a row's flattened (M, G) donors
+        self._realisation = np.repeat(np.arange(self.n_repeats), self.n)
+        self._feature = np.tile(np.arange(self.n), self.n_repeats)
         self.index: dict[int, int] = {}                               # row number -> kept position
         self._free = list(range(capacity - 1, -1, -1))
         self.closed = np.zeros((12, self.n))  # the sums of the rows no reservoir holds (see _products)
@@ -80,6 +83,13 @@ class DonorInfluence:
         # rows drawn for and not yet folded: (row number, donors (M, G) or None, rows that left the
         # reservoirs when it was stored)
         self._pending: deque[tuple[int, np.ndarray | None, list[int]]] = deque()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a tracker pickled before the index arrays were kept gets them here
+        self.__dict__.update(state)
+        if "_realisation" not in state:
+            self._realisation = np.repeat(np.arange(self.n_repeats), self.n)
+            self._feature = np.tile(np.arange(self.n), self.n_repeats)
 
     # -- events, in stream order -----------------------------------------------------------------
     def explained(self, row: int, donor_slots: np.ndarray | None) -> None:
@@ -134,10 +144,8 @@ class DonorInfluence:
         if donors is not None:
             index = self.index   # a donor is kept until the rows drawn before it left are folded
             where = np.array([index[d] for d in donors.ravel().tolist()], dtype=np.intp)
-            realisation = np.repeat(np.arange(self.n_repeats), self.n)
-            feature = np.tile(np.arange(self.n), self.n_repeats)
-            np.add.at(self.sums, (where, realisation, feature), weighted.ravel())
-            np.add.at(self.weights, (where, realisation, feature), step)
+            np.add.at(self.sums, (where, self._realisation, self._feature), weighted.ravel())
+            np.add.at(self.weights, (where, self._realisation, self._feature), step)
         self._release(left)
 
     # -- the variance --------------------------------------------------------------------------------
