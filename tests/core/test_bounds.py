@@ -92,6 +92,27 @@ def test_bounds_need_what_they_read():
         explainer.bound_array(1.5)
 
 
+def test_no_bound_where_its_numbers_cannot_be_right():
+    model = FunctionPredictor(lambda X: X[:, 0] * X[:, 1])
+    rows = np.random.default_rng(1).normal(size=(8, 2))
+    # alpha near 1: the estimate is about one row's contribution, whose spread is unknown (the weighted
+    # variance of n_eff ~ 1 rows is ~0, which gave bounds of 0): no bound, not a narrow number
+    near_one = IPFIEstimator(model, ["a", "b"], loss="squared", alpha=0.99, n_repeats=3, seed=0)
+    near_one.explain_many(rows, rows[:, 0])
+    assert np.isnan(near_one.bound_array(0.05, "normal")).all()
+    assert np.isnan(near_one.bound_array(0.05, "chebyshev")).all()
+    with pytest.raises(ValueError, match="alpha at most 0.5"):
+        IPFIEstimator(model, ["a", "b"], alpha=1.0, n_repeats=3, bounds_method="realisations")
+    # at the limit the bound is given
+    half = IPFIEstimator(model, ["a", "b"], loss="squared", alpha=0.5, n_repeats=3, seed=0)
+    half.explain_many(rows, rows[:, 0])
+    assert np.isfinite(half.bound_array(0.05, "normal")).all()
+    # a delta whose 1 - delta / 2 rounds to 1 (the normal quantile failed, the t quantile was inf)
+    with pytest.raises(ValueError, match=r"\[1e-10, 1\)"):
+        half.bound_array(1e-17, "normal")
+    assert np.isfinite(half.bound_array(1e-10, "normal")).all()
+
+
 def _rule(block: np.ndarray) -> np.ndarray:
     """river's Agrawal function 1 on (salary, age) columns."""
     salary, age = block[:, 0], block[:, 1]
@@ -129,3 +150,13 @@ def test_realisations_bound_covers_on_the_oracle():
     ratio = np.median(widths) / np.quantile(errors, 0.95)
     assert coverage >= 0.87, coverage
     assert ratio <= 1.6, ratio
+
+
+def test_a_state_of_another_bounds_method_names_both():
+    model = FunctionPredictor(lambda X: X[:, 0] - X[:, 1])
+    rows = np.random.default_rng(2).normal(size=(6, 2))
+    saved = IPFIEstimator(model, ["a", "b"], loss="squared", n_repeats=2, seed=0, bounds_method="realisations")
+    saved.explain_many(rows, rows[:, 0])
+    plain = IPFIEstimator(model, ["a", "b"], loss="squared", n_repeats=2, seed=0)   # chebyshev, left out of states
+    with pytest.raises(ValueError, match="bounds_method: state 'realisations', here 'chebyshev'"):
+        plain.load_state_dict(saved.state_dict())

@@ -59,6 +59,16 @@ def test_first_value_is_the_mean_and_effective_count_tends_to_2_over_alpha():
     assert tracker.effective_count == pytest.approx(2 / 0.01 - 1, rel=1e-6)
 
 
+def test_effective_count_when_the_squared_weights_underflow():
+    # alpha ** 2 is 0 in floating point: every weight is alike, and n_eff is the count (it divided by 0)
+    tracker = ExponentialMean(1e-200, 1)
+    for v in (1.0, 2.0, 4.0):
+        tracker.update(np.array([v]))
+    assert tracker.sum_sq_weights == 0.0
+    assert tracker.effective_count == 3.0
+    assert tracker.mean.tolist() == pytest.approx([7 / 3], rel=1e-12)
+
+
 @pytest.mark.parametrize("alpha", [0.0, -0.1, 1.5])
 def test_rejects_bad_alpha(alpha):
     with pytest.raises(ValueError, match="alpha"):

@@ -65,6 +65,20 @@ def test_a_sage_state_does_not_continue_a_pfi_run(ipfi, rows_csv, tree_model, tm
     one_error(ipfi(rows_csv, "-m", tree_model, *STATIC, "-o", out, "--state", state), "--method: state 'sage'")
 
 
+@pytest.mark.parametrize("saved, now", [("realisations", "chebyshev"), ("chebyshev", "realisations")])
+def test_another_bounds_method_is_named_when_refused(ipfi, rows_csv, tree_model, tmp_path, saved, now):
+    # the default (chebyshev) is left out of a state; the refusal names it all the same, on both sides
+    def method(name: str) -> tuple[str, ...]:
+        return ("--bounds",) + (("--bounds-method", name) if name != "chebyshev" else ())
+
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+    assert ipfi(rows_csv, "-m", tree_model, *STATIC, *method(saved), "-o", out, "--state", state).exit_code == 0
+    before = out.read_bytes()
+    one_error(ipfi(rows_csv, "-m", tree_model, *STATIC, *method(now), "-o", out, "--state", state),
+              f"--bounds-method: state {saved!r}, now {now!r}")
+    assert out.read_bytes() == before
+
+
 def test_a_sage_state_of_an_earlier_ipfi_is_refused_in_one_line(ipfi, rows_csv, tree_model, tmp_path):
     """An iSAGE state without its orderings' stream (saved before they had one) cannot be continued
     with the same numbers: refused, naming the file, and the state file is left as it was."""

@@ -207,14 +207,16 @@ def explain(
         "replacement drawn for later rows, and the spread of the M realisations; needs --repeats 2 or more).",
         rich_help_panel=PANEL_OUTPUT)] = "chebyshev",
     delta: Annotated[float, typer.Option(
-        "--delta", help="Bounds hold with probability 1 - delta (approximately; see the docs).",
+        "--delta", help="Bounds hold with probability 1 - delta (approximately; see the docs); from 1e-10. "
+        "Bounds need --alpha at most 0.5.",
         rich_help_panel=PANEL_OUTPUT)] = 0.05,
     meta: Annotated[Optional[str], typer.Option(
         "--meta", help="Write a JSON sidecar here at the end: seed, all settings, library versions, rows "
         "seen, final importances.", rich_help_panel=PANEL_OUTPUT, show_default=False, metavar="FILE")] = None,
     batch_size: Annotated[int, typer.Option(
-        "--batch-size", min=1, help="At most this many rows per model call for a static model (rows already "
-        "waiting are batched; a slow stream is never held back).", rich_help_panel=PANEL_INPUT)] = 1000,
+        "--batch-size", min=1, help="At most this many rows per model call for a static model, and per "
+        "micro-batch (rows already waiting are batched; a slow stream is never held back; with --learn the "
+        "model still learns row by row).", rich_help_panel=PANEL_INPUT)] = 1000,
     on_bad_row: OnBadRowOpt = "fail",
     state: Annotated[Optional[str], typer.Option(
         "--state", help="Keep the run's whole state in this file (the explainer, the counters, where the traces "
@@ -224,7 +226,7 @@ def explain(
         "pickle (STATE.model-*), which the state vouches for by its SHA-256.", rich_help_panel=PANEL_STATE, show_default=False, metavar="PATH")] = None,
     checkpoint_every: Annotated[int, typer.Option(
         "--checkpoint-every", min=1, help="With --state: save the state after this many more input rows (at the "
-        "end of the micro-batch that reaches them).", rich_help_panel=PANEL_STATE)] = CHECKPOINT_EVERY,
+        "end of the micro-batch that reaches them: --batch-size rows at most, also with --learn).", rich_help_panel=PANEL_STATE)] = CHECKPOINT_EVERY,
     skip_seen: Annotated[bool, typer.Option(
         "--skip-seen/--no-skip-seen", help="When continuing from --state: the input is the whole stream again and "
         "the rows the state has read are skipped (the last one is checked), or, with --no-skip-seen, the input "
@@ -317,14 +319,24 @@ def explain(
     if quiet and verbose:
         raise usage_error("use either --quiet or --verbose, not both", "--quiet")
     params = pfi_params(alpha, repeats, sampling, reservoir_size)
-    if not 0.0 < delta < 1.0:
-        raise usage_error(f"must be in (0, 1), got {delta}", "--delta")
+    from ipfi_cli.core.bounds import check_bounds_alpha, check_delta
+
+    try:
+        check_delta(delta)
+    except ValueError as error:
+        raise usage_error(str(error).removeprefix("delta "), "--delta") from None
     if value(bounds_method) == "realisations" and repeats < 2:
         raise usage_error("realisations measures the spread of the M realisations: it needs --repeats 2 or more",
                           "--bounds-method")
     if value(bounds_method) != "chebyshev" and (value(method) != "pfi" or value(smoothing) != "exponential"):
-        raise usage_error("is measured for --method pfi with --smoothing exponential; other methods and smoothings "
-                          "give the Chebyshev bound", "--bounds-method")
+        raise usage_error(f"{value(bounds_method)} is measured for --method pfi with --smoothing exponential; other "
+                          "methods and smoothings give the Chebyshev bound", "--bounds-method")
+    if ((bounds or value(bounds_method) == "realisations") and value(smoothing) == "exponential"
+            and not running_mean and half_life is None):
+        try:
+            check_bounds_alpha(params.alpha)
+        except ValueError as error:
+            raise usage_error(f"{error}; choose a smaller --alpha, or drop --bounds", "--alpha") from None
     if save_model and not learn:
         raise usage_error("needs --learn (without it the model does not change)", "--save-model")
     if not state and checkpoint_every != CHECKPOINT_EVERY:

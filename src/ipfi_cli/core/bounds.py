@@ -80,9 +80,25 @@ def check_method(method: str) -> None:
         raise ValueError(f"unknown bounds method {method!r}; one of {', '.join(BOUNDS_METHODS)}")
 
 
+#: the smallest delta: below it ``1 - delta / 2`` loses the digits the quantiles are computed from
+MIN_DELTA = 1e-10
+#: the largest smoothing rate a bound is given for: above it the estimate rests on fewer than
+#: three rows' worth of contributions (``n_eff = 2 / alpha - 1``), too few to estimate their spread
+#: (the weighted variance is then biased low by the factor ``1 - 1 / n_eff``)
+MAX_BOUNDS_ALPHA = 0.5
+
+
 def check_delta(delta: float) -> None:
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if not MIN_DELTA <= delta < 1.0:
+        raise ValueError(f"delta must be in [{MIN_DELTA:g}, 1), got {delta}")
+
+
+def check_bounds_alpha(alpha: float) -> None:
+    """A ``ValueError`` when ``alpha`` smooths over too few rows for a confidence bound."""
+    if alpha > MAX_BOUNDS_ALPHA:
+        raise ValueError(f"confidence bounds need alpha at most {MAX_BOUNDS_ALPHA:g}, got {alpha}: above it the "
+                         "estimate rests on fewer than three rows' worth of contributions, too few to estimate "
+                         "their spread")
 
 
 class RealisationSpread:

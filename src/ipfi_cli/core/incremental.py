@@ -39,7 +39,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ipfi_cli.core.bounds import RealisationSpread, check_delta, half_width, needs_realisations
+from ipfi_cli.core.bounds import (
+    MAX_BOUNDS_ALPHA,
+    RealisationSpread,
+    check_bounds_alpha,
+    check_delta,
+    half_width,
+    needs_realisations,
+)
 from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.losses import ABSOLUTE, SQUARED, ZERO_ONE, Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
@@ -57,6 +64,9 @@ _PLAIN_NUMBERS = (int, float)
 _PLAIN_TYPES = frozenset(_PLAIN_NUMBERS)
 #: built-in losses that give the same numbers for int64/float64 targets as for the Python objects
 _NUMERIC_TARGET_LOSSES = (ZERO_ONE, ABSOLUTE, SQUARED)
+#: settings :meth:`IPFIEstimator.settings_dict` leaves out at these values (states of the paper's iPFI
+#: stay as they were); named in messages as they are
+_OMITTED_SETTINGS = {"smoothing": "exponential", "bounds_method": "chebyshev"}
 
 
 def _is_number(value: Any) -> bool:
@@ -188,6 +198,8 @@ class IPFIEstimator:
         if bounds_method == "realisations" and smoothing != "exponential":
             raise ValueError("bounds_method='realisations' follows the exponential smoothing; with "
                              f"smoothing={smoothing!r} choose 'chebyshev' or 'normal'")
+        if needs_realisations(bounds_method):
+            check_bounds_alpha(self.alpha)
         self.bounds_method = bounds_method
         self._spread = (RealisationSpread(self.alpha, self.n_repeats, len(self.names), self.reservoir_size)
                         if needs_realisations(bounds_method) else None)
@@ -529,13 +541,14 @@ class IPFIEstimator:
 
     def bound_array(self, delta: float = 0.05, method: str | None = None) -> np.ndarray:
         """Confidence half-widths in ``names`` order by ``method`` (default :attr:`bounds_method`);
-        NaN before two explained rows."""
+        NaN before two explained rows, and with ``alpha`` above 0.5 (too few rows' worth for a bound)."""
         method = self.bounds_method if method is None else method
         if needs_realisations(method) and self._spread is None:
             raise ValueError(f"bounds method {method!r} needs the realisations' spread, which this explainer "
                              f"does not keep: create it with bounds_method={method!r}")
         tracker = self._tracker
-        if tracker.count < 2:
+        # NaN too where alpha smooths over too few rows for a bound (see check_bounds_alpha)
+        if tracker.count < 2 or (self.smoothing == "exponential" and self.alpha > MAX_BOUNDS_ALPHA):
             check_delta(delta)
             return np.full(len(self.names), np.nan)
         return half_width(method, delta, tracker.variance, tracker.effective_count, self._spread)
@@ -774,8 +787,9 @@ class IPFIEstimator:
                      if theirs.get(key) != mine.get(key)]
         if differing:
             key = differing[0]
+            default = _OMITTED_SETTINGS.get(key)  # settings_dict leaves out these defaults
             raise ValueError(f"the state belongs to an explainer with other settings ({key}: state "
-                             f"{theirs.get(key)!r}, here {mine.get(key)!r})")
+                             f"{theirs.get(key, default)!r}, here {mine.get(key, default)!r})")
         self._rng.bit_generator.state = dict(state["rng"])
         self._tracker.load_state_dict(state["tracker"])
         sampler = state["sampler"]

@@ -56,7 +56,11 @@ class WeightedMoments:
     def effective_count(self) -> float:
         """Kish's effective sample size ``weight**2 / sum_sq_weights``: the count when every value
         weighs alike, ``2/alpha - 1`` in the limit for exponential weights."""
-        return self.weight * self.weight / self.sum_sq_weights if self.count else 0.0
+        if not self.count:
+            return 0.0
+        if self.sum_sq_weights == 0.0:  # alpha so small that its square underflows: the weights are equal
+            return float(self.count)
+        return self.weight * self.weight / self.sum_sq_weights
 
     def standard_error(self) -> np.ndarray:
         """Standard deviation of the mean if the values were independent."""

@@ -49,6 +49,9 @@ def file_digest(path: str) -> str:
 
 #: an explainer's parameter -> the option that sets it, where the two names differ
 OPTION_NAMES = {"n_repeats": "--repeats"}
+#: run settings left out of a state at these values (states saved before the option resume as they
+#: did); a state without one has it at this value
+_OMITTED_SETTINGS = {"--bounds-method": "chebyshev"}
 
 
 def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str, Any]:
@@ -67,7 +70,7 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
         "--task": "classification" if plan.classification else "regression", "--every": s.every,
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
         # only when not the default, so a state saved before the option resumes as it did
-        **({"--bounds-method": s.bounds_method} if s.bounds_method != "chebyshev" else {}),
+        **({"--bounds-method": s.bounds_method} if s.bounds_method != _OMITTED_SETTINGS["--bounds-method"] else {}),
         "--by": list(s.by) if s.by else None,
         "--output-format": output_format_for(s.output, s.output_format),
         "--detect": None if s.watch is None else {
@@ -169,9 +172,13 @@ class StateKeeper:
             raise StateError(f"{self.path}: a merged state continues with new rows only: add --no-skip-seen (its "
                              "shards' inputs are not one input to skip)")
         saved = self.resumed["settings"]
+        keys = [*now, *(key for key in _OMITTED_SETTINGS if key not in now)]
         differences = [f"{key}: the model file differs from the one the run started with" if key == "--model"
-                       else f"{key}: state {saved.get(key)!r}, now {value!r}"
-                       for key, value in now.items() if saved.get(key) != value]
+                       else f"{key}: state {state!r}, now {value!r}"
+                       for key in keys
+                       for state, value in [(saved.get(key, _OMITTED_SETTINGS.get(key)),
+                                             now.get(key, _OMITTED_SETTINGS.get(key)))]
+                       if state != value]
         if differences:
             raise StateError(f"{self.path}: the state belongs to a run with other settings "
                              f"({'; '.join(differences)}); use that run's options, or a new --state to start a "
