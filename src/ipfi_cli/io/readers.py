@@ -330,7 +330,8 @@ class RowReader:
             try:
                 obj = orjson.loads(text)
             except orjson.JSONDecodeError as error:
-                yield self._bad(f"not valid JSON ({error})", line)
+                # the parser's own "line 2 column 1" would count lines of this one line (its newline)
+                yield self._bad(f"not valid JSON ({error.msg} at character {error.pos + 1} of the line)", line)
                 continue
             if type(obj) is not dict:
                 yield self._bad(f"expected a JSON object, got {type(obj).__name__ if obj is not None else 'null'}",
