@@ -75,6 +75,26 @@ def test_shards_merge_and_the_merged_state_continues(run, timed, hgb, tmp_path):
         sorted(merged_estimate, key=lambda k: -merged_estimate[k])[:2]
 
 
+def test_shards_with_the_normal_bound_merge(run, timed, hgb, tmp_path):
+    # the merging smoothings take the chebyshev or the normal bound (not realisations: refused)
+    bounds = ("--bounds", "--bounds-method", "normal")
+    states = [tmp_path / "a.state", tmp_path / "b.state"]
+    for name, state in zip("ab", states):
+        result = run("explain", timed[name], "-m", hgb, *TIMED, *bounds, "--seed", "1", "--state", state,
+                     "-o", tmp_path / f"{name}.csv")
+        assert result.exit_code == 0, result.stderr
+    merged = tmp_path / "merged.state"
+    assert run("merge", *states, "-o", merged).exit_code == 0
+    out = tmp_path / "later.csv"
+    result = run("explain", timed["later"], "-m", hgb, *TIMED, *bounds, "--state", merged, "--no-skip-seen",
+                 "-o", out)
+    assert result.exit_code == 0, result.stderr
+    last = parse_csv(out.read_text())[-1]
+    assert all(float(v) > 0 for k, v in last.items() if k.endswith("_bound") and k.startswith(("salary", "age")))
+    refused = run("explain", timed["a"], "-m", hgb, *TIMED, "--bounds", "--bounds-method", "realisations")
+    assert refused.exit_code == 2 and "chebyshev or normal" in " ".join(refused.stderr.split())
+
+
 def test_merge_refusals_are_one_line(run, timed, hgb, hoeffding, tmp_path):
     def state(name, *options, data=timed["a"], model=hgb):
         path = tmp_path / f"{name}.state"

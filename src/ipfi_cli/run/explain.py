@@ -257,9 +257,9 @@ class ExplainSession:
         s = self.settings
         if s.half_life is not None or s.running_mean:  # smoothing whose state merges (ipfi merge)
             if s.method != "pfi" or s.removal != "marginal" or s.smoothing != "exponential" \
-                    or s.bounds_method != "chebyshev":
-                raise UsageError("smoothing that merges is iPFI's with marginal removal and the Chebyshev bound: "
-                                 "drop --method, --removal, --smoothing and --bounds-method",
+                    or s.bounds_method == "realisations":
+                raise UsageError("smoothing that merges is iPFI's with marginal removal and the chebyshev or normal "
+                                 "bound: drop --method, --removal and --smoothing, and choose one of those bounds",
                                  "--half-life" if s.half_life is not None else "--running-mean")
             from ipfi_cli.core.mergeable import MergeablePFI
 
