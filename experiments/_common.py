@@ -41,7 +41,7 @@ def environment() -> str:
     cpus = os.cpu_count()
     return (f"Python {platform.python_version()}, numpy {numpy.__version__}, scikit-learn {sklearn.__version__}, "
             f"river {river.__version__}; {cpus} CPU cores (shared with other work), "
-            f"`nice -n 10`, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+            f"niceness {os.nice(0)}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
