@@ -67,6 +67,22 @@ class ServiceError(ModelError):
     one row, so it is never located in a row nor skipped."""
 
 
+class ModelCallError(ModelError):
+    """The model raised while predicting or learning: ``cause`` is its own exception.
+
+    A run's model calls go through :class:`ipfi_cli.models.loading.GuardedPredictor`, which raises
+    this, so that a run can tell the model failing on a row (located and named, or skipped) from
+    ipfi failing (reported as unexpected, never skipped).
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {first_line(cause)}")
+        self.cause = cause
+
+    def __reduce__(self) -> tuple[type, tuple[BaseException]]:  # pickled (a Dask worker's) with its cause
+        return type(self), (self.cause,)
+
+
 class StateError(IpfiError, ValueError):
     """A ``--state`` file cannot be read, written or continued from."""
 

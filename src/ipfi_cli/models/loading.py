@@ -13,7 +13,57 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipfi_cli.core.predictor import Predictor
-from ipfi_cli.errors import ModelError, first_line
+from ipfi_cli.errors import IpfiError, ModelCallError, ModelError, first_line
+
+
+class GuardedPredictor:
+    """``predictor`` with each model call's own exceptions raised as :class:`ModelCallError`.
+
+    A run explains through this, so that it locates and names (or skips) the rows the model fails
+    on, while an error of ipfi's own is never taken for one. ipfi's errors from the adapters
+    (:class:`~ipfi_cli.errors.IpfiError`: a served model out of reach, an answer of the wrong
+    shape) pass as they are. Everything else is the wrapped predictor's.
+
+    >>> from ipfi_cli.core.losses import Output
+    >>> from ipfi_cli.models.adapters import as_predictor
+    >>> guarded = GuardedPredictor(as_predictor(lambda X: 1.0 / X[:, 0]))
+    >>> guarded.predict_records([{"a": "x"}], Output.VALUE, None)
+    Traceback (most recent call last):
+    ...
+    ipfi_cli.errors.ModelCallError: TypeError: unsupported operand type(s) for /: 'float' and 'str'
+    """
+
+    def __init__(self, predictor: Predictor) -> None:
+        self.predictor = predictor
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "predictor":  # not yet set (unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.predictor, name)
+
+    def predict_block(self, block: Any, columns: Sequence[str], output: Any, targets: Any) -> Any:
+        try:
+            return self.predictor.predict_block(block, columns, output, targets)
+        except IpfiError:
+            raise
+        except Exception as error:  # noqa: BLE001 - whatever the model raises is the model's failure
+            raise ModelCallError(error) from error
+
+    def predict_records(self, records: list[dict[str, Any]], output: Any, target: Any) -> Any:
+        try:
+            return self.predictor.predict_records(records, output, target)
+        except IpfiError:
+            raise
+        except Exception as error:  # noqa: BLE001
+            raise ModelCallError(error) from error
+
+    def learn_one(self, x: dict[str, Any], y: Any) -> None:
+        try:
+            self.predictor.learn_one(x, y)
+        except IpfiError:
+            raise
+        except Exception as error:  # noqa: BLE001
+            raise ModelCallError(error) from error
 
 
 @dataclass
@@ -21,7 +71,7 @@ class LoadedModel:
     """A loaded model and its predictor.
 
     ``kind`` is ``"scikit-learn"``, ``"river"`` or ``"function"``; ``warnings`` are one-line
-    messages from loading.
+    messages from loading. The predictor is kept guarded (:class:`GuardedPredictor`).
     """
 
     path: str
@@ -29,6 +79,10 @@ class LoadedModel:
     predictor: Predictor
     kind: str
     warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.predictor, GuardedPredictor):
+            self.predictor = GuardedPredictor(self.predictor)
 
     @property
     def description(self) -> str:
@@ -39,7 +93,7 @@ class LoadedModel:
         from ipfi_cli.models.adapters import as_predictor
 
         self.model = model
-        self.predictor = as_predictor(model)
+        self.predictor = GuardedPredictor(as_predictor(model))
 
 
 def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | None = None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipfi_cli.core.losses import Loss, Output
-from ipfi_cli.errors import InputError, RunError, ServiceError
+from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError
 from ipfi_cli.models.loading import LoadedModel
 from ipfi_cli.run.checks import labels_match_nothing
 from ipfi_cli.run.plan import InputSpec, RunPlan, Selection, plan_run
@@ -194,7 +194,7 @@ def screen_rows(rows: list[Any], predictor: Any, columns: list[str], output: Out
         return rows
     except ServiceError:  # the model cannot be reached: about no row
         raise
-    except Exception:  # noqa: BLE001 - some row fails: find which
+    except IpfiError:  # some row fails (the predictor is guarded): find which
         pass
     failing: list[tuple[int, BaseException]] = []
     reference: int | None = None
@@ -205,7 +205,7 @@ def screen_rows(rows: list[Any], predictor: Any, columns: list[str], output: Out
             _predict(predictor, block[lo:hi], columns, output, labels[lo:hi])
         except ServiceError:  # the model cannot be reached: about no row
             raise
-        except Exception as error:  # noqa: BLE001 - a row the model cannot take is in lo:hi
+        except IpfiError as error:  # a row the model cannot take is in lo:hi
             if hi - lo == 1:
                 failing.append((lo, error))
                 if checker.on_bad_row == "fail":
@@ -241,6 +241,6 @@ def _takes(predictor: Any, block: Any, columns: list[str], output: Output, label
         _predict(predictor, block, columns, output, [label])
     except ServiceError:  # the model cannot be reached: about no row
         raise
-    except Exception:  # noqa: BLE001
+    except IpfiError:
         return False
     return True

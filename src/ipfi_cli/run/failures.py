@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ipfi_cli.core.losses import Output
-from ipfi_cli.errors import ServiceError, first_line
+from ipfi_cli.errors import IpfiError, ModelCallError, ServiceError, first_line
 
 #: the largest 32-bit float: scikit-learn's trees take float32, so a larger value fails
 FLOAT32_MAX = 3.4028234663852886e38
@@ -26,7 +26,7 @@ def _predicts(predictor: Any, x: dict[str, Any], output: Output, label: Any) -> 
         predictor.predict_records([x], output, label)
     except ServiceError:  # the model cannot be reached: about no row
         raise
-    except Exception:  # noqa: BLE001 - any failure means "the model cannot take this row"
+    except IpfiError:  # the model (guarded) cannot take this row
         return False
     return True
 
@@ -77,6 +77,8 @@ def _guess_column(values: dict[str, Any], columns: Sequence[str], message: str) 
 def failure_message(source: str, number: int, line: int | None, values: dict[str, Any], columns: Sequence[str],
                     error: BaseException, column: str | None) -> str:
     """``source: row R (line L), column 'c': what: ErrorType: the model's message``."""
+    if isinstance(error, ModelCallError):
+        error = error.cause  # the model's own exception, by its own type
     message = first_line(error)
     cause = f"{type(error).__name__}: {message}"
     where = f"{source}: row {number}" + (f" (line {line})" if line is not None else "")  # Parquet has no lines

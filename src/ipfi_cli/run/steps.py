@@ -5,6 +5,11 @@ allows; a learning model explains each row with ``explain_one`` and then learns 
 the model fails inside a call, the part is bisected (the explainer is all or nothing per
 call, so the halves that work count exactly as if explained together) down to the row it
 fails on, which is named with its column and skipped or made the run's failure.
+
+Only ipfi's own errors about a row are located that way: the model's exceptions arrive as
+:class:`~ipfi_cli.errors.ModelCallError` (the run's predictor is guarded), a label the loss
+cannot take as a :class:`~ipfi_cli.errors.IpfiError`. Any other exception is ipfi failing: it
+stops the run as unexpected, after the records already written, and is never skipped as a row.
 """
 
 from __future__ import annotations
@@ -51,10 +56,11 @@ class RowSteps:
 
     def explain_block(self, good: GoodBlock) -> None:
         """Explain a block of good rows parsed in bulk (a static model): its inputs go to the
-        explainer as one array. Where the rows need more (bounds, a model that fails on one of
-        them, the stream's first row), they take the row path, with the same numbers."""
+        explainer as one array. Where the rows need more (bounds, event times, a model that fails
+        on one of them, the stream's first row), they take the row path, with the same numbers."""
         explainer = self.parts.explainer
-        if self.settings.learn or self.settings.bounds or explainer.n_seen == 0 or self.failure is not None:
+        if (self.settings.learn or self.settings.bounds or explainer.n_seen == 0 or self.failure is not None
+                or getattr(explainer, "time_column", None) is not None):  # event times are read from whole rows
             self.explain(good.good_rows())
             return
         watch = self.parts.watch
@@ -62,7 +68,7 @@ class RowSteps:
             result = explainer.explain_many(good.inputs, good.labels, return_contributions=watch is not None)
         except ServiceError:  # the model cannot be reached: about no row
             raise
-        except Exception as error:  # noqa: BLE001 - the explainer is as before the call: find the row
+        except IpfiError as error:  # the explainer is as before the call: find the row
             self._bisect(good.good_rows(), error)
             return
         block = good.block
@@ -123,7 +129,7 @@ class RowSteps:
                                                  return_contributions=watch is not None)
         except ServiceError:  # the model cannot be reached: about no row
             raise
-        except Exception as error:  # noqa: BLE001 - locate the row the model failed on
+        except IpfiError as error:  # locate the row the model (or its label) failed on
             self._bisect(part, error)
             return
         if watch is None:
@@ -153,7 +159,7 @@ class RowSteps:
             self.predictor.predict_records([{c: row.values[c] for c in self.columns}], output, row.label)
         except ServiceError:  # the model cannot be reached: about no row
             raise
-        except Exception as error:  # noqa: BLE001
+        except IpfiError as error:
             self._bad_model_row(row, error)
             return False
         return True
@@ -228,7 +234,7 @@ class RowSteps:
                                                   row.label)
             except ServiceError:  # the model cannot be reached: about no row
                 raise
-            except Exception as error:  # noqa: BLE001
+            except IpfiError as error:
                 self._bad_model_row(row, error)
                 if self.failure is not None:
                     raise self.failure from error
@@ -243,7 +249,7 @@ class RowSteps:
                 predictor.learn_one(x, row.label)
             except ServiceError:  # the model cannot be reached: about no row
                 raise
-            except Exception as error:  # noqa: BLE001
+            except IpfiError as error:
                 from ipfi_cli.run.failures import failure_message
 
                 message = failure_message(self.source, row.number, row.line, row.values,
