@@ -189,8 +189,10 @@ class StreamNumbers:
                    ndcg_threshold=threshold, events=dict(events))
 
 
-def stream_families(numbers: StreamNumbers, delta: float, started: float) -> list[Family]:
-    """The metric families of a stream's numbers (an importance not estimated yet is left out)."""
+def stream_families(numbers: StreamNumbers, delta: float, started: float, bounds_method: str = "chebyshev"
+                    ) -> list[Family]:
+    """The metric families of a stream's numbers (an importance not estimated yet is left out);
+    ``delta`` and ``bounds_method`` (``--bounds-method``) are the bound's, for its help text."""
     known = [j for j, v in enumerate(numbers.importances) if not math.isnan(v)]
     present = [numbers.importances[j] for j in known]
     order = ranks(present)
@@ -200,7 +202,8 @@ def stream_families(numbers: StreamNumbers, delta: float, started: float) -> lis
                "replaced by an earlier row's (in units of the loss of ipfi_run_info).", ("feature",),
                [((numbers.names[j],), numbers.importances[j]) for j in known]),
         Family("ipfi_feature_importance_bound", "gauge",
-               f"Half-width of the importance's confidence interval at level 1 - {delta} (Chebyshev).", ("feature",),
+               f"Half-width of the importance's confidence interval at level 1 - {delta} ({bounds_method} "
+               "bound, see ipfi explain --bounds-method).", ("feature",),
                [((numbers.names[j],), numbers.bounds[j]) for j in known if not math.isnan(numbers.bounds[j])]),
         Family("ipfi_feature_rank", "gauge", "The feature's rank by current importance (1 = most important; ties "
                "share the better rank).", ("feature",),
@@ -310,7 +313,8 @@ class MetricsExporter:
             if numbers.explained:
                 self._last_row_time = time.time()
         numbers.last_row_time = self._last_row_time
-        self.metrics.set([*self._info, *stream_families(numbers, self.session.settings.delta, self.started)])
+        self.metrics.set([*self._info, *stream_families(numbers, self.session.settings.delta, self.started,
+                                                                   self.session.settings.bounds_method)])
         if self.settings.metrics_textfile:
             from ipfi_cli.io.prometheus import write_textfile
 
