@@ -7,13 +7,20 @@ the exit code here. Heavy libraries are imported inside the run, so ``ipfi --hel
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated, Optional
 
 import typer
 
 from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
+from ipfi_cli.cli.explain_checks import (
+    check_bounds_options,
+    check_change_options,
+    check_label_options,
+    check_state_options,
+    half_life_seconds_of,
+    key_columns_of,
+)
 from ipfi_cli.cli.explainer_options import ConditionalSamplerOpt, RemovalOpt, SmoothingOpt
 from ipfi_cli.cli.model_options import (
     DEFAULT_MAX_ANSWER_MB,
@@ -319,81 +326,21 @@ def explain(
     if quiet and verbose:
         raise usage_error("use either --quiet or --verbose, not both", "--quiet")
     params = pfi_params(alpha, repeats, sampling, reservoir_size)
-    from ipfi_cli.core.bounds import check_bounds_alpha, check_delta
-
-    try:
-        check_delta(delta)
-    except ValueError as error:
-        raise usage_error(str(error).removeprefix("delta "), "--delta") from None
-    if value(bounds_method) == "realisations" and repeats < 2:
-        raise usage_error("realisations measures the spread of the M realisations: it needs --repeats 2 or more",
-                          "--bounds-method")
-    if value(bounds_method) != "chebyshev" and (value(method) != "pfi" or value(smoothing) != "exponential"):
-        raise usage_error(f"{value(bounds_method)} is measured for --method pfi with --smoothing exponential; other "
-                          "methods and smoothings give the Chebyshev bound", "--bounds-method")
-    if ((bounds or value(bounds_method) == "realisations") and value(smoothing) == "exponential"
-            and not running_mean and half_life is None):
-        try:
-            check_bounds_alpha(params.alpha)
-        except ValueError as error:
-            raise usage_error(f"{error}; choose a smaller --alpha, or drop --bounds", "--alpha") from None
+    check_bounds_options(bounds=bounds, bounds_method=value(bounds_method), delta=delta, repeats=repeats,
+                         method=value(method), smoothing=value(smoothing), running_mean=running_mean,
+                         half_life=half_life, alpha=params.alpha)
     if save_model and not learn:
         raise usage_error("needs --learn (without it the model does not change)", "--save-model")
-    if not state and checkpoint_every != CHECKPOINT_EVERY:
-        raise usage_error("needs --state (where to save the checkpoints)", "--checkpoint-every")
-    if not state and not skip_seen:
-        raise usage_error("needs --state (it says how to continue from one)", "--no-skip-seen")
-    if state:
-        same = [(name, path) for name, path in (("--output", output), ("INPUT", input), ("--model", model),
-                                                 ("--meta", meta), ("--save-model", save_model))
-                if path and path != "-" and os.path.abspath(path) == os.path.abspath(state)]
-        if same:
-            raise usage_error(f"is the same file as {same[0][0]}", "--state")
-    if max_keys is not None and not by:
-        raise usage_error("needs --by (it bounds the keys' explainers kept live)", "--max-keys")
-    key_columns = split_names([by]) if by is not None else None
-    if by is not None and not key_columns:
-        raise usage_error("give the key column(s): COL or COL,COL", "--by")
-    if key_columns and len(set(key_columns)) < len(key_columns):
-        raise usage_error("a key column is named twice", "--by")
-    if labels is None and (id_column is not None or labels_follow or label_wait != DEFAULT_LABEL_WAIT):
-        raise usage_error("needs --labels (where the late labels come from)",
-                          "--id" if id_column is not None else "--labels-follow" if labels_follow else "--label-wait")
-    if labels is not None:
-        from ipfi_cli.errors import UsageError
-        from ipfi_cli.run.late_labels import LabelWait
-
-        if not id_column:
-            raise usage_error("needs --id (the column that joins the rows and their labels)", "--labels")
-        if state:
-            raise usage_error("cannot be used with --state yet (the rows waiting for labels are not checkpointed)",
-                              "--labels")
-        if labels == "-" and input in (None, "-"):
-            raise usage_error("the input is standard input already: give the labels a file or a named pipe",
-                              "--labels")
-        try:
-            LabelWait.parse(label_wait)
-        except UsageError as error:
-            raise usage_error(error.message, "--label-wait") from None
+    check_state_options(state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen,
+                        files={"--output": output, "INPUT": input, "--model": model, "--meta": meta,
+                               "--save-model": save_model})
+    key_columns = key_columns_of(by, max_keys)
+    check_label_options(labels=labels, id_column=id_column, labels_follow=labels_follow, label_wait=label_wait,
+                        state=state, input=input)
+    half_life_seconds = half_life_seconds_of(time_column, half_life, running_mean)
+    check_change_options(change_delta, ndcg_threshold)
     from ipfi_cli.run.watch import WatchSettings
 
-    if (time_column is None) != (half_life is None):
-        raise usage_error("--time-column and --half-life go together (smoothing by event time needs both)",
-                          "--half-life" if half_life is None else "--time-column")
-    if running_mean and half_life is not None:
-        raise usage_error("is one smoothing and --half-life another: choose one", "--running-mean")
-    half_life_seconds = None
-    if half_life is not None:
-        from ipfi_cli.core.decay import parse_duration
-
-        try:
-            half_life_seconds = parse_duration(half_life)
-        except ValueError as error:
-            raise usage_error(str(error), "--half-life") from None
-    if not 0.0 < change_delta < 1.0:
-        raise usage_error(f"must be in (0, 1), got {change_delta}", "--change-delta")
-    if not 0.0 < ndcg_threshold <= 1.0:
-        raise usage_error(f"must be in (0, 1], got {ndcg_threshold}", "--ndcg-threshold")
     monitor = monitor_settings(metrics_port=metrics_port, metrics_addr=metrics_addr, metrics_textfile=metrics_textfile,
                                metrics_label=metrics_label, pushgateway=pushgateway, push_job=push_job,
                                push_label=push_label, webhook=webhook, webhook_format=webhook_format,
