@@ -142,3 +142,32 @@ def test_pickled_explainer_continues_the_influence():
             tracker.__setstate__(state)
         second.explain_many(X[70:], y[70:])
         assert second.bound_array(0.05).tolist() == whole.bound_array(0.05).tolist()
+
+
+@pytest.mark.parametrize("sampling", ["geometric", "uniform"])
+@pytest.mark.parametrize("alpha", [0.02, 0.5])   # 0.5: the weights are rescaled every ~100 rows
+def test_micro_batches_give_the_bits_of_row_by_row(sampling, alpha):
+    """Folding a micro-batch at once (``DonorInfluence.fold_many``, ``RealisationSpread.update_many``)
+    leaves every sum, weight and closed sum with the bits of folding row by row, whatever the
+    micro-batches' sizes."""
+    X, y = stream(400, seed=21)
+    settings = dict(loss="squared", alpha=alpha, n_repeats=3, sampling=sampling, reservoir_size=5, seed=13,
+                    bounds_method="realisations")
+    one = IPFIEstimator(FunctionPredictor(LoggedModel()), COLUMNS, **settings)
+    for row, target in zip(X, y):
+        one.explain_one(dict(zip(COLUMNS, row)), target)
+    expected = one._spread.state_dict()
+    for sizes, cells in (([400], None), ([1, 7, 50, 3, 139, 200], None), ([400], 64)):
+        many = IPFIEstimator(FunctionPredictor(LoggedModel()), COLUMNS, **settings)
+        if cells is not None:
+            many.max_block_cells = cells   # two rows per model call
+        start = 0
+        for size in sizes:
+            many.explain_many(X[start:start + size], y[start:start + size])
+            start += size
+        got = many._spread.state_dict()
+        for key in ("means", "weight", "count"):
+            assert np.array_equal(got[key], expected[key]), key
+        for key, value in expected["influence"].items():
+            assert np.array_equal(got["influence"][key], value), key
+        assert many.bound_array(0.05).tolist() == one.bound_array(0.05).tolist()

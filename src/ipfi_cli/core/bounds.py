@@ -144,6 +144,17 @@ class RealisationSpread:
         self.influence.fold(contributions)
         self.count += 1
 
+    def update_many(self, contributions: np.ndarray) -> None:
+        """:meth:`update` for consecutive rows' contributions, shape ``(T, M, n)``, to the same bits."""
+        alpha, decay, means = self.alpha, self._decay, self.means
+        weight = self.weight
+        for values in contributions:  # the means' recursion, row by row
+            weight = weight * decay + alpha
+            means += (alpha / weight) * (values - means)
+        self.weight = weight
+        self.influence.fold_many(contributions)
+        self.count += len(contributions)
+
     def state_dict(self) -> dict[str, object]:
         """The whole state as plain data (numbers and arrays), for :meth:`load_state_dict`."""
         return {"alpha": self.alpha, "means": self.means.copy(), "weight": self.weight, "count": self.count,

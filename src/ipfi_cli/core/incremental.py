@@ -452,6 +452,8 @@ class IPFIEstimator:
         tracker = self._tracker
         assert isinstance(tracker, ExponentialMean)  # _floats_stored chose this path for it alone
         out[...] = tracker.update_many(per_row)
+        if self._spread is not None:
+            self._spread.update_many(per_repeat)
         self.last_contributions = per_repeat[-1].copy()
         self.last_loss = float(unperturbed[-1])
         total = self._loss_sum
@@ -464,13 +466,9 @@ class IPFIEstimator:
 
     def _fold_pending(self, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray | None,
                       row_losses: np.ndarray | None) -> None:
-        """:meth:`_explain_many_batched`'s fold of consecutive rows' losses: :meth:`_fold` row by
-        row (a subclass may fold them at once, to the same bits)."""
-        for t, step in enumerate(losses):
-            self._fold(step)
-            out[t] = self._tracker.mean
-            if contributions is not None and row_losses is not None:
-                contributions[t], row_losses[t] = self.last_contribution, self.last_loss
+        """:meth:`_explain_many_batched`'s fold of consecutive rows' losses: :meth:`_fold_many`
+        (a subclass may fold them otherwise, to the same bits as :meth:`_fold` row by row)."""
+        self._fold_many(losses, out, contributions, row_losses)
 
     def _explain_many_batched(self, value_rows: list[list[Any]], targets: list[Any],
                               contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None

@@ -148,6 +148,52 @@ class DonorInfluence:
             np.add.at(self.weights, (where, self._realisation, self._feature), step)
         self._release(left)
 
+    def fold_many(self, contributions: np.ndarray) -> None:
+        """:meth:`fold` for the oldest ``len(contributions)`` pending rows (shape ``(T, M, G)``), in
+        order, to the same bits: the rows' own sums and their donors' are added with array
+        operations (a cell's additions keep their order), the rows that leave are folded into the
+        closed sums in the order :meth:`fold` would, and the weights' rescaling cuts the block."""
+        contributions = np.asarray(contributions, dtype=np.float64)
+        start, n_rows, decay = 0, len(contributions), 1.0 - self.alpha
+        while start < n_rows:
+            steps: list[float] = []
+            newest, total = self.newest_weight, self.total_weight
+            for _ in range(start, n_rows):
+                step = 1.0 if newest == 0.0 else newest / decay
+                if step > _REBASE:
+                    break
+                steps.append(step)
+                newest = step
+                total += step
+            if not steps:  # the weights are rescaled at this row: as fold does
+                self.fold(contributions[start])
+                start += 1
+                continue
+            end = start + len(steps)
+            self._fold_block(contributions[start:end], steps)
+            self.newest_weight, self.total_weight = newest, total
+            start = end
+
+    def _fold_block(self, contributions: np.ndarray, steps: list[float]) -> None:
+        """:meth:`fold_many` for rows whose weights need no rescaling (``steps``, in order)."""
+        pending = [self._pending.popleft() for _ in steps]
+        step = np.array(steps)
+        weighted = step[:, None, None] * contributions
+        own = np.array([self._position(row) for row, _, _ in pending], dtype=np.intp)
+        # distinct rows: one addition per cell, and before any later row's donor additions to it
+        self.sums[own] += weighted
+        self.weights[own] += step[:, None, None]
+        donors = [d for _, d, _ in pending]
+        if donors[0] is not None:
+            index = self.index
+            where = np.array([index[d] for block in donors for d in block.ravel().tolist()],  # type: ignore[union-attr]
+                             dtype=np.intp)
+            n_rows = len(steps)
+            realisation, feature = np.tile(self._realisation, n_rows), np.tile(self._feature, n_rows)
+            np.add.at(self.sums, (where, realisation, feature), weighted.reshape(-1))  # in row order
+            np.add.at(self.weights, (where, realisation, feature), np.repeat(step, self._realisation.size))
+        self._release([row for _, _, left in pending for row in left])
+
     # -- the variance --------------------------------------------------------------------------------
     def stream_variance(self, estimate: np.ndarray) -> np.ndarray:
         """The variance of the estimate's expectation given the stream, per feature (NaN before any
@@ -193,16 +239,26 @@ class DonorInfluence:
         self._free.extend(range(2 * old - 1, old - 1, -1))
 
     def _release(self, rows: list[int]) -> None:
-        """Fold the rows among ``rows`` that no reservoir holds any more into the closed sums."""
+        """Fold the rows among ``rows`` that no reservoir holds any more into the closed sums, one
+        after another in their order (the sums' rounding is that of adding them one by one)."""
+        released: list[int] = []
         for row in rows:
             position = self.index.get(row)
             if position is None or self.holders[position] > 0:
                 continue
-            self.closed += _products(self.sums[position:position + 1], self.weights[position:position + 1])
-            self.sums[position] = 0.0
-            self.weights[position] = 0.0
             del self.index[row]
-            self._free.append(position)
+            released.append(position)
+        if not released:
+            return
+        positions = np.array(released, dtype=np.intp)
+        terms = _row_products(self.sums[positions], self.weights[positions])
+        if len(released) == 1:
+            self.closed += terms[0]
+        else:  # accumulate adds in order: closed + terms[0] + terms[1] + ...
+            self.closed = np.add.accumulate(np.concatenate([self.closed[None], terms]), axis=0)[-1]
+        self.sums[positions] = 0.0
+        self.weights[positions] = 0.0
+        self._free.extend(released)
 
     def _rescale(self, factor: float) -> None:
         self.sums *= factor
@@ -241,6 +297,16 @@ class DonorInfluence:
         self.closed = np.array(state["closed"], dtype=np.float64).reshape(12, self.n)
         self.newest_weight = float(state["newest_weight"])
         self.total_weight = float(state["total_weight"])
+
+
+def _row_products(sums: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """:func:`_products` of each row alone, shape ``(rows, 12, G)``: ``_products(sums[r:r + 1],
+    weights[r:r + 1])`` is ``_row_products(sums, weights)[r]``, to the bit."""
+    p, q = sums.sum(axis=1), weights.sum(axis=1)
+    pp, pq, qq = p * p, p * q, q * q
+    p2, pw, w2 = (sums * sums).sum(1), (sums * weights).sum(1), (weights * weights).sum(1)
+    a, b, c = pp - p2, pq - pw, qq - w2
+    return np.stack([pp, pq, qq, p2, pw, w2, a * a, b * b, c * c, a * b, a * c, b * c], axis=1)
 
 
 def _products(sums: np.ndarray, weights: np.ndarray) -> np.ndarray:
