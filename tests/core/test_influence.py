@@ -171,3 +171,52 @@ def test_micro_batches_give_the_bits_of_row_by_row(sampling, alpha):
         for key, value in expected["influence"].items():
             assert np.array_equal(got["influence"][key], value), key
         assert many.bound_array(0.05).tolist() == one.bound_array(0.05).tolist()
+
+
+def test_a_copied_tracker_is_independent_and_equal():
+    """The run copies the tracker before each micro-batch (``copy.deepcopy``), to restore it when the
+    model fails: the copy must share no array, dict or list with the original."""
+    import copy
+
+    X, y = stream(80, seed=3)
+    explainer = IPFIEstimator(FunctionPredictor(LoggedModel()), COLUMNS, loss="squared", alpha=0.05, n_repeats=3,
+                              reservoir_size=6, seed=2, bounds_method="realisations")
+    explainer.explain_many(X[:60], y[:60])
+    tracker = explainer._spread.influence
+    twin = copy.deepcopy(tracker)
+    before = copy.deepcopy(tracker.state_dict())
+    for name, value in tracker.__dict__.items():
+        if isinstance(value, (np.ndarray, dict, list)):
+            assert twin.__dict__[name] is not value, name
+    twin.explained_stored_many(60, np.zeros((1, 3, 3), dtype=np.intp), np.zeros((1, 3), dtype=np.intp))
+    twin.fold_many(np.ones((1, 3, 3)))
+    after = tracker.state_dict()
+    for key, value in before.items():
+        assert np.array_equal(after[key], value), key
+
+
+def test_a_micro_batch_the_model_fails_on_leaves_the_influence_as_it_was():
+    X, y = stream(140, seed=6)
+    calls = {"n": 0, "fail": False}
+
+    def flaky(block: np.ndarray) -> np.ndarray:
+        calls["n"] += 1
+        if calls["fail"] and calls["n"] % 3 == 0:
+            raise RuntimeError("model server went away")
+        return 2.0 * block[:, 0] - block[:, 1]
+
+    settings = dict(loss="squared", alpha=0.05, n_repeats=3, reservoir_size=5, seed=4, bounds_method="realisations")
+    failing = IPFIEstimator(FunctionPredictor(flaky), COLUMNS, **settings)
+    failing.max_block_cells = 64   # several model calls per micro-batch: the third one fails
+    clean = IPFIEstimator(FunctionPredictor(lambda b: 2.0 * b[:, 0] - b[:, 1]), COLUMNS, **settings)
+    failing.explain_many(X[:70], y[:70])
+    clean.explain_many(X[:70], y[:70])
+    calls["fail"] = True
+    with pytest.raises(RuntimeError):
+        failing.explain_many(X[70:], y[70:])
+    calls["fail"] = False
+    failing.explain_many(X[70:], y[70:])
+    clean.explain_many(X[70:], y[70:])
+    assert failing.bound_array(0.05).tolist() == clean.bound_array(0.05).tolist()
+    for key, value in clean._spread.influence.state_dict().items():
+        assert np.array_equal(failing._spread.influence.state_dict()[key], value), key

@@ -136,6 +136,11 @@ class RealisationSpread:
         :meth:`~ipfi_cli.core.samplers.Reservoir.insert`)."""
         self.influence.stored(row, written)
 
+    def explained_stored_many(self, first_row: int, drawn: np.ndarray, written: np.ndarray) -> None:
+        """Rows ``first_row, first_row + 1, ...`` were each drawn for (slots ``drawn[t]``) and then
+        stored (slots ``written[t]``), in turn: :meth:`explained` then :meth:`stored` row by row."""
+        self.influence.explained_stored_many(first_row, drawn, written)
+
     def update(self, contributions: np.ndarray) -> None:
         """Fold in the oldest drawn row's contributions, shape ``(M, n)``."""
         self.weight = self.weight * self._decay + self.alpha

@@ -369,10 +369,9 @@ class IPFIEstimator:
     _array_path: ClassVar[bool] = True
 
     def _floats_stored(self) -> bool:
-        """The array path applies: the plain estimator (marginal removal, exponential smoothing, no
-        per-realisation spread for the bounds), a
+        """The array path applies: the plain estimator (marginal removal, exponential smoothing), a
         block predictor, and the reservoir (if any yet) holds floats."""
-        return (self._array_path and self._remover is None and self._spread is None
+        return (self._array_path and self._remover is None
                 and type(self._tracker) is ExponentialMean
                 and self.use_batch and (self._sampler is None or self._sampler.rows.dtype == np.float64))
 
@@ -417,7 +416,11 @@ class IPFIEstimator:
         for start in range(begin, n_rows, per_call):
             end = min(start + per_call, n_rows)
             part = rows[start:end]
-            replaced = self._reservoir.draw_insert_many(self._rng, part, n_groups, draw_index, self._pair_col)
+            slots: list[tuple[np.ndarray, np.ndarray]] | None = None if self._spread is None else []
+            replaced = self._reservoir.draw_insert_many(self._rng, part, n_groups, draw_index, self._pair_col,
+                                                        slots)
+            if slots:  # the calibrated bounds hear of each row's draw and insertion, in stream order
+                self._spread.explained_stored_many(self.n_seen, *slots[0])  # type: ignore[union-attr]
             self.n_seen += len(part)
             blocks = buffer[:len(part)]
             if whole_row is not None:

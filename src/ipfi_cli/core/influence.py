@@ -28,7 +28,9 @@ can be drawn no more, and its products are folded into twelve sums per feature.
 The events come in stream order: :meth:`DonorInfluence.explained` when a row's
 replacements are drawn, :meth:`DonorInfluence.stored` when it is offered to the
 reservoirs, :meth:`DonorInfluence.fold` when its contributions are known (possibly after
-later rows were drawn and stored: a micro-batch's model call).
+later rows were drawn and stored: a micro-batch's model call). A micro-batch's events come
+at once, with array operations and the same bits: :meth:`DonorInfluence.explained_stored_many`
+and :meth:`DonorInfluence.fold_many`.
 
 >>> import numpy as np
 >>> influence = DonorInfluence(alpha=0.5, n_repeats=2, n=1, reservoir_size=1)
@@ -44,6 +46,7 @@ later rows were drawn and stored: a micro-batch's model call).
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -68,6 +71,7 @@ class DonorInfluence:
         self.alpha = float(alpha)
         self.n_repeats, self.n, self.reservoir_size = int(n_repeats), int(n), int(reservoir_size)
         self.slot_rows = np.full((self.n_repeats, self.reservoir_size), -1, dtype=np.int64)
+        self.slot_positions = np.full(self.slot_rows.shape, -1, dtype=np.intp)  # their kept positions
         capacity = self.n_repeats * self.reservoir_size + 1
         self.sums = np.zeros((capacity, self.n_repeats, self.n))      # P per kept row
         self.weights = np.zeros((capacity, self.n_repeats, self.n))   # Q per kept row
@@ -80,8 +84,9 @@ class DonorInfluence:
         self.closed = np.zeros((12, self.n))  # the sums of the rows no reservoir holds (see _products)
         self.newest_weight = 0.0             # the last explained row's weight
         self.total_weight = 0.0              # W, in the same units
-        # rows drawn for and not yet folded: (row number, donors (M, G) or None, rows that left the
-        # reservoirs when it was stored)
+        # rows drawn for and not yet folded: (row number, its donors' kept positions (M, G) or None,
+        # rows that left the reservoirs when it was stored); a donor's position is kept until the
+        # rows drawn before it left are folded
         self._pending: deque[tuple[int, np.ndarray | None, list[int]]] = deque()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -90,6 +95,22 @@ class DonorInfluence:
         if "_realisation" not in state:
             self._realisation = np.repeat(np.arange(self.n_repeats), self.n)
             self._feature = np.tile(np.arange(self.n), self.n_repeats)
+        if "slot_positions" not in state:  # pickled between calls: nothing pending
+            self.slot_positions = self._positions_of(self.slot_rows)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DonorInfluence:
+        # a run copies the tracker before each micro-batch (to restore it if the model fails): its
+        # arrays, dict and lists hold only numbers, so they are copied whole, not item by item
+        twin = object.__new__(type(self))
+        for name, value in self.__dict__.items():
+            twin.__dict__[name] = value.copy() if isinstance(value, (np.ndarray, dict, list)) \
+                else copy.deepcopy(value, memo)
+        return twin
+
+    def _positions_of(self, slot_rows: np.ndarray) -> np.ndarray:
+        index = self.index
+        return np.array([[index.get(int(r), -1) if r >= 0 else -1 for r in row] for row in slot_rows.tolist()],
+                        dtype=np.intp).reshape(slot_rows.shape)
 
     # -- events, in stream order -----------------------------------------------------------------
     def explained(self, row: int, donor_slots: np.ndarray | None) -> None:
@@ -97,7 +118,7 @@ class DonorInfluence:
         ``m`` drew for feature ``g`` (``None`` when the replacements come from elsewhere:
         conditional removal)."""
         donors = None if donor_slots is None else \
-            np.take_along_axis(self.slot_rows, np.asarray(donor_slots, dtype=np.intp), axis=1)
+            np.take_along_axis(self.slot_positions, np.asarray(donor_slots, dtype=np.intp), axis=1)
         self._pending.append((int(row), donors, []))
 
     def cancel(self, row: int) -> None:
@@ -118,6 +139,7 @@ class DonorInfluence:
                 if not self.holders[self.index[old]]:
                     left.append(old)
             self.slot_rows[m, slot] = row
+            self.slot_positions[m, slot] = position
             self.holders[position] += 1
         if not self.holders[position]:
             left.append(row)
@@ -127,6 +149,72 @@ class DonorInfluence:
             self._pending[-1][2].extend(left)
         else:                                      # not explained, or already folded
             self._release(left)
+
+    def explained_stored_many(self, first_row: int, drawn: np.ndarray, written: np.ndarray) -> None:
+        """Rows ``first_row, first_row + 1, ...`` were each drawn for (slots ``drawn[t]``, shape
+        ``(M, G)``) and then stored (slots ``written[t]``, shape ``(M,)``), in turn: exactly
+        :meth:`explained` then :meth:`stored` row by row, with array operations.
+
+        Each slot's occupant when a row draws from it, and the row each write evicts, follow from
+        the writes sorted by slot; a row leaves the reservoirs at the eviction that takes its
+        last holder (a new row not stored anywhere, at once), in the order of the writes."""
+        drawn = np.asarray(drawn, dtype=np.intp)
+        written = np.asarray(written, dtype=np.intp)
+        n_rows, n_real = written.shape
+        if not n_rows:
+            return
+        size = self.reservoir_size
+        positions = np.array([self._position(row) for row in range(first_row, first_row + n_rows)], dtype=np.intp)
+        kept = written < size
+        write_t, write_m = np.nonzero(kept)                     # in the order of the writes
+        cells = write_m * size + written[write_t, write_m]
+        order = np.lexsort((write_t, cells))                    # by slot, then in time
+        slot_cells, slot_t = cells[order], write_t[order]
+        new_slot = np.ones(len(order), dtype=bool)
+        new_slot[1:] = slot_cells[1:] != slot_cells[:-1]
+        before_rows, before_positions = self.slot_rows.reshape(-1), self.slot_positions.reshape(-1)
+        previous_t = np.roll(slot_t, 1)
+        # the occupant each write evicts: the slot's previous writer in these rows, else the one before
+        evicted_position = np.empty(len(order), dtype=np.intp)
+        evicted_position[order] = np.where(new_slot, before_positions[slot_cells], positions[previous_t])
+        evicted_row = np.empty(len(order), dtype=np.int64)
+        evicted_row[order] = np.where(new_slot, before_rows[slot_cells], first_row + previous_t)
+        # each draw's donor: the last writer of its slot before the row, else the occupant before
+        draw_cells = (drawn + (np.arange(n_real) * size)[None, :, None]).reshape(n_rows, -1)
+        keys = slot_cells * (n_rows + 1) + slot_t
+        query = draw_cells * (n_rows + 1) + np.arange(n_rows)[:, None]
+        if len(keys):
+            last = np.maximum(np.searchsorted(keys, query, side="left") - 1, 0)
+            found = (slot_cells[last] == draw_cells) & (keys[last] < query)
+            donors = np.where(found, positions[slot_t[last]], before_positions[draw_cells])
+        else:  # no row was kept: every draw reads the slots as they were
+            donors = before_positions[draw_cells]
+        # holders: a row leaves at the eviction that takes its last one
+        holders = self.holders
+        np.add.at(holders, positions, kept.sum(axis=1))
+        evicts = np.flatnonzero(evicted_position >= 0)
+        counts = np.bincount(evicted_position[evicts], minlength=len(holders))
+        holders -= counts
+        reverse = evicts[::-1]
+        gone, last_eviction = np.unique(evicted_position[reverse], return_index=True)
+        leaving = holders[gone] == 0
+        left_writes = reverse[last_eviction[leaving]]           # the eviction each leaving row left at
+        left_at = np.concatenate([write_t[left_writes] * (n_real + 1) + write_m[left_writes],
+                                  np.flatnonzero(~kept.any(axis=1)) * (n_real + 1) + n_real])
+        left_rows = np.concatenate([evicted_row[left_writes], first_row + np.flatnonzero(~kept.any(axis=1))])
+        sequence = np.argsort(left_at, kind="stable")
+        left: list[list[int]] = [[] for _ in range(n_rows)]
+        for at, row in zip((left_at[sequence] // (n_real + 1)).tolist(), left_rows[sequence].tolist()):
+            left[at].append(row)
+        # the slots afterwards: each one's last writer
+        last_write = np.ones(len(order), dtype=bool)
+        last_write[:-1] = slot_cells[1:] != slot_cells[:-1]
+        self.slot_rows.reshape(-1)[slot_cells[last_write]] = first_row + slot_t[last_write]
+        self.slot_positions.reshape(-1)[slot_cells[last_write]] = positions[slot_t[last_write]]
+        donors = donors.reshape(drawn.shape)
+        append = self._pending.append
+        for t in range(n_rows):
+            append((first_row + t, donors[t], left[t]))
 
     def fold(self, contributions: np.ndarray) -> None:
         """The oldest pending row's contributions, shape ``(M, G)``."""
@@ -142,8 +230,7 @@ class DonorInfluence:
         self.sums[own] += weighted
         self.weights[own] += step
         if donors is not None:
-            index = self.index   # a donor is kept until the rows drawn before it left are folded
-            where = np.array([index[d] for d in donors.ravel().tolist()], dtype=np.intp)
+            where = donors.ravel()
             np.add.at(self.sums, (where, self._realisation, self._feature), weighted.ravel())
             np.add.at(self.weights, (where, self._realisation, self._feature), step)
         self._release(left)
@@ -185,9 +272,7 @@ class DonorInfluence:
         self.weights[own] += step[:, None, None]
         donors = [d for _, d, _ in pending]
         if donors[0] is not None:
-            index = self.index
-            where = np.array([index[d] for block in donors for d in block.ravel().tolist()],  # type: ignore[union-attr]
-                             dtype=np.intp)
+            where: np.ndarray = np.concatenate(donors).reshape(-1)  # type: ignore[arg-type]
             n_rows = len(steps)
             realisation, feature = np.tile(self._realisation, n_rows), np.tile(self._feature, n_rows)
             np.add.at(self.sums, (where, realisation, feature), weighted.reshape(-1))  # in row order
@@ -294,6 +379,7 @@ class DonorInfluence:
             position = self._position(int(row))
             self.sums[position], self.weights[position] = s, w
             self.holders[position] = int(np.count_nonzero(slot_rows == row))
+        self.slot_positions = self._positions_of(slot_rows)
         self.closed = np.array(state["closed"], dtype=np.float64).reshape(12, self.n)
         self.newest_weight = float(state["newest_weight"])
         self.total_weight = float(state["total_weight"])

@@ -136,20 +136,26 @@ class Reservoir(ABC):
         return filled, full, np.where(full, self._replacement_bounds(self.n_seen + step), 1)
 
     def draw_insert_many(self, rng: np.random.Generator, rows: np.ndarray, n_draws: int,
-                         draw_index: np.ndarray, column: np.ndarray) -> np.ndarray:
+                         draw_index: np.ndarray, column: np.ndarray,
+                         slots: list[tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
         """For each of ``rows`` in turn, :meth:`draw` then :meth:`insert`, with array operations.
 
         The random numbers, the slots and the reservoirs afterwards are exactly those of
         the row-by-row calls. Returns the drawn values, shape ``(len(rows), len(column))``:
         ``out[t, p]`` is column ``column[p]`` of the stored row that draw ``draw_index[p]``
         (a flat index into :meth:`draw`'s ``(n_realisations, n_draws)`` result) picked at
-        row ``t``. Needs at least one stored row.
+        row ``t``. Needs at least one stored row. With ``slots`` (a list), the slots of every
+        row's draw and insertion are appended to it: ``(drawn, written)``, shapes ``(len(rows),
+        n_realisations, n_draws)`` and ``(len(rows), n_realisations)``, what :meth:`draw` and
+        :meth:`insert` return row by row.
         """
         if self.filled == 0:
             raise ValueError("the reservoir is empty: insert a row before drawing")
         rows = np.asarray(rows, dtype=self.rows.dtype)
         n_rows, n_real = len(rows), self.n_realisations
         if not n_rows:
+            if slots is not None:
+                slots.append((np.empty((0, n_real, n_draws), dtype=np.intp), np.empty((0, n_real), dtype=np.intp)))
             return np.empty((0, len(column)), dtype=self.rows.dtype)
         filled, full, insert_bounds = self._schedule(n_rows)
         per_draw = n_real * n_draws
@@ -159,8 +165,11 @@ class Reservoir(ABC):
             if int(bounds.max(initial=1)) <= _WORD else None
         if drawn is None:  # a word numpy would reject (rare) or a bound beyond 32 bits
             rng.bit_generator.state = state
-            return self._draw_insert_stepwise(rng, rows, n_draws, draw_index, column)
+            return self._draw_insert_stepwise(rng, rows, n_draws, draw_index, column, slots)
         drawn = drawn.reshape(n_rows, per_draw + n_real)
+        if slots is not None:
+            slots.append((drawn[:, :per_draw].reshape(n_rows, n_real, n_draws),
+                          self._writes(drawn, filled, full, per_draw)))
         sources, owner = self._replay(drawn, filled, full, per_draw)
         out = self._gather(rows, sources[:, draw_index], column)
         self._commit(rows, owner, filled, full)
@@ -231,8 +240,7 @@ class Reservoir(ABC):
         ``n_realisations * size + t`` for the batch's row ``t``), replaying the insertions row by
         row; and ``owner``, where the row in each cell comes from afterwards."""
         n_rows, n_real, size = len(drawn), self.n_realisations, self.size
-        # where each realisation's row goes: the next free slot, or the replacement's slot
-        writes = np.where(full[:, None], self._replacement_slots(drawn[:, per_draw:]), filled[:, None])
+        writes = self._writes(drawn, filled, full, per_draw)
         cell_base = np.arange(n_real) * size
         write_cells = np.where(writes < size, writes + cell_base, n_real * size)  # the last cell: a sink
         draw_cells = drawn[:, :per_draw] + np.repeat(cell_base, per_draw // n_real)
@@ -245,6 +253,11 @@ class Reservoir(ABC):
             take(cells, out=sources[t])
             put(row_cells, n_real * size + t)
         return sources, owner[:-1]
+
+    def _writes(self, drawn: np.ndarray, filled: np.ndarray, full: np.ndarray, per_draw: int) -> np.ndarray:
+        """Where each row goes in each realisation, shape ``(rows, n_realisations)``: the next free
+        slot, or the replacement's slot (``size``: not kept), as :meth:`insert` returns it."""
+        return np.where(full[:, None], self._replacement_slots(drawn[:, per_draw:]), filled[:, None])
 
     def _commit(self, rows: np.ndarray, owner: np.ndarray, filled: np.ndarray, full: np.ndarray) -> None:
         """Write the rows :meth:`_replay` placed, and count them."""
@@ -265,14 +278,19 @@ class Reservoir(ABC):
         return np.where(stored, from_store, from_rows)
 
     def _draw_insert_stepwise(self, rng: np.random.Generator, rows: np.ndarray, n_draws: int,
-                              draw_index: np.ndarray, column: np.ndarray) -> np.ndarray:
+                              draw_index: np.ndarray, column: np.ndarray,
+                              slots: list[tuple[np.ndarray, np.ndarray]] | None = None) -> np.ndarray:
         """:meth:`draw_insert_many` with one :meth:`draw` and :meth:`insert` call per row."""
         out = np.empty((len(rows), len(column)), dtype=self.rows.dtype)
         realisation = draw_index // n_draws
+        drawn_slots = np.empty((len(rows), self.n_realisations, n_draws), dtype=np.intp)
+        written = np.empty((len(rows), self.n_realisations), dtype=np.intp)
         for t, row in enumerate(rows):
-            slots = self.draw(rng, n_draws).reshape(-1)[draw_index]
-            out[t] = self.rows[realisation, slots, column]
-            self.insert(rng, row)
+            drawn_slots[t] = self.draw(rng, n_draws)
+            out[t] = self.rows[realisation, drawn_slots[t].reshape(-1)[draw_index], column]
+            written[t] = self.insert(rng, row)
+        if slots is not None:
+            slots.append((drawn_slots, written))
         return out
 
     def as_dtype(self, dtype: type | np.dtype) -> None:
