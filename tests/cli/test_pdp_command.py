@@ -113,3 +113,29 @@ def test_pdp_drop_leaves_out_a_column_a_model_fitted_on_an_array_does_not_take(r
     grid, curve = core.curves["bmi"]
     assert [float(r["grid"]) for r in records] == grid.tolist()
     assert [float(r["pd"]) for r in records] == curve.tolist()
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # the forest's own cast
+def test_pdp_names_the_row_and_column_the_model_fails_on(run, agrawal_small, tmp_path):
+    """A value the model refuses (1e300: a forest takes float32) was an unexpected ValueError, then the model's
+    error with no row; it is the row and column, after the records due before it, as a run that ends there."""
+    import joblib
+    from sklearn.ensemble import RandomForestClassifier
+
+    frame = pd.read_csv(agrawal_small)
+    features = [c for c in frame.columns if c != "class"]
+    model = tmp_path / "forest.joblib"
+    joblib.dump(RandomForestClassifier(n_estimators=3, random_state=0).fit(frame[features], frame["class"]), model)
+    frame.loc[49, "salary"] = 1e300
+    path, before = tmp_path / "huge.csv", tmp_path / "before.csv"
+    frame.to_csv(path, index=False)
+    frame.iloc[:49].to_csv(before, index=False)
+    common = ("-m", model, "-t", "class", "--feature", "age", "--class", "1", "--every", "20")
+    result = run("pdp", path, *common)
+    assert result.exit_code == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ipfi: error:")]
+    assert errors == [f"ipfi: error: {path}: row 50 (line 51), column 'salary': 1e+300 is too large for this model "
+                      "(ValueError: Input X contains infinity or a value too large for dtype('float32').)"]
+    due = [r for r in parse_csv(run("pdp", before, *common).stdout) if int(r["row"]) % 20 == 0]
+    assert [int(r["row"]) for r in due] == [40] * 10  # row 20 is the warm-up's last
+    assert parse_csv(result.stdout) == due

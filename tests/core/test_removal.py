@@ -145,7 +145,14 @@ def test_conditional_batched_path_gives_the_bytes_of_row_by_row():
 def test_conditional_removal_names_a_non_numeric_value():
     explainer = IPFIEstimator(FunctionPredictor(lambda r: 1.0, vectorized=False), ["a", "b"], loss="absolute",
                                removal="conditional", seed=0)
-    with pytest.raises(ValueError, match="numeric.*'red'"):
+    with pytest.raises(ValueError, match="needs numbers, got 'red'") as caught:
         explainer.explain_one({"a": 1.0, "b": "red"}, 1.0)
+    assert caught.value.column == "b"  # a RowError: the row's, named with its column
+    explainer.explain_one({"a": 1.0, "b": 2.0}, 1.0)
+    state = explainer.state_dict()
+    with pytest.raises(ValueError, match="missing value") as caught:  # a NaN learned would make every draw NaN
+        explainer.explain_one({"a": float("nan"), "b": 2.0}, 1.0)
+    assert caught.value.column == "a"
+    assert repr(explainer.state_dict()) == repr(state)  # nothing of the refused row was kept
     with pytest.raises(ValueError, match="unknown removal"):
         IPFIEstimator(FunctionPredictor(lambda B: B[:, 0]), ["a"], removal="conditionally")

@@ -32,6 +32,7 @@ model explain row ``t`` with ``h_t`` and then learn it
 from __future__ import annotations
 
 import copy
+import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
@@ -273,6 +274,7 @@ class IPFIEstimator:
         from), so its estimates are NaN.
         """
         values = self._row_values(x)
+        self._check_removable(values)
         self._ensure_sampler(values)
         row = np.asarray(values, dtype=self._reservoir.rows.dtype)
         if self._reservoir.filled > 0:
@@ -505,6 +507,7 @@ class IPFIEstimator:
             pending.clear()
 
         for t, values in enumerate(value_rows):
+            self._check_removable(values)
             self._ensure_sampler(values)
             row = np.asarray(values, dtype=self._reservoir.rows.dtype)
             if self._reservoir.filled > 0:
@@ -600,6 +603,30 @@ class IPFIEstimator:
             return [x[c] for c in self.columns]
         except KeyError as error:
             raise RowError("missing from the row", column=str(error.args[0])) from None
+
+    def _check_removable(self, values: Sequence[Any]) -> None:
+        """Conditional removal draws finite numbers: another value is the row's problem, named with its
+        column before anything of the row is drawn, predicted or stored (a sampler that learned a NaN
+        would draw nothing but NaN from then on)."""
+        if self._remover is None:
+            return
+        try:
+            if np.isfinite(np.asarray(values, dtype=np.float64)).all():
+                return
+        except (TypeError, ValueError, OverflowError):
+            pass
+        for column, value in zip(self.columns, values):
+            try:
+                number = float(np.asarray(value, dtype=np.float64))
+            except (TypeError, ValueError, OverflowError):
+                raise RowError(f"conditional removal needs numbers, got {value!r} (marginal removal takes any "
+                               "value)", column=column) from None
+            if number != number:
+                raise RowError("missing value, which conditional removal cannot take",
+                               column=column)
+            if math.isinf(number):
+                raise RowError(f"{number} is not a finite number, which conditional removal cannot take",
+                               column=column)
 
     def _ensure_sampler(self, values: Sequence[Any]) -> None:
         if self._sampler is not None and self._sampler.rows.dtype == object:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ipfi_cli.errors import InputError, RunError
+from ipfi_cli.errors import InputError, IpfiError, ModelCallError, RunError, ServiceError
 
 PDP_FIELDS = ["row", "feature", "grid", "pd"]
 
@@ -127,10 +127,18 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str]) -> Iterator
             if not good:
                 continue
             values = np.array([_row_values(row, columns, source) for row in good], dtype=np.float64)
-            curves, grids = pdp.explain_many(values, return_grids=True)
-            for i, row in enumerate(good):
-                if row.number % s.every == 0 and pdp.n_seen - len(good) + i + 1 > s.warm_up:
-                    yield from _records(row.number, s.features, grids[i], curves[i])
+            try:
+                curves, grids = pdp.explain_many(values, return_grids=True)
+            except ModelCallError as error:  # the model failed on a row: the due records before it are written
+                failing = _failing_row(pdp, good, values, columns, source, error)
+                if failing is None:
+                    raise
+                at, located = failing
+                if at:
+                    curves, grids = pdp.explain_many(values[:at], return_grids=True)
+                    yield from _due(s, good[:at], curves, grids, pdp.n_seen)
+                raise located from error
+            yield from _due(s, good, curves, grids, pdp.n_seen)
             last = (good[-1].number, grids[-1], curves[-1])
         if last is not None and last[0] % s.every != 0 and pdp.n_explained:
             yield from _records(last[0], s.features, last[1], last[2])
@@ -139,6 +147,33 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str]) -> Iterator
                            f"{s.warm_up}")
     finally:
         reader.close()
+
+
+def _due(s: PDPSettings, rows: list[Any], curves: Any, grids: Any, n_seen: int) -> Iterator[dict[str, Any]]:
+    """The records due after ``rows``, the last ``len(rows)`` of the ``n_seen`` rows folded in."""
+    for i, row in enumerate(rows):
+        if row.number % s.every == 0 and n_seen - len(rows) + i + 1 > s.warm_up:
+            yield from _records(row.number, s.features, grids[i], curves[i])
+
+
+def _failing_row(pdp: Any, good: list[Any], values: Any, columns: list[str], source: str,
+                 error: ModelCallError) -> tuple[int, InputError] | None:
+    """The first row of a batch the model fails on alone, and the error naming it (and its column, found
+    with a row before it that the model takes); ``None`` when every row alone predicts."""
+    from ipfi_cli.run.failures import failing_column, failure_message
+
+    reference: dict[str, Any] | None = None
+    for at, row in enumerate(good):
+        x = dict(zip(columns, values[at].tolist()))
+        try:
+            pdp.model.predict_records([x], pdp.output, pdp.target_class)
+        except ServiceError:  # the model cannot be reached: about no row
+            raise
+        except IpfiError as own:
+            column = failing_column(pdp.model, columns, x, pdp.target_class, pdp.output, reference)
+            return at, InputError(failure_message(source, row.number, row.line, x, columns, own, column))
+        reference = x
+    return None
 
 
 def _records(number: int, features: list[str], grids: Any, curves: Any) -> Iterator[dict[str, Any]]:

@@ -168,11 +168,11 @@ class RowSteps:
         """The model cannot take ``row``: name it (and its column); skip it or stop after the rows before it."""
         from ipfi_cli.run.failures import failing_column, failure_message
 
-        time_column = getattr(self.parts.explainer, "time_column", None)
-        if isinstance(error, InputError) and time_column is not None and error.column == time_column:
-            # the row's event time (--time-column) is missing or not a time: about the row, not the model
+        if isinstance(error, InputError) and error.column is not None:
+            # a value the explainer itself cannot take (an event time that is not a time, text for
+            # conditional removal): about the row and that column, not the model
             message = str(InputError(error.message, source=self.source, row=row.number, line=row.line,
-                                     column=time_column))
+                                     column=error.column))
             if self.settings.on_bad_row == "skip":
                 self.parts.checker.skip(message)
             else:
