@@ -91,7 +91,10 @@ def test_a_clean_file(run, monkeypatch, breast_cancer, options):
     assert len(fast.stdout.splitlines()) > 10
 
 
-@pytest.mark.parametrize("options", [["--on-bad-row", "skip", "-v"], []])
+@pytest.mark.parametrize("options", [
+    ["--on-bad-row", "skip", "-v"], [],
+    ["--on-bad-row", "skip", "--bounds", "--bounds-method", "realisations", "-e", "3"],
+])
 def test_a_messy_export(run, monkeypatch, breast_cancer, options):
     args = ["explain", "-m", breast_cancer / "model.joblib", "-t", "target", "--seed", "3", "--batch-size", "16",
             *options, breast_cancer / "messy.csv"]

@@ -56,27 +56,39 @@ class RowSteps:
 
     def explain_block(self, good: GoodBlock) -> None:
         """Explain a block of good rows parsed in bulk (a static model): its inputs go to the
-        explainer as one array. Where the rows need more (bounds, event times, a model that fails
+        explainer as arrays, cut where a record needs the bounds after its own row (as
+        :meth:`_explain_static` cuts). Where the rows need more (event times, a model that fails
         on one of them, the stream's first row), they take the row path, with the same numbers."""
         explainer = self.parts.explainer
-        if (self.settings.learn or self.settings.bounds or explainer.n_seen == 0 or self.failure is not None
+        if (self.settings.learn or explainer.n_seen == 0 or self.failure is not None
                 or getattr(explainer, "time_column", None) is not None):  # event times are read from whole rows
             self.explain(good.good_rows())
             return
-        watch = self.parts.watch
+        s, begin = self.settings, 0
+        while begin < len(good):
+            end = min(len(good), begin + (s.every - self.parts.progress.rows % s.every if s.bounds else len(good)))
+            if not self._explain_block_part(good, begin, end):
+                self.explain(good.good_rows()[end:])  # after the row the model failed on: the row path
+                return
+            begin = end
+
+    def _explain_block_part(self, good: GoodBlock, begin: int, end: int) -> bool:
+        """Rows ``begin:end`` of ``good`` in one call; False when the model failed on one of them
+        (found and skipped, or made the run's failure, by bisecting the part's rows)."""
+        explainer, watch = self.parts.explainer, self.parts.watch
         try:
-            result = explainer.explain_many(good.inputs, good.labels, return_contributions=watch is not None)
+            result = explainer.explain_many(good.inputs[begin:end], good.labels[begin:end],
+                                            return_contributions=watch is not None)
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:  # the explainer is as before the call: find the row
-            self._bisect(good.good_rows(), error)
-            return
+            self._bisect(good.good_rows()[begin:end], error)
+            return False
         block = good.block
-        numbers = block.numbers
-        last = len(block) - 1
-        first_line = block.first_line
+        numbers = block.numbers[begin:end]
+        first_line = None if block.first_line is None else block.first_line + begin
         row_at = lambda offset: GoodRow(numbers[offset], None if first_line is None else first_line + offset,  # noqa: E731
-                                        block.row_values(offset), good.labels[offset])
+                                        block.row_values(begin + offset), good.labels[begin + offset])
         if watch is None:
             self._emit_rows(numbers, result, row_at)
         else:
@@ -85,7 +97,8 @@ class RowSteps:
             events = watch.rows(list(numbers), contributions, losses, estimates)
             if events:
                 self.report_events(events)
-        self.reference = (block.row_values(last), good.labels[last])
+        self.reference = (block.row_values(end - 1), good.labels[end - 1])
+        return True
 
     def _nonfinite_loss(self, row: GoodRow) -> RunError:
         where = f"row {row.number}" + (f" (line {row.line})" if row.line is not None else "")
