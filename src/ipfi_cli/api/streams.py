@@ -1,0 +1,329 @@
+"""The streaming explainers of the Python API: :class:`IncrementalPFI`, :class:`IncrementalSAGE` and
+:class:`IncrementalPDP`, one row at a time, river style."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ipfi_cli.api._shared import _columns_of, _default_loss, _matcher
+from ipfi_cli.core import incremental as core_incremental
+from ipfi_cli.core.losses import Loss
+from ipfi_cli.models.adapters import as_predictor
+
+#: explained rows after which :meth:`IncrementalPFI.explain_one` checks that the answers can be right
+_CHECK_ROWS = 25
+
+
+class IncrementalPFI:
+    """Incremental permutation feature importance (iPFI) of a model on a stream.
+
+    For each row ``(x, y)`` and each feature, the model is evaluated on ``x`` with the
+    feature's value replaced by an earlier row's (drawn from a reservoir of past rows); the
+    increase of the loss, averaged over ``n_repeats`` draws, is folded into an exponentially
+    weighted mean. Works for a fixed model and for one that learns as it goes: explain a row
+    with :meth:`explain_one`, then let the model learn it.
+
+    Parameters
+    ----------
+    model : river model, scikit-learn estimator or pipeline, or callable
+        The model to explain. It is only asked to predict; the explainer never changes it.
+    columns : list of str, default=None
+        The model's inputs, in the order it takes them. ``None``: the model's
+        ``feature_names_in_``, else the keys of the first row explained.
+    loss : {"zero-one", "absolute", "squared", "log"} or Loss, default=None
+        Whose increase measures importance. ``None``: zero-one for a classifier, absolute
+        error otherwise. ``"log"`` needs predicted probabilities.
+    alpha : float, default=0.001
+        Smoothing rate in (0, 1]: the weight of the newest row (the estimate averages roughly
+        the last ``2 / alpha`` rows).
+    n_repeats : int, default=10
+        Draws averaged per row and feature (``M``).
+    sampling : {"geometric", "uniform"}, default="geometric"
+        Which earlier rows replace a value: geometric prefers recent ones (follows drift).
+    reservoir_size : int, default=100
+        Earlier rows kept per repeat.
+    features : list of str, default=None
+        Explain only these columns (default: all).
+    groups : dict of str to list of str, default=None
+        Columns permuted jointly and reported under one name.
+    seed : int, default=None
+        Seeds every random draw: the same seed and rows give the same numbers.
+    smoothing : {"exponential", "mean"}, default="exponential"
+        ``"mean"`` weighs every row alike (for a fixed model: converges to :func:`batch_pfi`;
+        ``alpha`` is then unused).
+    removal : {"marginal", "conditional", "both"}, default="marginal"
+        ``"conditional"`` draws a removed feature given the row's other features (is the
+        feature replaceable by the others?); numeric features only. ``"both"``: per feature
+        ``f`` the estimates ``f``, ``f_conditional`` and their gap ``f_gap``.
+    conditional_sampler : {"gaussian", "tree"}, default="gaussian"
+        The conditional sampler: running Gaussian fit, or a river tree per feature.
+    bounds_method : {"chebyshev", "normal", "realisations"}, default="chebyshev"
+        How :meth:`bounds` computes half-widths (see :mod:`ipfi_cli.core.bounds`): the
+        paper's Chebyshev bound, a normal interval, or the calibrated ``realisations``
+        (counts reservoir rows reused across steps; needs ``n_repeats >= 2``).
+
+    Attributes
+    ----------
+    importances : dict of str to float
+        The current estimate per feature or group (NaN before the second row).
+    removal_fit : dict of str to float
+        With conditional removal: the sampler's rolling R^2 per column (near 0: the
+        conditional draw is no better than a marginal one).
+    n_explained : int
+        Rows explained so far (the first row only fills the reservoir).
+    """
+
+    def __init__(self, model: Any, columns: Sequence[str] | None = None, *, loss: str | Loss | None = None,
+                 alpha: float = 0.001, n_repeats: int = 10, sampling: str = "geometric",
+                 reservoir_size: int = 100, features: Sequence[str] | None = None,
+                 groups: Mapping[str, Sequence[str]] | None = None, seed: int | None = None,
+                 smoothing: str = "exponential", removal: str = "marginal",
+                 conditional_sampler: str = "gaussian", bounds_method: str = "chebyshev") -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        self.model = model
+        self.loss = _default_loss(model, loss)
+        self.options: dict[str, Any] = {"alpha": alpha, "n_repeats": n_repeats, "sampling": sampling,
+                        "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed,
+                        "smoothing": smoothing, "removal": removal, "conditional_sampler": conditional_sampler,
+                        "bounds_method": bounds_method}
+        self.columns = list(columns) if columns is not None else _columns_of(model)
+        self._labels = _matcher(model, self.loss)
+        self._checked = False
+        self._core: core_incremental.IPFIEstimator | None = None
+        if self.columns is not None:
+            self._start(self.columns)
+
+    def _start(self, columns: Sequence[str]) -> core_incremental.IPFIEstimator:
+        self.columns = [str(c) for c in columns]
+        self._core = _build("pfi", self.model, self.columns, self.loss, self.options)
+        return self._core
+
+    def explain_one(self, x: Mapping[str, Any], y: Any) -> dict[str, float]:
+        """Explain one row with the model as it is now.
+
+        Parameters
+        ----------
+        x : dict
+            The row: column -> value.
+        y : object
+            Its label or target.
+
+        Returns
+        -------
+        importances : dict of str to float
+            The estimates after this row (NaN after the first row, which has nothing
+            earlier to draw from).
+        """
+        core = self._core if self._core is not None else self._start(list(x))
+        if self._labels is None and core.n_seen == 0:  # a served model shows its classes' spelling
+            self._labels = _matcher(self.model, self.loss, {c: x[c] for c in core.columns if c in x})
+        label = self._labels(y) if self._labels is not None else y
+        estimates = core.explain_one(x, label)
+        if core.n_explained and not np.isfinite(estimates).all():
+            from ipfi_cli.core.losses import unmeasurable
+            from ipfi_cli.errors import ModelError
+
+            raise ModelError(unmeasurable(self.loss, float("inf"), core.n_explained) or "not finite")
+        if not self._checked and core.n_explained >= _CHECK_ROWS * (8 if as_predictor(self.model).can_learn else 1):
+            self._checked = True
+            self.check()
+        return dict(zip(core.names, estimates.tolist()))
+
+    def check(self) -> None:
+        """Raise :class:`~ipfi_cli.errors.ModelError` (the command line's line) when the rows so far
+        cannot give an importance: no label was one of the model's classes, or every explained row
+        had the loss's maximum. :meth:`explain_one` checks once by itself, after 25 explained rows
+        (200 for a model that learns, which starts out wrong); call it at the end of a short stream."""
+        from ipfi_cli.core.losses import unmeasurable
+        from ipfi_cli.errors import ModelError
+        from ipfi_cli.run.checks import labels_match_nothing
+
+        if self._labels is not None and self._labels.none_matched:
+            raise ModelError(labels_match_nothing(self._labels))
+        if self._core is not None:
+            why = unmeasurable(self.loss, self._core.mean_loss, self._core.n_explained)
+            if why is not None:
+                raise ModelError(why.replace("check --target and ", "check "))
+
+    @property
+    def explainer(self) -> core_incremental.IPFIEstimator | None:
+        """The core explainer (arrays in ``names`` order; the
+        :class:`~ipfi_cli.core.explainer.Explainer` protocol), ``None`` before the first row."""
+        return self._core
+
+    @property
+    def importances(self) -> dict[str, float]:
+        return self._core.importances if self._core is not None else {}
+
+    @property
+    def n_explained(self) -> int:
+        return self._core.n_explained if self._core is not None else 0
+
+    def bounds(self, delta: float = 0.05) -> dict[str, float]:
+        """Confidence half-widths at level ``1 - delta`` by ``bounds_method`` (each method's
+        assumptions: :mod:`ipfi_cli.core.bounds`)."""
+        return self._core.bounds(delta) if self._core is not None else {}
+
+    @property
+    def removal_fit(self) -> dict[str, float]:
+        return self._core.removal_fit if self._core is not None else {}
+
+
+def _build(method: str, model: Any, columns: list[str], loss: Loss, options: dict[str, Any]) -> Any:
+    """The core explainer of ``method`` from the registry (``removal="both"``: two side by side)."""
+    from ipfi_cli.core.explainer import make_explainer
+
+    return make_explainer(method, as_predictor(model), columns, loss=loss, **options)
+
+
+class IncrementalSAGE(IncrementalPFI):
+    """Incremental SAGE (iSAGE): the Shapley values of the loss game, on a stream.
+
+    Per row, ``n_repeats`` random orderings of the features; along each, features are added
+    one by one (the absent ones imputed from earlier rows, or drawn given the present ones)
+    and each is credited with the loss decrease its arrival brings, folded into a smoothed
+    mean like iPFI's. The values add up to :attr:`explained_loss`, the loss of the smoothed
+    marginal prediction minus the model's: how much the model explains at all. See
+    :mod:`ipfi_cli.core.sage` for the game and where it differs from Covert's batch SAGE.
+
+    Parameters
+    ----------
+    model, columns, alpha, sampling, reservoir_size, seed, smoothing
+        As in :class:`IncrementalPFI`.
+    loss : {"zero-one", "absolute", "squared"}, default=None
+        ``None``: zero-one for a classifier, absolute error otherwise (the log loss gives no
+        marginal prediction).
+    n_repeats : int, default=1
+        Orderings per row (iXAI: 1).
+    n_inner : int, default=1
+        Imputations per coalition, their predictions averaged (labels: the most frequent).
+    groups : dict of str to list of str, default=None
+        Columns that enter together. Every column takes part (no ``features``).
+    removal : {"marginal", "conditional", "both"}, default="marginal"
+        ``"conditional"`` uses the Gaussian sampler (SAGE removes whole coalitions); ``"both"``
+        as for :class:`IncrementalPFI`.
+
+    Attributes
+    ----------
+    importances : dict of str to float
+        The current SAGE value per feature or group.
+    explained_loss, marginal_loss, model_loss : float
+        The smoothed losses without features, with all, and their difference.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ipfi_cli import IncrementalSAGE
+    >>> X = np.random.default_rng(0).normal(size=(3000, 2))
+    >>> explainer = IncrementalSAGE(lambda B: 2 * B[:, 0], ["a", "b"], loss="squared", n_inner=20,
+    ...                             smoothing="mean", seed=0)
+    >>> for x, target in zip(X.tolist(), (2 * X[:, 0]).tolist()):
+    ...     values = explainer.explain_one({"a": x[0], "b": x[1]}, target)
+    >>> round(explainer.explained_loss, 1), round(values["a"], 1)   # 4 * Var(a) = 4, all to "a"
+    (4.0, 4.0)
+    """
+
+    def __init__(self, model: Any, columns: Sequence[str] | None = None, *, loss: str | Loss | None = None,
+                 alpha: float = 0.001, n_repeats: int = 1, n_inner: int = 1, sampling: str = "geometric",
+                 reservoir_size: int = 100, groups: Mapping[str, Sequence[str]] | None = None,
+                 seed: int | None = None, smoothing: str = "exponential", removal: str = "marginal") -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        self.model = model
+        self.loss = _default_loss(model, loss)
+        self.options = {"alpha": alpha, "n_repeats": n_repeats, "n_inner": n_inner, "sampling": sampling,
+                        "reservoir_size": reservoir_size, "groups": groups, "seed": seed, "smoothing": smoothing,
+                        "removal": removal}
+        self.columns = list(columns) if columns is not None else _columns_of(model)
+        self._labels = _matcher(model, self.loss)  # labels matched and refused as for PFI
+        self._checked = False
+        self._core = None
+        if self.columns is not None:
+            self._start(self.columns)
+
+    def _start(self, columns: Sequence[str]) -> core_incremental.IPFIEstimator:
+        self.columns = [str(c) for c in columns]
+        self._core = _build("sage", self.model, self.columns, self.loss, self.options)
+        return self._core
+
+    def _sage(self, name: str) -> float:
+        return float(getattr(self._core, name)) if self._core is not None else float("nan")
+
+    @property
+    def explained_loss(self) -> float:
+        return self._sage("explained_loss")
+
+    @property
+    def marginal_loss(self) -> float:
+        return self._sage("marginal_loss")
+
+    @property
+    def model_loss(self) -> float:
+        return self._sage("model_loss")
+
+
+class IncrementalPDP:
+    """Incremental partial dependence (iPDP): a PD curve per chosen feature, on a stream.
+
+    Per row, the model is evaluated with the feature set to each grid value, and each grid
+    point's value is folded into a smoothed mean. The grid spans streaming quantiles of the
+    feature. No target needed: a curve's spread (:attr:`spreads`) is a label-free signal of
+    change. See :mod:`ipfi_cli.core.pdp`.
+
+    Parameters
+    ----------
+    model : scikit-learn estimator or pipeline, river model, or callable
+    columns : list of str
+        The model's inputs in order (``None``: its ``feature_names_in_``).
+    features : list of str
+        The numeric columns whose curves are tracked.
+    grid_size : int, default=10
+    quantiles : (float, float), default=(0.05, 0.95)
+    grid : dict of str to list of float, default=None
+        Fixed grids (all of one length).
+    alpha : float, default=0.001
+    smoothing : {"exponential", "mean"}, default="exponential"
+    warm_up : int, default=20
+        Rows that only feed the quantiles.
+    target_class : default=None
+        For a classifier: the curve is the probability of this class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ipfi_cli import IncrementalPDP
+    >>> pdp = IncrementalPDP(lambda B: B[:, 0] ** 2, ["a", "b"], ["a"], grid={"a": [0.0, 1.0, 2.0]})
+    >>> for x in np.random.default_rng(0).normal(size=(100, 2)).tolist():
+    ...     curves = pdp.explain_one({"a": x[0], "b": x[1]})
+    >>> curves["a"][1].round(2).tolist()
+    [0.0, 1.0, 4.0]
+    """
+
+    def __init__(self, model: Any, columns: Sequence[str] | None, features: Sequence[str], *,
+                 grid_size: int = 10, quantiles: tuple[float, float] = (0.05, 0.95),
+                 grid: Mapping[str, Sequence[float]] | None = None, alpha: float = 0.001,
+                 smoothing: str = "exponential", warm_up: int = 20, target_class: Any = None) -> None:
+        from ipfi_cli.core.pdp import IPDPEstimator as CorePDP
+
+        names = list(columns) if columns is not None else _columns_of(model)
+        if names is None:
+            raise ValueError("give columns=: the model does not name its inputs")
+        self._core = CorePDP(as_predictor(model), names, features, grid_size=grid_size, quantiles=quantiles,
+                             grid=grid, alpha=alpha, smoothing=smoothing, warm_up=warm_up,
+                             target_class=target_class)
+
+    def explain_one(self, x: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Fold one row in; returns per feature ``(grid values, PD values)``."""
+        return self._core.explain_one(x)
+
+    @property
+    def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return self._core.curves
+
+    @property
+    def spreads(self) -> dict[str, float]:
+        return self._core.spreads
