@@ -219,3 +219,23 @@ def test_a_malformed_scheduler_address_is_one_line(run, hgb, agrawal_small, addr
                     ["explain", agrawal_small, "-m", hgb, "-t", "class", "-q", "--by", "elevel"]):
         result = run(*command, "--scheduler", address)
         assert result.exit_code == 2 and "tcp://HOST:PORT" in result.stderr, result.stderr
+
+
+def test_explain_by_spread_names_a_relative_input_as_given(run, scheduler, tmp_path, monkeypatch):
+    """A row the model fails on, in an input given by a relative path: the workers read it by its absolute
+    path, and the message names it as the user gave it, as one process does (skip and fail alike)."""
+    lines = ELEC.read_text().splitlines()
+    broken = lines[:301]
+    fields = broken[120].split(",")
+    broken[120] = ",".join([*fields[:3], "cheap", *fields[4:]])  # read as text (--text): the model refuses it
+    (tmp_path / "broken.csv").write_text("\n".join(broken) + "\n")
+    monkeypatch.chdir(tmp_path)
+    for mode in ("fail", "skip"):
+        alone, spread = (keyed_explain(run, "broken.csv", "--on-bad-row", mode, "--text", "nswprice", *extra)
+                         for extra in ((), ("--scheduler", scheduler)))
+        assert alone.exit_code == spread.exit_code == (1 if mode == "fail" else 0), spread.stderr
+        message = [line for line in spread.stderr.splitlines() if "row 120" in line]
+        assert message and message[0].split("broken.csv: row 120")[0] in ("ipfi: error: ", "ipfi: warning: skipped 1 "
+                                                                         "bad row(s); the first: "), spread.stderr
+        assert str(tmp_path) not in spread.stderr
+        assert [line for line in alone.stderr.splitlines() if "row 120" in line] == message

@@ -253,8 +253,14 @@ def _as_given(results: list[ShardResult], here: Any, given: Any) -> None:
         if result.first_skip is not None:
             row, text = result.first_skip
             result.first_skip = (row, text.replace(here, given, 1))
-        if result.failure is not None and getattr(result.failure[1], "source", None) == here:
-            result.failure[1].source = given  # type: ignore[attr-defined]
+        if result.failure is None:
+            continue
+        failure = result.failure[1]
+        if getattr(failure, "source", None) == here:
+            failure.source = given  # type: ignore[attr-defined]
+        elif isinstance(failure, IpfiError) and here in failure.message:  # the model's failure: one line
+            failure.message = failure.message.replace(here, given, 1)
+            failure.args = (failure.message,)
 
 
 def _quiet_watch(watch: Any) -> Any:
