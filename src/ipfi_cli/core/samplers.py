@@ -269,13 +269,11 @@ class Reservoir(ABC):
 
     def _gather(self, rows: np.ndarray, sources: np.ndarray, column: np.ndarray) -> np.ndarray:
         """Values of ``column`` in the source rows: stored cells (below ``n_realisations *
-        size``) as they were before ``rows``, then ``rows`` themselves."""
-        n_stored, n_columns = self.n_realisations * self.size, self.rows.shape[2]
-        cells = sources * n_columns + column
-        stored = cells < n_stored * n_columns
-        from_store = self.rows.reshape(-1).take(np.where(stored, cells, 0))
-        from_rows = np.ascontiguousarray(rows).reshape(-1).take(np.where(stored, 0, cells - n_stored * n_columns))
-        return np.where(stored, from_store, from_rows)
+        size``) as they were before ``rows``, then ``rows`` themselves (one ``take`` from the
+        two side by side)."""
+        n_columns = self.rows.shape[2]
+        table = np.concatenate([self.rows.reshape(-1, n_columns), rows])
+        return table.reshape(-1).take(sources * n_columns + column)
 
     def _draw_insert_stepwise(self, rng: np.random.Generator, rows: np.ndarray, n_draws: int,
                               draw_index: np.ndarray, column: np.ndarray,
