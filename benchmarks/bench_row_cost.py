@@ -149,6 +149,15 @@ def floor_cpu(case: Case, chunk_rows: int = 65_536) -> tuple[float, float]:
     return total, predicting
 
 
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def spread(values: list[float], unit: str = "", scale: float = 1.0, digits: int = 2) -> str:
     values = [v * scale for v in values]
     return (f"{statistics.median(values):.{digits}f}{unit} "
@@ -169,6 +178,11 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="ipfi-rowcost-"))
     env = dict(os.environ)
     env.pop("PYTHONHASHSEED", None)  # as a user runs it
+    # as installed: pip compiles a package's bytecode when it installs it, and an editable checkout
+    # writes it on its first run (round 0 here); with PYTHONDONTWRITEBYTECODE set, every run of a
+    # checkout would compile ipfi's ~100 modules again (about 0.05 s of start-up no user pays)
+    bytecode_note = (" (PYTHONDONTWRITEBYTECODE unset for the commands)"
+                     if env.pop("PYTHONDONTWRITEBYTECODE", None) else "")
     python = sys.executable
     # the command as users run it: the console script beside this Python (else python -m ipfi_cli);
     # python -m is also measured for start-up (CPython 3.11 runs it about 0.3 s slower, see the note)
@@ -179,11 +193,14 @@ def main() -> None:
         cases = [make_wide(folder, args.wide_rows) if n == "lr300" else make_agrawal(folder, args.rows, n)
                  for n in names]
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {args.rounds} rounds; "
-              f"CPU seconds; median [min-max] over rounds")
+              f"CPU seconds; median [min-max] over rounds{bytecode_note}")
         startup_ratios: list[float] = []
         load_cpu: list[float] = []
         tiny_cpu: list[float] = []
         tiny_m_cpu: list[float] = []
+        typer_cpu: list[float] = []
+        # typer >= 0.27 coerces every option through pydantic, which it imports when it parses
+        typer_coercion = [python, "-c", "import typer._adapters"] if _has_module("typer._adapters") else None
         results: dict[str, dict[str, list[float]]] = {c.name: {"floor": [], "model": [], "full": [], "tiny": []}
                                                       for c in cases}
         for round_ in range(args.rounds + 1):  # round 0 warms the caches up and is not counted
@@ -201,7 +218,11 @@ def main() -> None:
                          "--threads", "1", str(cases[0].tiny)]
             tiny = run_cpu([*ipfi, *tiny_args], env)
             tiny_m = run_cpu([python, "-m", "ipfi_cli", *tiny_args], env)
+            if typer_coercion is not None:
+                coercion = run_cpu(typer_coercion, env) - run_cpu([python, "-c", "import typer"], env)
             if round_:
+                if typer_coercion is not None:
+                    typer_cpu.append(coercion)
                 load_cpu.append(load)
                 tiny_cpu.append(tiny)
                 tiny_m_cpu.append(tiny_m)
@@ -233,6 +254,9 @@ def main() -> None:
               f"{'MET' if met else 'MISSED'} (median)")
         print(f"   the same as python -m ipfi_cli    {spread(tiny_m_cpu, ' s')}   ratio "
               f"{spread([t / b for t, b in zip(tiny_m_cpu, load_cpu)], 'x')}")
+        if typer_cpu:
+            print(f"   of it, typer's pydantic coercion   {spread(typer_cpu, ' s', digits=3)}   "
+                  f"(import typer._adapters beyond import typer; typer >= 0.27)")
     finally:
         import shutil
 

@@ -72,8 +72,6 @@ def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = DEF
                      webhook_format: str = DEFAULT_WEBHOOK_FORMAT, webhook_cooldown: float = DEFAULT_WEBHOOK_COOLDOWN,
                      webhook_retries: int = DEFAULT_WEBHOOK_RETRIES) -> MonitorSettings | None:
     """Check the monitoring options and return the run's ``MonitorSettings`` (``None``: none asked)."""
-    from ipfi_cli.run.monitor import MonitorSettings, parse_labels
-
     for option, url in (("--pushgateway", pushgateway), ("--webhook", webhook)):
         if url is not None and not url.startswith(("http://", "https://")):
             raise usage_error(f"expected an http:// or https:// URL, got {url!r}", option)
@@ -81,6 +79,11 @@ def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = DEF
         raise usage_error(f"choose json or alertmanager, got {webhook_format!r}", "--webhook-format")
     if not push_job or "/" in push_job:
         raise usage_error(f"a job name without '/', got {push_job!r}", "--push-job")
+    if (metrics_port is None and metrics_textfile is None and pushgateway is None and webhook is None
+            and not metrics_label and not push_label):
+        return None  # nothing asked: the run's monitoring module (and its imports) is not loaded
+    from ipfi_cli.run.monitor import MonitorSettings, parse_labels
+
     try:
         labels = parse_labels(metrics_label, "--metrics-label")
         grouping = parse_labels(push_label, "--push-label", reserved=("job",))
