@@ -57,6 +57,9 @@ def main() -> None:
     parser.add_argument("--order", choices=["explain-first", "learn-first"], default="explain-first",
                         help="explain each row before the model learns it (prequential), or after (the order of "
                              "the paper's published code)")
+    parser.add_argument("--leaf-prediction", choices=["nba", "mc", "nb"], default="nba",
+                        help="the forest's leaf prediction (river's default nba: naive Bayes adaptive; mc: majority "
+                             "class, whose prediction depends only on the features the tree splits on)")
     parser.add_argument("--notes", type=Path, default=None, help="markdown bullet notes to add to the page")
     parser.add_argument("--page-only", action="store_true", help="rebuild the page from OUT/experiment_c.json")
     args = parser.parse_args()
@@ -73,6 +76,10 @@ def main() -> None:
         settings["shuffle"] = True
     if args.partner:
         settings["partner"] = args.partner
+    leaves = "" if args.leaf_prediction == "nba" else f", leaf_prediction={args.leaf_prediction!r}"
+    if leaves:  # kept out otherwise: runs saved before the option stay valid
+        settings["leaf_prediction"] = args.leaf_prediction
+        settings["model"] = settings["model"].replace(")", f"{leaves})")
     store = RunStore(args.out / "experiment_c.json", settings)
     if args.notes and args.notes.is_file():
         store.extra["notes"] = [line[2:].strip() for line in args.notes.read_text().splitlines()
@@ -126,6 +133,7 @@ def main() -> None:
             + ("" if args.order == "explain-first" else f" --order {args.order}")
             + (" --shuffle" if args.shuffle else "")
             + (f" --partner {args.partner}" if args.partner else "")
+            + ("" if args.leaf_prediction == "nba" else f" --leaf-prediction {args.leaf_prediction}")
             + "` (a stopped run continues: finished runs are kept "
             "in `experiment_c.json`, the one under way in a checkpoint at each window's end).",
             (f"- Data: {drift_at:,} rows of `elec2.csv` drawn at random with each run's seed, in random order, then "
@@ -134,7 +142,8 @@ def main() -> None:
              "other columns as features." if args.shuffle else
              f"- Data: the first {args.rows:,} rows of `elec2.csv` in their time order (target `class`, all 8 "
              "other columns as features)."),
-            f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True)` (the paper's), "
+            f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True{leaves})` "
+            + ("(the paper's), " if args.leaf_prediction == "nba" else "(the paper's, but for the leaves), ")
             + ("learning each row before it is explained (`--order learn-first`, as the paper's published code "
                "does)." if args.order == "learn-first" else "learning each row after it is explained."),
             f"- iPFI: uniform and geometric sampling, alpha {args.alpha}, reservoir {args.reservoir} rows, "
@@ -180,7 +189,8 @@ def main() -> None:
         log(f"elec2, seed {seed}: {len(rows)} rows, {args.feature} swapped with {partner} at row {drift_at}")
         entry = run_scenario(
             "experiment_c", f"elec2, feature drift ({args.feature}<->{partner} at row {drift_at:,}), ARF",
-            rows, columns, lambda seed=seed: forest.ARFClassifier(n_models=args.trees, seed=seed, binary_split=True),
+            rows, columns, lambda seed=seed: forest.ARFClassifier(n_models=args.trees, seed=seed, binary_split=True,
+                                                             leaf_prediction=args.leaf_prediction),
             samplings=["uniform", "geometric"], alphas=[args.alpha], interval=args.interval,
             n_repeats=args.repeats, reservoir=args.reservoir, seed=seed, drift_at=drift_at, out=args.out,
             artifacts=seed == min(seeds), learn_first=args.order == "learn-first")
