@@ -97,9 +97,12 @@ class IncrementalPFI:
         if self.columns is not None:
             self._start(self.columns)
 
+    #: the core explainer's name in :func:`ipfi_cli.core.explainer.make_explainer`'s registry
+    _method = "pfi"
+
     def _start(self, columns: Sequence[str]) -> core_incremental.IPFIEstimator:
         self.columns = [str(c) for c in columns]
-        self._core = _build("pfi", self.model, self.columns, self.loss, self.options)
+        self._core = _build(self._method, self.model, self.columns, self.loss, self.options)
         return self._core
 
     def explain_one(self, x: Mapping[str, Any], y: Any) -> dict[str, float]:
@@ -227,6 +230,8 @@ class IncrementalSAGE(IncrementalPFI):
     (4.0, 4.0)
     """
 
+    _method = "sage"
+
     def __init__(self, model: Any, columns: Sequence[str] | None = None, *, loss: str | Loss | None = None,
                  alpha: float = 0.001, n_repeats: int = 1, n_inner: int = 1, sampling: str = "geometric",
                  reservoir_size: int = 100, groups: Mapping[str, Sequence[str]] | None = None,
@@ -244,11 +249,6 @@ class IncrementalSAGE(IncrementalPFI):
         self._core = None
         if self.columns is not None:
             self._start(self.columns)
-
-    def _start(self, columns: Sequence[str]) -> core_incremental.IPFIEstimator:
-        self.columns = [str(c) for c in columns]
-        self._core = _build("sage", self.model, self.columns, self.loss, self.options)
-        return self._core
 
     def _sage(self, name: str) -> float:
         return float(getattr(self._core, name)) if self._core is not None else float("nan")
