@@ -209,8 +209,8 @@ class DonorInfluence:
         # the slots afterwards: each one's last writer
         last_write = np.ones(len(order), dtype=bool)
         last_write[:-1] = slot_cells[1:] != slot_cells[:-1]
-        self.slot_rows.reshape(-1)[slot_cells[last_write]] = first_row + slot_t[last_write]
-        self.slot_positions.reshape(-1)[slot_cells[last_write]] = positions[slot_t[last_write]]
+        np.put(self.slot_rows, slot_cells[last_write], first_row + slot_t[last_write])  # flat (C-order) cells
+        np.put(self.slot_positions, slot_cells[last_write], positions[slot_t[last_write]])
         donors = donors.reshape(drawn.shape)
         append = self._pending.append
         for t in range(n_rows):
