@@ -36,6 +36,10 @@ def _rows(data: bytes, *, blocks: bool, batch: int, **options):
     out, kinds = [], []
     for part in reader.batches(batch, blocks=blocks):
         kinds.append(type(part).__name__)
+        if isinstance(part, RowBlock):  # the arrays the explainer reads hold the rows' values, bit for bit
+            for name, values in part.floats.items():
+                expected = np.array([float(row.values[name]) for row in part], dtype=np.float64)
+                assert values.tobytes() == expected.tobytes(), name
         for row in part:
             out.append((row.number, row.line, None if row.values is None else
                         {k: _key(v) for k, v in row.values.items()}, None if row.error is None else str(row.error)))
@@ -73,13 +77,18 @@ def csv_text(draw):
     return (header + ending + ending.join(lines) + draw(st.sampled_from(["", ending]))).encode()
 
 
-@pytest.fixture(params=["pyarrow", "float"])
+@pytest.fixture(params=["pyarrow-csv", "pyarrow", "float"])
 def parser(request, monkeypatch):
-    """Number columns parsed by pyarrow (when loaded) and by ``float``: both must agree with the rows."""
-    if request.param == "pyarrow":
+    """Lines split and converted by pyarrow's CSV reader (blocks of any length), split in Python
+    with number columns parsed by pyarrow, and by ``float``: each must agree with the rows."""
+    if request.param.startswith("pyarrow"):
         pytest.importorskip("pyarrow")
         import pyarrow  # noqa: F401 - loaded, so blocks may use it
-
+    if request.param == "pyarrow-csv":
+        monkeypatch.setattr(blocks, "_ARROW_MIN_ROWS", 1)
+        return request.param
+    monkeypatch.setattr(blocks, "_ARROW_MIN_ROWS", 10**9)
+    if request.param == "pyarrow":
         monkeypatch.setattr(blocks, "_arrow_floats", _arrow_always)
     else:
         monkeypatch.setattr(blocks, "_arrow_floats", lambda texts: None)
@@ -180,3 +189,41 @@ def test_parse_block_refuses_what_needs_the_row_reader():
     for odd in ('"1",2\n', "1,2\r3\n", "1\n", "1,2,3\n", "\n", "1,inf\n", "1,1e400\n", "1,-0\n", "1,NA\n", "1,1_0\n",
                 "1,\x00\n"):
         assert parse("1,2\n", odd) is None, odd
+
+
+ODD_FIELDS = ["", "NA", "?", "nan", "-nan", "inf", "1e400", "1" * 320, "1" * 5000, "0" * 4999 + "1", "1_000",
+              " 7", "7 ", "True", "abc", "-0", "-0.0", "-999", "1e", "+-1", ".", "²", "١٢", "x\ty", "-", "0x10",
+              "1,5"]
+
+
+@pytest.mark.parametrize("na_values", [DEFAULT_NA_VALUES | {"-999"}, frozenset({"NA"})], ids=["default", "no-empty"])
+@pytest.mark.parametrize("odd", ODD_FIELDS)
+def test_an_odd_field_in_a_long_block_leaves_it_to_the_row_reader(odd, na_values):
+    """Blocks of 100 lines (pyarrow's CSV reader splits them when pyarrow is loaded), one with an
+    odd field in a number column: the rows, values and errors are the row reader's."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    lines = [f"{i},{i}.25,{i % 3}" for i in range(400)]
+    lines[250] = f"250,{odd},1"
+    data = ("a,b,c\n" + "\n".join(lines) + "\n").encode()
+    kinds = _same(data, batch=100, na_values=na_values)
+    assert kinds.count("RowBlock") >= 2  # the lines around it are taken in bulk
+
+
+@pytest.mark.parametrize("delimiter", [",", ";", "\t", "|"])
+def test_long_blocks_with_text_columns_and_missing_fields_at_each_delimiter(delimiter):
+    """Text and number columns, empty fields and a text that looks like a number, in blocks of 100
+    lines: the row reader's rows, values and kinds, at every delimiter a block may be split at."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(500):
+        number = "" if rng.random() < 0.05 else repr(float(rng.normal()))
+        label = str(rng.choice(["yes", "no", "007", "é ü", ""]))
+        lines.append(delimiter.join([str(i), number, label, f"{rng.integers(0, 5)}"]))
+    data = (delimiter.join(["id", "x", "label", "y"]) + "\n" + "\n".join(lines) + "\n").encode()
+    kinds = _same(data, batch=100, delimiter=delimiter)
+    assert kinds.count("RowBlock") >= 3

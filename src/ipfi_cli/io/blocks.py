@@ -47,7 +47,8 @@ class RowBlock:
     """Consecutive good rows of a CSV, parsed in bulk (see the module docstring).
 
     ``fields[i]`` are column ``i``'s texts (number columns) or values (text columns, already
-    through their converter); ``floats`` maps each number column to its values as float64
+    through their converter), as a list or as a pyarrow array of the texts (made a list the
+    first time it is needed); ``floats`` maps each number column to its values as float64
     (missing: NaN). Rows are numbered ``first_number, first_number + 1, ...`` and start on
     lines ``first_line, first_line + 1, ...`` (a block has no blank or multi-line rows;
     Parquet has no lines: ``None``). ``number_of`` turns a number column's field into the
@@ -69,6 +70,13 @@ class RowBlock:
     def __len__(self) -> int:
         return len(self._fields[0]) if self._fields else 0
 
+    def _field(self, i: int) -> list[Any]:
+        """Column ``i``'s fields as a list (a pyarrow array of texts is converted once)."""
+        fields = self._fields[i]
+        if not isinstance(fields, list):
+            fields = self._fields[i] = fields.to_pylist()
+        return fields
+
     @property
     def numbers(self) -> range:
         """The rows' numbers among the input's data rows."""
@@ -78,17 +86,17 @@ class RowBlock:
         """One column's values as the row reader reads them (ints stay ints)."""
         i = self.names.index(name)
         if self._kinds[i] == NUMBER:
-            fields = self._fields[i]
+            fields = self._field(i)
             if fields and type(fields[0]) is str:  # CSV: each distinct text parsed once (a label column has few)
                 parsed = {text: self._number_of(text) for text in dict.fromkeys(fields)}
                 return [parsed[text] for text in fields]
             return list(map(self._number_of, fields))
-        return list(self._fields[i])
+        return list(self._field(i))
 
     def row_values(self, offset: int) -> dict[str, Any]:
         """Row ``offset``'s values, as the row reader gives them."""
         return {name: self._number_of(f[offset]) if kind == NUMBER else f[offset]
-                for name, kind, f in zip(self.names, self._kinds, self._fields)}
+                for name, kind, f in zip(self.names, self._kinds, map(self._field, range(len(self.names))))}
 
     def rows(self) -> list[Row]:
         """The block as the row reader's rows (built once)."""
@@ -116,7 +124,7 @@ class RowBlock:
         if any(b.names != first.names or b._kinds != first._kinds or b.floats.keys() != first.floats.keys()
                or b._number_of is not first._number_of for b in blocks):
             return None
-        fields = [sum((b._fields[i] for b in blocks), []) for i in range(len(first.names))]
+        fields = [sum((b._field(i) for b in blocks), []) for i in range(len(first.names))]
         floats = {name: np.concatenate([b.floats[name] for b in blocks]) for name in first.floats}
         return RowBlock(first.names, fields, floats, first._number_of, first._kinds, first.first_number,
                         first.first_line)
@@ -196,13 +204,17 @@ def parse_block(lines: Sequence[str], names: Sequence[str], kinds: Sequence[int]
         return None
     if text.endswith("\n"):
         text = text[:-1]
-    split = [line.split(delimiter) for line in text.split("\n")]
     n_fields = len(names)
+    empty_is_missing = "" in na_values
+    if len(lines) >= _ARROW_MIN_ROWS and sys.modules.get("pyarrow") is not None:
+        return _parse_with_arrow(text, len(lines), names, kinds, text_converters, delimiter, na_values,
+                                 first_number=first_number, first_line=first_line, number_of=number_of,
+                                 number_tokens=number_tokens)
+    split = [line.split(delimiter) for line in text.split("\n")]
     if any(len(fields) != n_fields for fields in split):
         return None
     columns = [list(c) for c in zip(*split)]
     floats: dict[str, np.ndarray] = {}
-    empty_is_missing = "" in na_values
     for name, kind, texts in zip(names, kinds, columns):
         if kind == NUMBER:
             values = _floats(texts, empty_is_missing, number_tokens)
@@ -213,6 +225,82 @@ def parse_block(lines: Sequence[str], names: Sequence[str], kinds: Sequence[int]
         if kind != NUMBER:
             assert convert is not None
             columns[i] = list(map(convert, columns[i]))
+    from ipfi_cli.io.values import number_parser
+
+    return RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line)
+
+
+#: blocks of at least this many lines are split and converted by pyarrow when it is loaded
+_ARROW_MIN_ROWS = 64
+
+
+def _parse_with_arrow(text: str, n_lines: int, names: Sequence[str], kinds: Sequence[int],
+                      text_converters: Sequence[Callable[[str], Any] | None], delimiter: str,
+                      na_values: frozenset[str], *, first_number: int, first_line: int,
+                      number_of: Callable[[str], Any] | None, number_tokens: frozenset[str]) -> RowBlock | None:
+    """:func:`parse_block`'s work on checked ``text`` (no quote, NUL, carriage return or blank
+    line; its last line end removed) done by pyarrow: its CSV reader splits the lines into
+    columns of texts (quoting off: every character but the delimiter and ``\\n`` is a field's),
+    and each number column is checked and converted with array operations, by the rules of
+    :func:`_floats` (plain decimal numbers, the same tokens, lengths and missing fields), so the
+    block is the one the Python split gives. Number columns keep their texts as arrays; a
+    row's values are made from them only when asked for."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pa_csv
+
+    n_fields = len(names)
+    all_numbers = all(kind == NUMBER for kind in kinds)
+    if all_numbers and re.search(f"[^0-9.eE+\\-\n{re.escape(delimiter)}]", text) is not None:
+        return None  # one scan of the whole text instead of one per column
+    try:
+        table = pa_csv.read_csv(
+            io.BytesIO(text.encode("utf-8")),
+            read_options=pa_csv.ReadOptions(autogenerate_column_names=True, use_threads=False),
+            parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
+                                              escape_char=False, newlines_in_values=False, ignore_empty_lines=False),
+            convert_options=pa_csv.ConvertOptions(column_types={f"f{i}": pa.string() for i in range(n_fields)},
+                                                  strings_can_be_null=False, quoted_strings_can_be_null=False,
+                                                  check_utf8=False))
+    except (pa.ArrowInvalid, pa.ArrowKeyError):  # a line with another number of fields
+        return None
+    if table.num_columns != n_fields or table.num_rows != n_lines:
+        return None
+    columns: list[Any] = [table.column(i).combine_chunks() for i in range(n_fields)]
+    floats: dict[str, np.ndarray] = {}
+    empty_is_missing = "" in na_values
+    digits = sys.get_int_max_str_digits()
+    tokens = pa.array(sorted(number_tokens), type=pa.string()) if number_tokens else None
+    for name, kind, texts in zip(names, kinds, columns):
+        if kind != NUMBER:
+            continue
+        if not all_numbers and pc.any(pc.match_substring_regex(texts, r"[^0-9.eE+\-]")).as_py():
+            return None
+        lengths = pc.binary_length(texts)
+        shortest, longest = (scalar.as_py() for scalar in pc.min_max(lengths).values())
+        if digits and longest > digits:  # int() refuses that many digits: the row reader says so
+            return None
+        if tokens is not None and pc.any(pc.is_in(texts, value_set=tokens)).as_py():
+            return None
+        parsed = texts
+        if shortest == 0:  # an empty field: missing, or the row reader's to refuse
+            if not empty_is_missing:
+                return None
+            parsed = pc.if_else(pc.equal(lengths, 0), "nan", texts)
+        try:
+            values = np.asarray(parsed.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        except pa.ArrowInvalid:  # "1e", "+-", "." ...: the row reader refuses them
+            return None
+        finite = values[values == values]
+        if finite.size and (np.abs(finite).max() >= 1e308 or (np.signbit(finite) & (finite == 0)).any()):
+            return None
+        floats[name] = values
+    for i, (kind, convert) in enumerate(zip(kinds, text_converters)):
+        if kind != NUMBER:
+            assert convert is not None
+            columns[i] = list(map(convert, columns[i].to_pylist()))
     from ipfi_cli.io.values import number_parser
 
     return RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line)
