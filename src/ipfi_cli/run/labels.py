@@ -98,7 +98,8 @@ class LabelMatcher:
         self.unknown: dict[Any, int] = {}
         #: labels looked up among known classes (rows)
         self.matched = 0
-        self._lookup: dict[Any, Any] = {}
+        self._lookup: dict[Any, Any] = {}  # a class's own text (and number) -> the class
+        self._aliases: dict[Any, Any] = {}  # lower-cased, stripped, yes/no ... -> the one class it can mean
         self._kind: type | None = None
         if classes is not None:
             self.learn_classes(classes)
@@ -111,17 +112,23 @@ class LabelMatcher:
         self.classes = known
         kinds = {type(c) for c in known}
         self._kind = kinds.pop() if len(kinds) == 1 else None
-        lookup: dict[Any, Any] = {}
+        exact: dict[Any, Any] = {}
+        aliases: dict[Any, Any] = {}
+        ambiguous: set[Any] = set()
         zero_one = sorted(known, key=str) in ([0, 1], ["0", "1"]) and all(type(c) in (int, str) for c in known)
         for c in known:
-            keys: list[Any] = [str(c), str(c).strip().lower()]
+            exact.setdefault(str(c), c)
+            if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and not zero_one:
+                exact.setdefault(("number", float(c)), c)
+            keys: list[Any] = [str(c).strip().lower()]
             if isinstance(c, bool) or zero_one:  # True/yes find the class 1 of a 0/1 model, as 1 finds True
                 keys += list(_TRUE if c in (True, "1") else _FALSE)
-            elif isinstance(c, (int, float)) and math.isfinite(c):
-                keys.append(("number", float(c)))
             for key in keys:
-                lookup.setdefault(key, c)
-        self._lookup = lookup
+                if aliases.setdefault(key, c) != c or key in ambiguous:
+                    ambiguous.add(key)  # "Setosa" and "setosa" both: "SETOSA" finds neither
+        # a class's own text always finds it: an alias of another class ("setosa" of "Setosa") never hides it
+        self._lookup = exact
+        self._aliases = {key: c for key, c in aliases.items() if key not in ambiguous}
 
     def __call__(self, value: Any) -> Any:
         if _is_missing(value):
@@ -185,13 +192,14 @@ class LabelMatcher:
         elif any(type(c) is bool for c in classes):
             return (value,) if value in classes else None
         text = str(value)
-        keys = [text, text.strip().lower()]
+        if text in self._lookup:  # a class's own text first: no alias of another class hides it
+            return (self._lookup[text],)
         number = None if isinstance(value, bool) else _number_of(value)
-        if number is not None and number.is_integer():
-            keys.append(str(int(number)))  # 1.0 finds the class "1"
-        for key in keys:
-            if key in self._lookup:
-                return (self._lookup[key],)
+        if number is not None and number.is_integer() and str(int(number)) in self._lookup:
+            return (self._lookup[str(int(number))],)  # 1.0 finds the class "1"
+        alias = text.strip().lower()
+        if alias in self._aliases:
+            return (self._aliases[alias],)
         return None
 
     def _as_kind(self, value: Any) -> Any:

@@ -1,0 +1,54 @@
+"""Labels as read find the model's classes: a class's own text always finds it, and the
+case-insensitive aliases only where they are not ambiguous."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from sklearn.datasets import load_iris
+from sklearn.tree import DecisionTreeClassifier
+
+from ipfi_cli.run.labels import LabelMatcher
+
+
+def test_a_class_that_differs_from_another_only_in_case_is_found_by_its_own_text():
+    matcher = LabelMatcher(classification=True, classes=["Setosa", "setosa", "virginica"])
+    assert [matcher(label) for label in ("setosa", "Setosa", "virginica")] == ["setosa", "Setosa", "virginica"]
+    matcher = LabelMatcher(classification=True, classes=["setosa", "Setosa"])  # the other order
+    assert [matcher(label) for label in ("setosa", "Setosa")] == ["setosa", "Setosa"]
+
+
+def test_an_alias_two_classes_share_finds_neither():
+    matcher = LabelMatcher(classification=True, classes=["Setosa", "setosa"])
+    assert matcher("SETOSA") == "SETOSA"  # no class: counted as unknown, not given to one of them
+    assert matcher.unknown == {"SETOSA": 1}
+
+
+def test_unambiguous_aliases_still_find_their_class():
+    matcher = LabelMatcher(classification=True, classes=["setosa", "versicolor"])
+    assert [matcher(label) for label in (" Setosa", "VERSICOLOR")] == ["setosa", "versicolor"]
+    assert LabelMatcher(classification=True, classes=[0, 1])("yes") == 1
+    assert LabelMatcher(classification=True, classes=[1, 2])(2.0) == 2
+
+
+def test_batch_measures_a_perfect_model_whose_classes_differ_only_in_case(tmp_path, run):
+    """A tree that fits iris exactly, with classes setosa / Setosa / virginica: the loss on its own
+    training rows is 0 (it was 1/3 when "Setosa"'s lower-cased alias took the label "setosa")."""
+    iris = load_iris(as_frame=True)
+    frame = iris.frame.drop(columns="target")
+    frame["species"] = np.array(["setosa", "Setosa", "virginica"])[iris.target]
+    frame = frame.sample(frac=1.0, random_state=0)
+    model = DecisionTreeClassifier(random_state=0).fit(frame.drop(columns="species"), frame["species"])
+    assert (model.predict(frame.drop(columns="species")) == frame["species"]).all()
+    import joblib
+
+    joblib.dump(model, tmp_path / "tree.joblib")
+    frame.to_csv(tmp_path / "iris.csv", index=False)
+    result = run("batch", tmp_path / "iris.csv", "-m", tmp_path / "tree.joblib", "-t", "species", "--seed", "1", "-q",
+                 "--output-format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    assert records and all(r["baseline_loss"] == 0.0 for r in records)
+    assert pd.Series({r["feature"]: r["importance"] for r in records}).max() > 0.1
