@@ -246,8 +246,8 @@ class RowReader:
                 yield self._bad(f"cannot parse the line: {_csv_problem(error)}", line)
                 continue
             last_line = reader.line_num + self._block_lines
-            if not fields:  # blank line
-                continue
+            if not fields or (n_fields > 1 and len(fields) == 1 and not fields[0].strip()):
+                continue  # a blank line, or one of spaces only (as editors and exports leave at the end)
             if bad_lines:
                 bad = [n for n in bad_lines if n <= last_line]
                 if bad:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.errors import IpfiError, RunError, UsageError
+from ipfi_cli.errors import IpfiError, OutputError, RunError, UsageError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import all_zero_warning, check_output_names, labels_match_nothing
 from ipfi_cli.run.keyed import KeyedSessionMixin
@@ -399,6 +399,8 @@ class ExplainSession:
         except BaseException as error:
             self.status = RunStatus.ERROR
             self.error = str(error)
+            if state is None and isinstance(error, IpfiError) and not isinstance(error, OutputError):
+                self._write_last_after_error(parts)
             raise
         finally:
             if signals is not None:
@@ -592,6 +594,16 @@ class ExplainSession:
                 f"every one of the first {explainer.n_explained:,} explained rows has a wrong prediction (loss 1): "
                 f"the labels probably do not match the model's outputs{example}; check --target and the "
                 "label values", "warning")
+
+    def _write_last_after_error(self, parts: RunParts) -> None:
+        """A run stopped by its input or model still ends its output with the last explained row's
+        record (nothing computed is lost). Not with ``--state``: a resumed run writes what an
+        uninterrupted one would, and this record would be one more."""
+        try:
+            self._write_last(parts)
+            parts.writer.flush()
+        except (OSError, IpfiError):  # the output failed too: the error that stopped the run is said
+            pass
 
     def _write_last(self, parts: RunParts) -> None:
         """Always end with the last row's record (``every`` may have skipped it)."""
