@@ -64,6 +64,43 @@ def test_head_exits_quietly(tmp_path):
     assert stderr.strip() == "status=1"  # quiet, and no summary table
 
 
+def test_unbuffered_python_writes_every_byte_to_a_slow_reader_and_sees_it_close(tmp_path):
+    """Under ``PYTHONUNBUFFERED`` stdout is a raw stream whose write may take part of the bytes
+    (a full pipe whose reader closes, a signal): the rest is written, or the run says the pipe
+    closed (exit 1). Before, the rest was dropped and the run exited 0."""
+    data = tmp_path / "big.csv"
+    data.write_text(head_lines(SAMPLE / "agrawal_static.csv", 3000))  # ~0.5 MB of traces: beyond a pipe's 64 kB
+    def command_for(path, *extra):
+        return [*ipfi_command(), "explain", str(path), "-m", HGB, "-t", "class", "-M", "1", "--seed", "1", "-q",
+                *extra]
+
+    command = command_for(data)
+    env = subprocess_env(PYTHONUNBUFFERED="1")
+    whole = subprocess.run(command, capture_output=True, env=env, timeout=120)
+    assert whole.returncode == 0 and whole.stdout.count(b"\n") > 2900
+    slow = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert slow.stdout is not None
+    time.sleep(3)  # the explainer is done and blocked on the full pipe
+    chunks = []
+    while chunk := slow.stdout.read(4096):
+        chunks.append(chunk)
+        time.sleep(0.001)
+    assert slow.wait(timeout=60) == 0
+    assert b"".join(chunks) == whole.stdout
+    # 600 rows in one micro-batch: ~100 kB of traces in one write, the run's last, which the pipe
+    # takes in part when its reader closes (before, that part passed for the whole: exit 0)
+    small = tmp_path / "small.csv"
+    small.write_text(head_lines(SAMPLE / "agrawal_static.csv", 600))
+    closing = subprocess.Popen(command_for(small, "--batch-size", "1000"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env)
+    assert closing.stdout is not None
+    time.sleep(3)
+    closing.stdout.read(1000)
+    closing.stdout.close()  # a reader that stops early, as head does
+    assert closing.wait(timeout=60) == 1
+    assert b"Traceback" not in closing.stderr.read()
+
+
 def test_slow_writer_row_appears_within_a_second(static_csv):
     lines = static_csv.read_text().splitlines(keepends=True)
     process = subprocess.Popen([*ipfi_command(), "explain", "-m", HGB, "-t", "class", "-M", "2", "--seed", "1", "-q"],

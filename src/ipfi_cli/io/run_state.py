@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 
 from ipfi_cli.core.plain_state import MARKER, VERSION, StateFormatError, dumps, loads
 from ipfi_cli.errors import OutputError, StateError
-from ipfi_cli.io.writers import atomic_write_bytes
+from ipfi_cli.io.writers import atomic_write_bytes, write_all
 
 MAGIC = MARKER
 FORMAT = "ipfi-explain-run-state"
@@ -162,7 +162,7 @@ class TrackedOutput:
     def write(self, data: bytes) -> int:
         if self.muted:
             return len(data)
-        self.stream.write(data)
+        write_all(self.stream, data)
         self.size += len(data)
         self.crc = zlib.crc32(data, self.crc)
         return len(data)

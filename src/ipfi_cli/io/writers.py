@@ -34,6 +34,7 @@ b'{"row":7,"age":null}\\n'
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import tempfile
@@ -357,6 +358,36 @@ def cannot_write(path: str | os.PathLike[str] | None, error: OSError) -> Excepti
     return OutputError(f"{output_name(path)}: cannot write ({error.strerror or type(error).__name__})")
 
 
+def write_all(stream: Any, data: bytes) -> int:
+    """Write every byte of ``data`` to ``stream``, also when it is a raw stream that may take
+    fewer: ``sys.stdout.buffer`` is one under ``python -u`` or ``PYTHONUNBUFFERED`` (a write to a
+    pipe that a signal or a closing reader interrupts returns a part; the rest would be lost).
+
+    >>> import io
+    >>> class Halves(io.RawIOBase):
+    ...     def __init__(self): self.got = b""
+    ...     def writable(self): return True
+    ...     def write(self, b): part = bytes(b[:max(1, len(b) // 2)]); self.got += part; return len(part)
+    >>> raw = Halves()
+    >>> write_all(raw, b"0123456789"), raw.got
+    (10, b'0123456789')
+    """
+    view = memoryview(data).cast("B")
+    written = stream.write(view)
+    if written is None or written >= len(view):  # a buffered stream writes it all (or raises)
+        if written is None:
+            raise BlockingIOError(errno.EAGAIN, "the output would block (a non-blocking descriptor)")
+        return len(view)
+    while written < len(view):
+        more = stream.write(view[written:])
+        if more is None:
+            raise BlockingIOError(errno.EAGAIN, "the output would block (a non-blocking descriptor)")
+        if more == 0:
+            raise OSError(errno.EIO, "the output accepts no more bytes")
+        written += more
+    return len(view)
+
+
 class NamedOutput:
     """A binary stream whose write errors (a full disk, a quota, an I/O error) name the output.
 
@@ -376,7 +407,7 @@ class NamedOutput:
             raise cannot_write(self.path, error) from None
 
     def write(self, data: bytes) -> int:
-        return int(self._guard(self._stream.write, data))
+        return int(self._guard(write_all, self._stream, data))
 
     def flush(self) -> None:
         self._guard(self._stream.flush)
