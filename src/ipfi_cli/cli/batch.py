@@ -66,6 +66,7 @@ from ipfi_cli.cli.options import (
     TrustOpt,
     VerboseOpt,
     WorkersOpt,
+    check_outputs,
     draw_seed,
     input_spec,
     selection,
@@ -73,6 +74,7 @@ from ipfi_cli.cli.options import (
     value,
 )
 from ipfi_cli.core.params import DEFAULT_REPEATS
+from ipfi_cli.io.targets import data_files
 from ipfi_cli.run.settings import DEFAULT_PUSH_JOB
 
 BatchRepeatsOpt = Annotated[int, typer.Option(
@@ -143,6 +145,8 @@ def batch(
     """
     monitor = monitor_settings(metrics_textfile=metrics_textfile, metrics_label=metrics_label, pushgateway=pushgateway,
                                push_job=push_job, push_label=push_label)
+    check_outputs({"--output": output, "--metrics-textfile": metrics_textfile},
+                  {"DATA": data_files(data), "--model": model})
     started = time.time()
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter, show_batch_table

@@ -80,6 +80,7 @@ from ipfi_cli.cli.options import (
     ThreadsOpt,
     TrustOpt,
     VerboseOpt,
+    check_outputs,
     draw_seed,
     input_spec,
     pfi_params,
@@ -88,6 +89,7 @@ from ipfi_cli.cli.options import (
     value,
 )
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
+from ipfi_cli.io.targets import data_files
 from ipfi_cli.run.settings import DEFAULT_PUSH_JOB
 
 PANEL_COMPARE = "Comparison"
@@ -198,6 +200,8 @@ def compare(
     """
     monitor = monitor_settings(metrics_textfile=metrics_textfile, metrics_label=metrics_label, pushgateway=pushgateway,
                                push_job=push_job, push_label=push_label)
+    check_outputs({"--output": output, "--traces": traces, "--metrics-textfile": metrics_textfile},
+                  {"DATA": data_files(data), "--model": model})
     started = time.time()
     with reporting(debug):
         from ipfi_cli.evaluation.metrics import NORMALISATIONS

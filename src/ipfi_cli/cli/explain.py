@@ -16,6 +16,7 @@ from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, repo
 from ipfi_cli.cli.explain_checks import (
     check_bounds_options,
     check_change_options,
+    check_files,
     check_label_options,
     check_state_options,
     half_life_seconds_of,
@@ -331,9 +332,9 @@ def explain(
                          half_life=half_life, alpha=params.alpha)
     if save_model and not learn:
         raise usage_error("needs --learn (without it the model does not change)", "--save-model")
-    check_state_options(state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen,
-                        files={"--output": output, "INPUT": input, "--model": model, "--meta": meta,
-                               "--save-model": save_model})
+    check_state_options(state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen)
+    check_files(input=input, model=model, labels=labels, reference=reference, state=state, output=output, meta=meta,
+                events=events, save_model=save_model, metrics_textfile=metrics_textfile)
     key_columns = key_columns_of(by, max_keys)
     check_label_options(labels=labels, id_column=id_column, labels_follow=labels_follow, label_wait=label_wait,
                         state=state, input=input)

@@ -6,10 +6,8 @@ option at fault; the ones that turn an option's text into a value return it.
 
 from __future__ import annotations
 
-import os
-
 from ipfi_cli.cli.errors import usage_error
-from ipfi_cli.cli.options import split_names
+from ipfi_cli.cli.options import check_outputs, split_names
 from ipfi_cli.run.settings import CHECKPOINT_EVERY, DEFAULT_LABEL_WAIT
 
 
@@ -36,19 +34,29 @@ def check_bounds_options(*, bounds: bool, bounds_method: str, delta: float, repe
             raise usage_error(f"{error}; choose a smaller --alpha, or drop --bounds", "--alpha") from None
 
 
-def check_state_options(*, state: str | None, checkpoint_every: int, skip_seen: bool,
-                        files: dict[str, str | None]) -> None:
-    """``--state`` and the options that need it; ``files`` are the run's other paths by option,
-    none of which may be the state file."""
+def check_state_options(*, state: str | None, checkpoint_every: int, skip_seen: bool) -> None:
+    """``--state`` and the options that need it."""
     if not state and checkpoint_every != CHECKPOINT_EVERY:
         raise usage_error("needs --state (where to save the checkpoints)", "--checkpoint-every")
     if not state and not skip_seen:
         raise usage_error("needs --state (it says how to continue from one)", "--no-skip-seen")
-    if state:
-        same = [name for name, path in files.items()
-                if path and path != "-" and os.path.abspath(path) == os.path.abspath(state)]
-        if same:
-            raise usage_error(f"is the same file as {same[0]}", "--state")
+
+
+def check_files(*, input: str | None, model: str | None, labels: str | None, reference: str | None,
+                state: str | None, output: str | None, meta: str | None, events: str | None,
+                save_model: str | None, metrics_textfile: str | None) -> None:
+    """No file ``explain`` writes is a file it reads or another file it writes. An existing
+    ``--state`` is both: the run continues from it and writes it back, on purpose; no other option
+    may name it."""
+    import os
+
+    from ipfi_cli.io.targets import data_files
+
+    resumed = state if state and os.path.exists(state) else None
+    check_outputs({"--output": output, "--state": state, "--meta": meta, "--events": events,
+                   "--save-model": save_model, "--metrics-textfile": metrics_textfile},
+                  {"INPUT": data_files(input), "--model": model, "--labels": labels, "--reference": reference,
+                   "--state": resumed})
 
 
 def key_columns_of(by: str | None, max_keys: int | None) -> list[str] | None:

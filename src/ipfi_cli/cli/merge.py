@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ipfi_cli.cli.errors import reporting, say
-from ipfi_cli.cli.options import DebugOpt, QuietOpt
+from ipfi_cli.cli.options import DebugOpt, QuietOpt, check_outputs
 
 
 def merge(
@@ -28,6 +28,7 @@ The shards ran ipfi explain with the same settings (the seed may differ) and a s
 """
     from ipfi_cli.run.merge import merge_state_files
 
+    check_outputs({"--output": output}, {"STATE": states})
     with reporting(debug):
         run = merge_state_files(states, output, seed=seed)
         if not quiet:

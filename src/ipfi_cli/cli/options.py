@@ -274,3 +274,25 @@ def draw_seed(seed: int | None) -> int:
     import secrets
 
     return seed if seed is not None else secrets.randbelow(2**31)
+
+
+def check_outputs(outputs: dict[str, str | None], inputs: dict[str, str | Sequence[str] | None]) -> None:
+    """Refuse (usage error, exit 2) an output that is one of the command's inputs, or another
+    output, before anything is opened for writing; files are compared by identity
+    (:func:`~ipfi_cli.io.targets.input_clash`). Every command that writes files calls this.
+
+    ``outputs`` and ``inputs`` map each option (as the help names it) to its path; a data input
+    (``INPUT``, ``DATA``) is given as :func:`~ipfi_cli.io.targets.data_files`'s list.
+    """
+    from ipfi_cli.cli.errors import usage_error
+    from ipfi_cli.io.targets import input_clash
+
+    clash = input_clash(outputs, inputs)
+    if clash is None:
+        return
+    option, path, other = clash
+    if inputs.get(other):
+        raise usage_error(f"is the same file as {other}, an input ({path}): writing it would destroy the input",
+                          option)
+    raise usage_error(f"is the same file as {other} ({path}): one would overwrite the other; choose another file",
+                      option)

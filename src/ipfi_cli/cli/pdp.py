@@ -22,9 +22,11 @@ from ipfi_cli.cli.options import (
     OutputFormatOpt,
     OutputOpt,
     TrustOpt,
+    check_outputs,
     split_names,
     value,
 )
+from ipfi_cli.io.targets import data_files
 
 
 def pdp(
@@ -79,6 +81,7 @@ def pdp(
         raise usage_error(f"must be in (0, 1], got {alpha}", "--alpha")
     if model is None:
         raise usage_error("give the model", "--model")
+    check_outputs({"--output": output}, {"INPUT": data_files(input), "--model": model})
     with reporting(debug):
         from ipfi_cli.io.values import reader_options
         from ipfi_cli.io.writers import write_records

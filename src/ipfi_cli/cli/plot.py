@@ -17,7 +17,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ipfi_cli.cli.errors import EXIT_ERROR, reporting, say, usage_error
-from ipfi_cli.cli.options import DebugOpt, QuietOpt, split_names
+from ipfi_cli.cli.options import DebugOpt, QuietOpt, check_outputs, split_names
 from ipfi_cli.errors import InputError, OutputError
 
 REFERENCE_METHODS = ("interval", "batch")
@@ -92,6 +92,7 @@ def plot(
 
     Solid lines for iPFI (one panel per iPFI trace), dashed for interval or batch PFI, a vertical line at --drift-at, the --top-k features coloured and the others grey. Needs matplotlib: pip install 'ipfi-cli\\[plot]'.
     """
+    check_outputs({"--output": output}, {"TRACES": traces, "--interval-traces": interval_traces})
     with reporting(debug):
         from ipfi_cli.plotting import PlottingUnavailable, Series, plot_importance, pyplot
 

@@ -41,6 +41,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any, BinaryIO, Protocol
 
+from ipfi_cli.io.targets import is_special
+
 
 def trace_columns(names: Sequence[str], bounds: bool = False, key_columns: Sequence[str] = ()) -> list[str]:
     """The trace header: the key columns (``--by``), ``row``, each name, then ``<name>_bound`` for
@@ -303,49 +305,6 @@ def silence_stdout() -> None:
 
 
 # -- atomic writes ------------------------------------------------------------------------------
-def is_special(path: str | os.PathLike[str]) -> bool:
-    """``path`` exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO, a terminal).
-
-    Such a target is written in place: renaming a file over it would replace the device
-    (``/dev/null`` turned into a regular file when run as root) or the pipe.
-
-    >>> is_special(os.devnull), is_special(__file__), is_special("/no/such/file")
-    (True, False, False)
-    """
-    import stat
-
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
-def target_problem(path: str | os.PathLike[str]) -> str | None:
-    """Why a file cannot be written at ``path``, checked before any work; ``None`` if it can.
-
-    A device or FIFO must be writable in place; any other target needs a writable directory
-    (the file is written beside it and renamed over it, see :func:`atomic_write`). A full disk
-    cannot be foreseen: the write itself names it.
-
-    >>> target_problem(os.devnull), target_problem("/no/such/dir/model.joblib")
-    (None, 'no such directory: /no/such/dir')
-    """
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        return "is a directory"
-    if is_special(path):
-        return None if os.access(path, os.W_OK) else "permission denied"
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.exists(directory):
-        return f"no such directory: {directory}"
-    if not os.path.isdir(directory):
-        return f"not a directory: {directory}"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return f"permission denied: cannot create a file in {directory}"
-    return None
-
-
 def output_name(path: str | os.PathLike[str] | None) -> str:
     """How messages name an output: the path, or ``<stdout>``."""
     return "<stdout>" if path is None or os.fspath(path) in ("", "-") else os.fspath(path)

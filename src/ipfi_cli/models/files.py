@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ipfi_cli.errors import ModelError, UsageError, first_line
-from ipfi_cli.io.writers import atomic_write, target_problem
+from ipfi_cli.io.targets import target_problem
+from ipfi_cli.io.writers import atomic_write
 
 
 class ModelFileError(ModelError):
