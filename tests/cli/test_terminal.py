@@ -161,3 +161,80 @@ def test_keys_from_the_data_are_escaped_in_the_live_table_and_the_summary(hostil
     assert_clean(terminal)
     assert b"\\x1b[2J" in terminal  # shown, escaped
     assert key.encode() in (tmp_path / "traces.csv").read_bytes()  # the traces keep the data
+
+
+# -- stdout on a terminal: the data stream ------------------------------------------------------
+def run_stdout_in_pty(args: list[str], timeout: float = 120) -> tuple[int, bytes]:
+    """Run ``python -m ipfi_cli ARGS`` with stdout on a pty (stderr and stdin elsewhere); return
+    the exit code and every byte the terminal got."""
+    main, secondary = pty.openpty()
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="120", PYTHONPATH=str(ROOT / "src"))
+    process = subprocess.Popen([sys.executable, "-m", "ipfi_cli", *args], stdin=subprocess.DEVNULL,
+                               stdout=secondary, stderr=subprocess.DEVNULL, cwd=ROOT, env=env, close_fds=True)
+    os.close(secondary)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([main], [], [], timeout)
+        if not ready:
+            process.kill()
+            raise AssertionError("no output: " + seen.decode(errors="replace"))
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(main)
+    return process.wait(timeout=timeout), seen
+
+
+@pytest.fixture(scope="module")
+def keyed(hostile, tmp_path_factory) -> Path:
+    """The hostile data with a key column whose name and one value hold control sequences."""
+    import pandas as pd
+
+    data, _ = hostile
+    frame = pd.read_csv(data)
+    frame.insert(0, f"shop{CLEAR}", [f"k{OSC52}" if i % 2 else "plain" for i in range(len(frame))])
+    path = tmp_path_factory.mktemp("keyed") / "keyed.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_traces_keys_and_batch_records_on_a_terminal_are_escaped(hostile, keyed, fmt):
+    data, model = hostile
+    runs = [["explain", str(data), "-m", str(model), "-t", "y", "--seed", "1", "-e", "1000", "-q", "-F", fmt],
+            ["explain", str(keyed), "-m", str(model), "-t", "y", "--seed", "1", "-e", "1000", "-q", "-F", fmt,
+             "--by", f"shop{CLEAR}"],
+            ["batch", str(data), "-m", str(model), "-t", "y", "--seed", "1", "-M", "2", "-q", "-F", fmt]]
+    for args in runs:
+        code, terminal = run_stdout_in_pty(args)
+        assert code == 0, terminal.decode(errors="replace")
+        assert_clean(terminal)
+        assert b"\x07" not in terminal and b"\x1b" not in terminal
+        assert b"x1b]52;c;aGFja2Vk" in terminal  # shown escaped (once more in JSON: \\x1b)
+        if "--by" in args:
+            assert b"x1b[2J" in terminal and b"plain" in terminal
+
+
+def test_traces_keys_and_batch_records_into_a_pipe_keep_the_bytes(hostile, keyed):
+    data, model = hostile
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+
+    def stdout(*args: str) -> bytes:
+        result = subprocess.run([sys.executable, "-m", "ipfi_cli", *args], capture_output=True, cwd=ROOT, env=env,
+                                timeout=120)
+        assert result.returncode == 0, result.stderr.decode(errors="replace")
+        return result.stdout
+
+    traces = stdout("explain", str(data), "-m", str(model), "-t", "y", "--seed", "1", "-e", "1000", "-q")
+    assert traces.split(b"\n")[0] == f"row,{NAME},b".encode()
+    by = stdout("explain", str(keyed), "-m", str(model), "-t", "y", "--seed", "1", "-e", "1000", "-q",
+                "--by", f"shop{CLEAR}")
+    lines = by.split(b"\n")
+    assert lines[0] == f"shop{CLEAR},row,{NAME},b".encode()
+    assert {line.split(b",")[0] for line in lines[1:] if line} == {b"plain", f"k{OSC52}".encode()}
+    records = stdout("batch", str(data), "-m", str(model), "-t", "y", "--seed", "1", "-M", "2", "-q")
+    assert f"\n{NAME},".encode() in records

@@ -135,3 +135,56 @@ def test_save_model_round_trip(tmp_path):
     assert joblib.load(path) == model
 
 
+
+
+# -- text from data on a terminal -------------------------------------------------------------
+class _Terminal(io.BytesIO):
+    """A byte stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+_HOSTILE = "a\x1b]52;c;eA==\x07\u202e"
+_SHOWN = "a\\x1b]52;c;eA==\\x07\\u202e"  # as terminal_safe shows it
+
+
+def _fields(data: bytes, fmt: str) -> list[str]:
+    """The text fields of a CSV (header and records) or the keys and text values of JSON lines."""
+    if fmt == "csv":
+        import csv
+
+        return [field for row in csv.reader(io.StringIO(data.decode())) for field in row]
+    records = [json.loads(line) for line in data.splitlines()]
+    return [text for record in records for item in record.items() for text in item if isinstance(text, str)]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_trace_writers_escape_names_and_keys_on_a_terminal_only(fmt):
+    from ipfi_cli.io.writers import WRITERS
+
+    for stream, name in ((_Terminal(), _SHOWN), (io.BytesIO(), _HOSTILE)):
+        writer = WRITERS[fmt](stream, [_HOSTILE, "b"], bounds=True, key_columns=[f"k{_HOSTILE}"])
+        writer.write(1, [0.5, 0.25], [0.1, 0.2], key=[_HOSTILE])
+        fields = _fields(stream.getvalue(), fmt)
+        assert {name, f"k{name}", f"{name}_bound", "b", "b_bound"} <= set(fields)
+        if name == _SHOWN:
+            assert not any(c in stream.getvalue().decode() for c in "\x1b\x07\u202e")
+
+
+def test_terminal_trace_csv_is_the_escaped_names_exactly():
+    from ipfi_cli.io.writers import CsvTraceWriter
+
+    out = _Terminal()
+    CsvTraceWriter(out, ["x\x1b[2J", "y,z"], key_columns=["k\n"]).write(3, [1.0, 2.0], key=["v\x07"])
+    assert out.getvalue() == b'k\\n,row,x\\x1b[2J,"y,z"\nv\\x07,3,1.0,2.0\n'
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_record_writer_escapes_text_on_a_terminal_only(fmt):
+    from ipfi_cli.io.writers import RecordWriter
+
+    for stream, name in ((_Terminal(), _SHOWN), (io.BytesIO(), _HOSTILE)):
+        RecordWriter(stream, ["feature", "importance"], fmt).write({"feature": _HOSTILE, "importance": 0.5})
+        assert name in _fields(stream.getvalue(), fmt)
+        assert b"0.5" in stream.getvalue()

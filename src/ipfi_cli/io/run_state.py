@@ -170,6 +170,10 @@ class TrackedOutput:
     def flush(self) -> None:
         self.stream.flush()
 
+    def isatty(self) -> bool:
+        """Whether the stream is a terminal (the writers then show text from data escaped)."""
+        return bool(self.stream.isatty())
+
     def sync(self) -> None:
         """Flush, and ``fsync`` when the stream is a regular file (not a pipe or terminal)."""
         self.stream.flush()

@@ -74,6 +74,34 @@ def _csv_cell(value: Any) -> str:
     return _csv_field(str(value))
 
 
+def terminal_text(stream: Any) -> Callable[[str], str] | None:
+    """How text from data (feature names, key values, labels) is written to ``stream``: the one
+    decision point. On a terminal, :func:`~ipfi_cli.text.terminal_safe` (control characters shown
+    escaped, so a name cannot move the cursor or write the clipboard); to a pipe or a file,
+    ``None``: the bytes stay the data's.
+
+    >>> import io
+    >>> terminal_text(io.BytesIO()) is None
+    True
+    """
+    try:
+        tty = bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return None
+    if not tty:
+        return None
+    from ipfi_cli.text import terminal_safe
+
+    return terminal_safe
+
+
+def _cell_writer(safe: Callable[[str], str] | None) -> Callable[[Any], str]:
+    """:func:`_csv_cell`, with text made safe first when ``safe`` (see :func:`terminal_text`)."""
+    if safe is None:
+        return _csv_cell
+    return lambda value: _csv_field(safe(value)) if isinstance(value, str) else _csv_cell(value)
+
+
 class ByteSink(Protocol):
     """Where writers write: a binary file, stdout's buffer, or a tracked output."""
 
@@ -95,7 +123,11 @@ class TraceWriter:
         self.names = [str(n) for n in names]
         self.bounds = bounds
         self.key_columns = [str(c) for c in key_columns]
-        self.columns = trace_columns(self.names, bounds, self.key_columns)
+        self._safe = terminal_text(stream)
+        shown = (lambda names: names) if self._safe is None else (lambda names: list(map(self._safe, names)))
+        #: the header's fields, as written (made safe on a terminal, see :func:`terminal_text`)
+        self.columns = trace_columns(shown(self.names), bounds, shown(self.key_columns))
+        self._cell = _cell_writer(self._safe)
         self._close = close
         self.records = 0
         self._write = stream.write
@@ -142,7 +174,7 @@ class CsvTraceWriter(TraceWriter):
         text = ",".join(map(repr, values))
         if "nan" in text:  # only NaN's repr holds "nan": write it as an empty field
             text = ",".join(map(_csv_number, values))
-        prefix = "".join(_csv_cell(v) + "," for v in key)
+        prefix = "".join(self._cell(v) + "," for v in key)
         self._write(f"{prefix}{row},{text}\n".encode())
         self.records += 1
 
@@ -188,13 +220,15 @@ class JsonlTraceWriter(TraceWriter):
 
     def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None,
               key: Sequence[Any] = ()) -> None:
-        record: dict[str, Any] = dict(zip(self.key_columns, key))
+        keys, width = len(self.key_columns), len(self.names)
+        if self._safe is not None:
+            key = [self._safe(v) if isinstance(v, str) else v for v in key]
+        record: dict[str, Any] = dict(zip(self.columns[:keys], key))
         record["row"] = row
-        record.update(zip(self.names, values))
+        record.update(zip(self.columns[keys + 1:keys + 1 + width], values))
         if self.bounds:
-            nan = float("nan")
-            record.update(zip(self.columns[len(self.key_columns) + 1 + len(self.names):],
-                              bounds if bounds is not None else [nan] * len(self.names)))
+            record.update(zip(self.columns[keys + 1 + width:],
+                              bounds if bounds is not None else [float("nan")] * width))
         self._write(self._dumps(record) + b"\n")  # orjson writes NaN and inf as null
         self.records += 1
 
@@ -257,17 +291,25 @@ class RecordWriter:
         self.stream = stream
         self.fields = list(fields)
         self.fmt = fmt
+        self._safe = terminal_text(stream)
+        self._cell = _cell_writer(self._safe)
+        #: the fields' names as written (made safe on a terminal, see :func:`terminal_text`)
+        self._shown = self.fields if self._safe is None else [self._safe(f) for f in self.fields]
         if fmt == "csv":
-            stream.write((",".join(_csv_cell(f) for f in self.fields) + "\n").encode())
+            stream.write((",".join(_csv_cell(f) for f in self._shown) + "\n").encode())
 
     def write(self, record: dict[str, Any]) -> None:
         if self.fmt == "csv":
-            self.stream.write((",".join(_csv_cell(record.get(f)) for f in self.fields) + "\n").encode())
+            self.stream.write((",".join(self._cell(record.get(f)) for f in self.fields) + "\n").encode())
         else:
             import orjson
 
-            self.stream.write(orjson.dumps({f: record.get(f) for f in self.fields},
-                                           option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            safe = self._safe
+            values = [record.get(f) for f in self.fields]
+            if safe is not None:
+                values = [safe(v) if isinstance(v, str) else v for v in values]
+            self.stream.write(orjson.dumps(dict(zip(self._shown, values)), option=orjson.OPT_SERIALIZE_NUMPY)
+                              + b"\n")
 
 
 def write_records(output: str | None, fmt: str | None, fields: Sequence[str],
