@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ipfi_cli.io.writers import atomic_write
+from ipfi_cli.io.targets import atomic_write
 
 #: environment variable naming the folder where fitted sample models are cached
 CACHE_ENV = "IPFI_CACHE_DIR"

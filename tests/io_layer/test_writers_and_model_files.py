@@ -10,13 +10,12 @@ import pickle
 import joblib
 import pytest
 
+from ipfi_cli.io.targets import atomic_write, write_json
 from ipfi_cli.io.writers import (
     CsvTraceWriter,
     JsonlTraceWriter,
-    atomic_write,
     output_format_for,
     trace_columns,
-    write_json,
 )
 from ipfi_cli.models.files import ModelFileError, load_model, save_model
 

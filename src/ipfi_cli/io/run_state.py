@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 
 from ipfi_cli.core.plain_state import MARKER, VERSION, StateFormatError, dumps, loads
 from ipfi_cli.errors import OutputError, StateError
-from ipfi_cli.io.writers import atomic_write_bytes, write_all
+from ipfi_cli.io.targets import atomic_write_bytes, write_all
 
 MAGIC = MARKER
 FORMAT = "ipfi-explain-run-state"

@@ -1,4 +1,4 @@
-"""Trace writers (CSV, JSONL), flat record writers, and atomic file writes.
+"""Trace writers (CSV, JSONL) and flat record writers (atomic file writes: :mod:`ipfi_cli.io.targets`).
 
 A trace is one record per explained row (or per ``every`` rows): the input's 1-based
 data row number, then the current importance of each feature or group, then, when
@@ -34,14 +34,12 @@ b'{"row":7,"age":null}\\n'
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any, BinaryIO, Protocol
 
-from ipfi_cli.io.targets import is_special
+from ipfi_cli.io.targets import NamedOutput, atomic_write, cannot_write
 
 
 def trace_columns(names: Sequence[str], bounds: bool = False, key_columns: Sequence[str] = ()) -> list[str]:
@@ -344,135 +342,3 @@ def silence_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
-
-
-# -- atomic writes ------------------------------------------------------------------------------
-def output_name(path: str | os.PathLike[str] | None) -> str:
-    """How messages name an output: the path, or ``<stdout>``."""
-    return "<stdout>" if path is None or os.fspath(path) in ("", "-") else os.fspath(path)
-
-
-def cannot_write(path: str | os.PathLike[str] | None, error: OSError) -> Exception:
-    """The :class:`~ipfi_cli.errors.OutputError` for a failed write (a full disk: ``No space left on device``)."""
-    from ipfi_cli.errors import OutputError
-
-    return OutputError(f"{output_name(path)}: cannot write ({error.strerror or type(error).__name__})")
-
-
-def write_all(stream: Any, data: bytes) -> int:
-    """Write every byte of ``data`` to ``stream``, also when it is a raw stream that may take
-    fewer: ``sys.stdout.buffer`` is one under ``python -u`` or ``PYTHONUNBUFFERED`` (a write to a
-    pipe that a signal or a closing reader interrupts returns a part; the rest would be lost).
-
-    >>> import io
-    >>> class Halves(io.RawIOBase):
-    ...     def __init__(self): self.got = b""
-    ...     def writable(self): return True
-    ...     def write(self, b): part = bytes(b[:max(1, len(b) // 2)]); self.got += part; return len(part)
-    >>> raw = Halves()
-    >>> write_all(raw, b"0123456789"), raw.got
-    (10, b'0123456789')
-    """
-    view = memoryview(data).cast("B")
-    written = stream.write(view)
-    if written is None or written >= len(view):  # a buffered stream writes it all (or raises)
-        if written is None:
-            raise BlockingIOError(errno.EAGAIN, "the output would block (a non-blocking descriptor)")
-        return len(view)
-    while written < len(view):
-        more = stream.write(view[written:])
-        if more is None:
-            raise BlockingIOError(errno.EAGAIN, "the output would block (a non-blocking descriptor)")
-        if more == 0:
-            raise OSError(errno.EIO, "the output accepts no more bytes")
-        written += more
-    return len(view)
-
-
-class NamedOutput:
-    """A binary stream whose write errors (a full disk, a quota, an I/O error) name the output.
-
-    A closed pipe stays a :class:`BrokenPipeError` (the command ends quietly, as with ``| head``).
-    """
-
-    def __init__(self, stream: Any, path: str | None) -> None:
-        self._stream = stream
-        self.path = path
-
-    def _guard(self, call: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return call(*args)
-        except BrokenPipeError:
-            raise
-        except OSError as error:
-            raise cannot_write(self.path, error) from None
-
-    def write(self, data: bytes) -> int:
-        return int(self._guard(write_all, self._stream, data))
-
-    def flush(self) -> None:
-        self._guard(self._stream.flush)
-
-    def close(self) -> None:
-        self._guard(self._stream.close)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]) -> None:
-    """Write a file so that readers see either the old or the complete new content.
-
-    ``write(f)`` writes to a temporary file in the same directory; it is flushed, synced
-    and then renamed over ``path`` with ``os.replace`` (atomic on POSIX and Windows). On
-    any error the temporary file is removed and ``path`` is left untouched. A target that
-    exists and is not a regular file (a device, a FIFO) is written in place instead
-    (:func:`is_special`). A write that fails (a full disk) raises
-    :class:`~ipfi_cli.errors.OutputError` naming ``path``.
-    """
-    path = os.fspath(path)
-    if is_special(path):
-        try:
-            with open(path, "wb") as f:
-                write(f)
-                f.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as error:
-            raise cannot_write(path, error) from None
-        return
-    try:
-        _replace(path, write)
-    except BrokenPipeError:
-        raise
-    except OSError as error:
-        raise cannot_write(path, error) from None
-
-
-def _replace(path: str, write: Callable[[IO[bytes]], Any]) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """:func:`atomic_write` of ``data``."""
-    atomic_write(path, lambda f: f.write(data))
-
-
-def write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    """Write ``obj`` as indented strict JSON (NaN -> null), atomically."""
-    import orjson
-
-    atomic_write_bytes(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")

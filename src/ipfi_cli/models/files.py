@@ -26,8 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ipfi_cli.errors import ModelError, UsageError, first_line
-from ipfi_cli.io.targets import target_problem
-from ipfi_cli.io.writers import atomic_write
+from ipfi_cli.io.targets import atomic_write, target_problem
 
 
 class ModelFileError(ModelError):

@@ -46,7 +46,7 @@ def _method_figures(explainer: Any) -> dict[str, Any]:
 def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: RunParts, status: RunStatus,
                error: str | None, seed: int, started: float, state: StateKeeper | None) -> None:
     """Write a run's ``--meta`` file (JSON, atomically) to ``path``."""
-    from ipfi_cli.io.writers import write_json
+    from ipfi_cli.io.targets import write_json
 
     s, explainer, progress = settings, parts.explainer, parts.progress
     names = explainer.names

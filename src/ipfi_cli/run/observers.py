@@ -118,7 +118,7 @@ class EventsFile:
     """
 
     def __init__(self, path: str, *, keep: int | None = None) -> None:
-        from ipfi_cli.io.writers import NamedOutput
+        from ipfi_cli.io.targets import NamedOutput
 
         self.path = path
         self.written = keep or 0  # events in the file
