@@ -6,16 +6,24 @@ line holding each window's value over that window, a dotted vertical line at the
 point, the ``top_k`` most important features in colour with a legend and the others in
 thin grey. matplotlib is optional (``pip install 'ipfi-cli[plot]'``); it is imported
 only when a figure is drawn, and :class:`PlottingUnavailable` says how to install it.
+
+Text from data (feature names, method names, the title) is drawn as :func:`figure_text` shows it:
+control characters escaped (a font has no glyph for ESC), ``$`` literal (not mathtext). Given
+``warn``, matplotlib's warnings while drawing go to it as text, once each, instead of being printed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ipfi_cli.text import terminal_safe
 
 INSTALL_HINT = "plotting needs matplotlib: pip install 'ipfi-cli[plot]'"
 #: colours for the top features (colour-blind-safe Okabe-Ito, then tab10's)
@@ -51,6 +59,31 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def figure_text(text: object) -> str:
+    """Text from data as a figure draws it: control characters shown escaped, ``$`` literal.
+
+    >>> figure_text("age\\x1b[31m $5 $")
+    'age\\\\x1b[31m \\\\$5 \\\\$'
+    """
+    return terminal_safe(text).replace("$", "\\$")
+
+
+@contextlib.contextmanager
+def _warnings_to(warn: Callable[[str], None] | None) -> Iterator[None]:
+    """matplotlib's warnings while drawing, to ``warn`` (each text once) rather than printed;
+    ``None``: left as they are."""
+    if warn is None:
+        yield
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for message in dict.fromkeys(str(w.message) for w in caught):
+                warn(message)
 
 
 def top_features(names: Sequence[str], series: Sequence[Series], k: int) -> list[str]:
@@ -93,14 +126,23 @@ def plot_importance(
     performance: Series | None = None,
     performance_label: str = "loss",
     dpi: int = 120,
+    warn: Callable[[str], None] | None = None,
 ) -> Path:
     """Draw one panel per series in ``panels`` and save a PNG (or any format matplotlib infers) at ``path``.
 
     ``performance`` (one column) adds a small panel above each importance panel, e.g.
-    the model's rolling loss. Returns the path written.
+    the model's rolling loss; ``warn`` receives matplotlib's warnings. Returns the path written.
     """
     if not panels:
         raise ValueError("nothing to plot: no iPFI trace")
+    with _warnings_to(warn):
+        return _plot_importance(path, names, panels, interval, drift_at, top_k, title, performance,
+                                performance_label, dpi)
+
+
+def _plot_importance(path: str | Path, names: Sequence[str], panels: Sequence[Series], interval: Series | None,
+                     drift_at: int | None, top_k: int, title: str | None, performance: Series | None,
+                     performance_label: str, dpi: int) -> Path:
     plt = pyplot()
     names = list(names)
     highlight = top_features(names, list(panels) + ([interval] if interval is not None else []), top_k)
@@ -118,13 +160,13 @@ def plot_importance(
             top = name in colour
             style = dict(color=colour.get(name, GREY), lw=1.6 if top else 0.8, alpha=1.0 if top else 0.7,
                          zorder=3 if top else 1)
-            ax.plot(series.rows, series.values[:, j], ls="-", label=name if top else None, **style)
+            ax.plot(series.rows, series.values[:, j], ls="-", label=figure_text(name) if top else None, **style)
             if steps is not None:
                 ax.plot(steps[0], steps[1][:, j], ls="--", **style)
         if drift_at is not None:
             ax.axvline(drift_at, color="black", ls=":", lw=1.2, zorder=4)
         ax.axhline(0.0, color="black", lw=0.4, zorder=0)
-        ax.set_title(series.label, fontsize=10)
+        ax.set_title(figure_text(series.label), fontsize=10)
         ax.set_xlabel("rows")
         if i == 0:
             ax.set_ylabel("permutation feature importance")
@@ -136,7 +178,7 @@ def plot_importance(
             labels.append("iPFI")
             if steps is not None:
                 handles.append(Line2D([], [], color="black", ls="--", lw=1.2))
-                labels.append(interval.label if interval is not None else "interval PFI")
+                labels.append(figure_text(interval.label) if interval is not None else "interval PFI")
             ax.legend(handles, labels, fontsize=8, loc="best", ncol=2 if len(labels) > 6 else 1)
         if performance is not None:
             top_ax = axes[0, i]
@@ -144,9 +186,9 @@ def plot_importance(
             if drift_at is not None:
                 top_ax.axvline(drift_at, color="black", ls=":", lw=1.2)
             if i == 0:
-                top_ax.set_ylabel(performance_label)
+                top_ax.set_ylabel(figure_text(performance_label))
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(figure_text(title), fontsize=11)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=dpi)
@@ -167,12 +209,19 @@ def rolling_mean(values: Sequence[float], window: int) -> np.ndarray:
 
 
 def plot_partial_dependence(path: str | Path, curves: dict[str, list[tuple[int, np.ndarray, np.ndarray]]], *,
-                            title: str | None = None, dpi: int = 120) -> Path:
+                            title: str | None = None, dpi: int = 120,
+                            warn: Callable[[str], None] | None = None) -> Path:
     """One panel per feature: its PD curve after each recorded row, older rows lighter, the last dark.
 
     ``curves[feature]`` lists ``(row, grid values, PD values)`` in row order (the records of
-    ``ipfi pdp``). Returns the path written.
+    ``ipfi pdp``); ``warn`` receives matplotlib's warnings. Returns the path written.
     """
+    with _warnings_to(warn):
+        return _plot_partial_dependence(path, curves, title, dpi)
+
+
+def _plot_partial_dependence(path: str | Path, curves: dict[str, list[tuple[int, np.ndarray, np.ndarray]]],
+                             title: str | None, dpi: int) -> Path:
     plt = pyplot()
     path = Path(path)
     fig, axes = plt.subplots(1, len(curves), figsize=(4.0 * len(curves), 3.2), squeeze=False)
@@ -182,12 +231,12 @@ def plot_partial_dependence(path: str | Path, curves: dict[str, list[tuple[int, 
             shade = 0.25 + 0.6 * (i + 1) / len(points)
             ax.plot(grid, values, color="black" if last else (0.2, 0.4, 0.8, shade), lw=2.0 if last else 1.0,
                     label=f"row {row:,}" if last or i == 0 else None)
-        ax.set_title(name)
-        ax.set_xlabel(name)
+        ax.set_title(figure_text(name))
+        ax.set_xlabel(figure_text(name))
         ax.set_ylabel("partial dependence")
         ax.legend(fontsize="small")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(figure_text(title))
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)

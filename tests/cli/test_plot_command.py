@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
@@ -104,3 +109,43 @@ def test_plot_takes_ipfi_batch_records_as_the_dashed_reference(tmp_path, monkeyp
     bad.write_text("feature,importance\nnot_a_feature,0.5\n")
     result = invoke("plot", tmp_path / "traces.csv", "-o", tmp_path / "x.png", "--interval-traces", bad)
     assert result.exit_code == 1 and "no feature(s) salary" in result.stderr, result.stderr
+
+
+def _plot_in_a_process(*args) -> subprocess.CompletedProcess[bytes]:
+    """``ipfi plot`` in its own process: matplotlib's warnings are shown once per process, so an
+    in-process run could miss them."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root / "src"))
+    env.pop("PYTHONWARNINGS", None)
+    return subprocess.run([sys.executable, "-m", "ipfi_cli", "plot", *map(str, args)], capture_output=True,
+                          env=env, timeout=120)
+
+
+def test_names_with_control_characters_and_dollars_are_drawn_escaped_without_raw_warnings(tmp_path):
+    """A feature (and method, title) holding ESC and BEL: no glyph warning with a raw ESC, no
+    'UserWarning' with a source path; a name with a mathtext command is drawn as text."""
+    hostile = "w\x1b[2J\x1b]0;pwned\x07"
+    traces = tmp_path / "traces.csv"
+    lines = [f'method,row,"{hostile}",cost $\\nope$,c']
+    lines += [f"ipfi-{hostile},{r},{0.3 + r / 100},{0.2},{0.1}" for r in range(1, 21)]
+    traces.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.png"
+    result = _plot_in_a_process(traces, "-o", out, "--title", f"t{hostile}")
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes()[:8] == PNG
+    assert b"\x1b" not in result.stderr and b"\x07" not in result.stderr
+    assert b"UserWarning" not in result.stderr and b"plotting.py" not in result.stderr, result.stderr
+    result = _plot_in_a_process(traces, "-o", tmp_path / "quiet.png", "-q")
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+
+
+def test_matplotlibs_warnings_are_said_escaped_once(tmp_path):
+    """A glyph no font has (a CJK name) still warns: one ``ipfi: warning:`` line, escaped."""
+    traces = tmp_path / "traces.csv"
+    traces.write_text("row,\u4e2d\u6587,b\n1,0.1,0.2\n2,0.2,0.3\n", encoding="utf-8")
+    result = _plot_in_a_process(traces, "-o", tmp_path / "out.png")
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.decode().splitlines() if not line.startswith("ipfi: wrote ")]
+    assert warnings and all(line.startswith("ipfi: warning: ") for line in warnings), warnings
+    assert len(warnings) == len(set(warnings))
+    assert "UserWarning" not in result.stderr.decode()

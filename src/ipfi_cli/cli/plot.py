@@ -131,11 +131,16 @@ def plot(
             raise InputError(f"no iPFI traces (only {', '.join(REFERENCE_METHODS)} rows)", source=traces)
         try:
             path = plot_importance(output, names, panels, interval=reference, drift_at=drift_at, top_k=top_k,
-                                   title=title)
+                                   title=title, warn=_warner(quiet))
         except (ValueError, OSError) as error:
             raise OutputError(f"{output}: cannot write the figure ({error})") from None
         if not quiet:
             say(f"wrote {path} ({len(panels)} panel(s), {len(names)} features)")
+
+
+def _warner(quiet: bool) -> Any:
+    """Where matplotlib's warnings go: one ``ipfi: warning:`` line each (escaped), none when quiet."""
+    return (lambda message: None) if quiet else (lambda message: say(message, "warning"))
 
 
 def reference_series(path: str, names: list[str], last_row: float) -> Any:
@@ -183,7 +188,7 @@ def _plot_curves(frame: Any, output: str, wanted: list[str] | None, title: str |
                      for row, part in frame[frame["feature"] == name].groupby("row", sort=True)]
               for name in names}
     try:
-        path = plot_partial_dependence(output, curves, title=title)
+        path = plot_partial_dependence(output, curves, title=title, warn=_warner(quiet))
     except (ValueError, OSError) as error:
         raise OutputError(f"{output}: cannot write the figure ({error})") from None
     if not quiet:
