@@ -102,7 +102,7 @@ def test_csv_on_stdin_with_a_brace_in_the_first_name_is_csv(models):
 
 def test_header_problems_and_a_very_long_field_are_one_line(models):
     one_error(run(models["static"], b"a,b,a,y\n1,2,3,1\n"), "line 1", "duplicate column name(s) in the header: a")
-    one_error(run(models["static"], b"a,,y\n1,2,1\n"), "line 1", "field 2 is empty")
+    one_error(run(models["static"], b"a,,Unnamed: 1,y\n1,2,3,1\n"), "line 1", "field 2 is empty")
     long_row = b"a,b,y\n1,2,1\n" + b"1," + b"9" * 200_000 + b",0\n0.5,0.5,1\n"
     one_error(run(models["static"], long_row), "row 2 (line 3)", "longer than 131,072 characters")
     skipped = run(models["static"], long_row, "--on-bad-row", "skip")

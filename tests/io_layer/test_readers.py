@@ -103,12 +103,20 @@ def test_csv_invalid_utf8_is_a_bad_row():
 
 
 @pytest.mark.parametrize("data, message", [
-    (b"", "empty"), (b"\n\n", "empty"), (b"a,a\n1,2\n", "duplicate column"), (b"a,,b\n", "field 2 is empty"),
+    (b"", "empty"), (b"\n\n", "empty"), (b"a,a\n1,2\n", "duplicate column"),
+    (b"a,,Unnamed: 1\n", "field 2 is empty"),  # the name pandas would give it is taken
 ])
 def test_csv_header_problems_raise(data, message):
     reader = RowReader(io.BytesIO(data), name="t.csv")
     with pytest.raises(InputError, match=message):
         _ = reader.columns
+
+
+def test_a_header_field_without_a_name_is_named_as_pandas_names_it():
+    reader = RowReader(io.BytesIO(b",a,,b\n0,1,2,3\n"), name="t.csv")
+    assert reader.columns == ["Unnamed: 0", "a", "Unnamed: 2", "b"]
+    assert reader.unnamed == [(1, "Unnamed: 0"), (3, "Unnamed: 2")]
+    assert next(iter(reader)).values == {"Unnamed: 0": 0, "a": 1, "Unnamed: 2": 2, "b": 3}
 
 
 @settings(max_examples=60, deadline=None)

@@ -124,6 +124,8 @@ class RowReader:
         self.rows_read = 0  # data rows handed out, bad ones included
         #: column -> {token: count} of the fields read as missing through a token pandas keeps as text
         self.noted_missing: dict[str, dict[str, int]] = {}
+        #: (1-based field, name given) for each CSV header field that had no name
+        self.unnamed: list[tuple[int, str]] = []
 
     # -- set-up ---------------------------------------------------------------------------
     @property
@@ -174,9 +176,13 @@ class RowReader:
             raise InputError(self._lines.bad_lines[bad[0]], source=self.name, line=bad[0])
         names = [h.strip() for h in header]
         for i, n in enumerate(names, 1):
-            if not n:
-                raise InputError(f"the header's field {i} is empty; every column needs a name",
-                                 source=self.name, line=self._csv.line_num)
+            if not n:  # named as pandas names it: "Unnamed: 0" is the index of a frame written with its index
+                given = f"Unnamed: {i - 1}"
+                if given in names or len(names) == 1:
+                    raise InputError(f"the header's field {i} is empty; every column needs a name",
+                                     source=self.name, line=self._csv.line_num)
+                names[i - 1] = given
+                self.unnamed.append((i, given))
         seen: set[str] = set()
         duplicates = [n for n in names if n in seen or seen.add(n)]  # type: ignore[func-returns-value]
         if duplicates:

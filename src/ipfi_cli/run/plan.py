@@ -175,6 +175,12 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
             columns, check_target = [*inputs_, target], True
         else:
             columns, check_target = input_columns or list(known or []), bool(input_columns)
+        for field, name in getattr(reader, "unnamed", ()):
+            given = name in known if known else (name != target and name not in (drop or []) and name not in by
+                                                 and (features is None or name in features))
+            if given:
+                say(f"{source}: the header's field {field} has no name (pandas writes its index so); it is read as "
+                    f"column {name!r} and given to the model: leave it out with --drop {name!r}", "warning")
         columns = setup.model_columns(loaded, columns, target, source, check_target=check_target,
                                       features=features, drop=drop, groups=groups, notes=notes, by=by,
                                       present=input_columns if reader.format == "jsonl" else None)
