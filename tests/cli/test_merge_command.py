@@ -137,3 +137,27 @@ def test_time_options_and_bad_times(run, timed, hgb, tmp_path):
     result = run("explain", bad, "-m", hgb, *TIMED)
     assert result.exit_code == 1
     assert "row 3 (line 4), column 'ts': not a time: 'yesterday'" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("smoothing", [("--running-mean",), ("--time-column", "ts", "--half-life", "1h")],
+                         ids=["running-mean", "half-life"])
+def test_the_normal_bound_is_the_normal_one_with_mergeable_smoothing(run, timed, hgb, tmp_path, smoothing):
+    """--bounds-method normal with --running-mean or --half-life: z(1 - delta/2) standard errors, i.e.
+    the Chebyshev half-width times z * sqrt(delta) (before, the Chebyshev one was written)."""
+    from statistics import NormalDist
+
+    import numpy as np
+
+    widths = {}
+    for method in ("chebyshev", "normal"):
+        out = tmp_path / f"{method}.csv"
+        result = run("explain", timed["whole"], "-m", hgb, "-t", "class", "-M", "2", "--seed", "1", "-q", *smoothing,
+                     "--bounds", "--bounds-method", method, "-o", out)
+        assert result.exit_code == 0, result.stderr
+        records = parse_csv(out.read_text())
+        widths[method] = np.array([[float(v) if v else np.nan for k, v in r.items() if k.endswith("_bound")]
+                                   for r in records[10:]])
+    ratio = NormalDist().inv_cdf(1 - 0.05 / 2) * np.sqrt(0.05)
+    finite = np.isfinite(widths["chebyshev"]) & (widths["chebyshev"] > 0)
+    assert finite.sum() > 1000
+    np.testing.assert_allclose(widths["normal"][finite], widths["chebyshev"][finite] * ratio, rtol=1e-9)

@@ -269,7 +269,7 @@ class ExplainSession:
             return MergeablePFI(
                 plan.predictor, plan.columns, loss=plan.loss, n_repeats=s.repeats, sampling=s.sampling,
                 reservoir_size=s.reservoir_size, features=plan.features, groups=plan.groups or None,
-                seed=self.seed, half_life=s.half_life, time_column=s.time_column)
+                seed=self.seed, half_life=s.half_life, time_column=s.time_column, bounds_method=s.bounds_method)
         return make_explainer(
             s.method, plan.predictor, plan.columns, loss=plan.loss, alpha=s.alpha, n_repeats=s.repeats,
             sampling=s.sampling, reservoir_size=s.reservoir_size, features=plan.features,
