@@ -86,6 +86,10 @@ MIN_DELTA = 1e-10
 #: three rows' worth of contributions (``n_eff = 2 / alpha - 1``), too few to estimate their spread
 #: (the weighted variance is then biased low by the factor ``1 - 1 / n_eff``)
 MAX_BOUNDS_ALPHA = 0.5
+#: the fewest rows' worth of contributions (Kish's ``n_eff``) a bound is given for: below it, two
+#: rows, or one row's worth after a long gap in event time (``--half-life``), the spread is guessed
+#: from one or two values (two equal ones give a bound of 0); NaN then, as before the second row
+MIN_BOUNDS_EFFECTIVE_COUNT = 2.5
 
 
 def check_delta(delta: float) -> None:
@@ -199,8 +203,8 @@ def half_width(method: str, delta: float, variance: np.ndarray, effective_count:
 
     ``variance`` is the weighted variance of the contributions and ``effective_count``
     Kish's ``n_eff``, both as :class:`~ipfi_cli.core.smoothing.ExponentialMean` keeps them;
-    ``spread`` is needed by ``realisations``. NaN where there is not enough yet (fewer
-    than two explained rows).
+    ``spread`` is needed by ``realisations``. NaN where there is not enough yet: ``n_eff``
+    below :data:`MIN_BOUNDS_EFFECTIVE_COUNT` (two rows' worth or fewer).
 
     >>> import numpy as np
     >>> v = np.array([0.25])
@@ -212,11 +216,13 @@ def half_width(method: str, delta: float, variance: np.ndarray, effective_count:
     check_method(method)
     check_delta(delta)
     variance = np.asarray(variance, dtype=np.float64)
+    if not effective_count >= MIN_BOUNDS_EFFECTIVE_COUNT:
+        return np.full_like(variance, np.nan)
     if method == "chebyshev":
         return np.sqrt(variance / effective_count) / math.sqrt(delta)
     if method == "normal":
         return NormalDist().inv_cdf(1.0 - delta / 2.0) * np.sqrt(variance / effective_count)
-    if spread is None or spread.count < 2 or not effective_count > 1.0:
+    if spread is None or spread.count < 2:
         return np.full_like(variance, np.nan)
     n_repeats = spread.means.shape[0]
     stream_part, stream_dof = spread.stream_variance_and_dof()
