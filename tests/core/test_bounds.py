@@ -160,3 +160,15 @@ def test_a_state_of_another_bounds_method_names_both():
     plain = IPFIEstimator(model, ["a", "b"], loss="squared", n_repeats=2, seed=0)   # chebyshev, left out of states
     with pytest.raises(ValueError, match="bounds_method: state 'realisations', here 'chebyshev'"):
         plain.load_state_dict(saved.state_dict())
+
+
+def test_no_bound_from_fewer_than_two_and_a_half_rows_worth():
+    """Two rows' worth (n_eff 2) or one (after a long gap in event time) gives no bound: the spread
+    of one or two values says nothing (two equal contributions gave a bound of 0)."""
+    from ipfi_cli.core.bounds import MIN_BOUNDS_EFFECTIVE_COUNT, half_width
+
+    zero = np.zeros(3)
+    for method in ("chebyshev", "normal"):
+        for n_eff in (1.0, 1.0001, 2.0, 2.49):
+            assert np.isnan(half_width(method, 0.05, zero, n_eff)).all()
+        assert (half_width(method, 0.05, np.full(3, 0.04), MIN_BOUNDS_EFFECTIVE_COUNT) > 0).all()
