@@ -108,7 +108,13 @@ def test_merge_refusals_are_one_line(run, timed, hgb, hoeffding, tmp_path):
     counting = state("counting")
     learning = state("learning", "--learn", "--running-mean", model=hoeffding)
     sage = state("sage", "--method", "sage", "--smoothing", "mean")
+    keyed = state("keyed", "--running-mean", "--by", "elevel")
+    copy = tmp_path / "copy.state"
+    copy.write_bytes(timed_a.read_bytes())
     cases = [((timed_a, sage), "the state of a run with --method sage, which does not merge"),
+             ((timed_a, timed_a), "the same file as", "would count its rows twice"),
+             ((timed_a, copy), "a copy of", "would count its rows twice"),
+             ((keyed, timed_a), "the state of a keyed run (--by), which does not merge"),
              ((timed_a, other), "other settings than", "--half-life: 7200.0"),
              ((timed_a, counting), "smoothed by row count (--alpha), which does not merge"),
              ((learning, timed_a), "the state of a learning model"),

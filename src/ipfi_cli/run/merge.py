@@ -8,8 +8,9 @@ documented rule) and the shards' counters added up; it has written no traces yet
 from it explains new rows: ``ipfi explain NEW --state MERGED --no-skip-seen -o traces.csv``.
 
 States of other settings, of a learning model (``--learn``: two learned models do not
-merge), with change detection (ADWIN windows do not merge) or smoothed by row count are
-refused in one line naming the state and the setting.
+merge), with change detection (ADWIN windows do not merge), of a keyed run (``--by``) or smoothed
+by row count are refused in one line naming the state and the setting, and so is a state given
+twice (the same file, or a copy of it), whose rows would count twice.
 """
 
 from __future__ import annotations
@@ -36,9 +37,13 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
         raise StateError("give at least two state files to merge")
     if os.path.exists(output):
         raise StateError(f"{output}: exists; merge into a new file (nothing was changed)")
+    _check_distinct(paths)
     states = [load_state(p) for p in paths]
     first = states[0]
     for path, state in zip(paths, states):
+        if "keyed" in state["explainer"]:
+            raise StateError(f"{path}: the state of a keyed run (--by), which does not merge; run the shards "
+                             "without --by to merge them")
         if state.get("ipfi") != __version__:
             raise StateError(f"{path}: written by ipfi {state.get('ipfi')}; states merge with the version that "
                              f"wrote them (this is ipfi {__version__})")
@@ -84,6 +89,26 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
                         "run": run, "watch": None})
     # each shard stored its first row without explaining it: the rows explained are the smoothing's count
     return {**run, "explained": int(explainer["tracker"]["count"])}
+
+
+def _check_distinct(paths: Sequence[str]) -> None:
+    """Refuse a state given twice, as the same file or as a byte-for-byte copy: merged, its rows
+    would count twice (twice the weight, bounds narrower by sqrt(2), its reservoir rows doubled)."""
+    import hashlib
+
+    seen: dict[tuple[int, int] | str, str] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            continue  # load_state names the problem
+        for key in ((info.st_dev, info.st_ino), digest):
+            if key in seen:
+                how = "the same file as" if isinstance(key, tuple) else "a copy of"
+                raise StateError(f"{path}: {how} {seen[key]}; a state merged twice would count its rows twice")
+            seen[key] = path
 
 
 def _unmergeable(explainer: dict[str, Any]) -> str | None:
