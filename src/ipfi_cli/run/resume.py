@@ -51,7 +51,11 @@ def file_digest(path: str) -> str:
 OPTION_NAMES = {"n_repeats": "--repeats"}
 #: run settings left out of a state at these values (states saved before the option resume as they
 #: did); a state without one has it at this value
-_OMITTED_SETTINGS = {"--bounds-method": "chebyshev"}
+_OMITTED_SETTINGS: dict[str, Any] = {
+    "--bounds-method": "chebyshev",
+    # how the input is read: another reading of the same rows is another run
+    "--na-values": None, "--no-default-na": False, "--delimiter": None, "--decimal": None, "--text": None,
+}
 
 
 def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str, Any]:
@@ -71,6 +75,10 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
         "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
         # only when not the default, so a state saved before the option resumes as it did
         **({"--bounds-method": s.bounds_method} if s.bounds_method != _OMITTED_SETTINGS["--bounds-method"] else {}),
+        **{key: value for key, value in (("--na-values", sorted(s.na_values) if s.na_values else None),
+                                          ("--no-default-na", s.no_default_na), ("--delimiter", s.delimiter),
+                                          ("--decimal", s.decimal), ("--text", sorted(s.text) if s.text else None))
+           if value != _OMITTED_SETTINGS[key]},
         "--by": list(s.by) if s.by else None,
         "--output-format": output_format_for(s.output, s.output_format),
         "--detect": None if s.watch is None else {
