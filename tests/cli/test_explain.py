@@ -164,6 +164,20 @@ def test_bounds_are_those_after_each_written_row(run, static_csv, hgb):
     assert same(as_numbers(records), expected)
 
 
+@pytest.mark.parametrize("method", ["chebyshev", "normal"])
+def test_bounds_at_every_row_take_one_model_call_per_micro_batch(run, static_csv, hgb, tmp_path, method):
+    """--bounds --every 1: each record's bounds are those after its own row (the core row by row),
+    and the rows still go to the model together (they were cut at every record: a call per row)."""
+    metrics = tmp_path / "m.prom"
+    result = run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "-q", "--bounds", "--bounds-method",
+                 method, "--metrics-textfile", metrics)
+    assert result.exit_code == 0, result.stderr
+    names, expected = core_traces(static_csv, hgb, every=1, bounds=True, n_repeats=2, seed=7, bounds_method=method)
+    assert same(as_numbers(parse_csv(result.stdout)), expected)
+    calls = [line for line in metrics.read_text().splitlines() if line.startswith("ipfi_model_calls_total")]
+    assert calls and float(calls[0].split()[-1]) <= 3  # 40 rows: the first alone, then one micro-batch
+
+
 @pytest.mark.parametrize("method", ["normal", "realisations"])
 def test_bounds_method_gives_the_cores_half_widths(run, static_csv, hgb, method):
     result = run("explain", static_csv, "-m", hgb, "-t", "class", *STATIC, "-q", "--bounds", "--every", "13",

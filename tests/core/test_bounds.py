@@ -172,3 +172,37 @@ def test_no_bound_from_fewer_than_two_and_a_half_rows_worth():
         for n_eff in (1.0, 1.0001, 2.0, 2.49):
             assert np.isnan(half_width(method, 0.05, zero, n_eff)).all()
         assert (half_width(method, 0.05, np.full(3, 0.04), MIN_BOUNDS_EFFECTIVE_COUNT) > 0).all()
+
+
+@pytest.mark.parametrize("method", ["chebyshev", "normal"])
+@pytest.mark.parametrize("n_features, alpha, sampling", [(3, 0.02, "geometric"), (20, 0.5, "uniform"),
+                                                         (20, 0.02, "geometric")])
+def test_bounds_after_each_row_of_a_micro_batch_equal_the_row_by_row_ones(method, n_features, alpha, sampling):
+    """explain_many(bounds_delta=...) gives, for every row, the bounds bound_array gives after
+    that row when the rows come one at a time: bit for bit, however the rows are split (3 series
+    take the per-series loop of the smoothing, 20 the per-row vectors)."""
+    rng = np.random.default_rng(5)
+    weights = rng.normal(size=n_features)
+    model = FunctionPredictor(lambda X: (X @ weights > 0).astype(int))
+    X = rng.normal(size=(90, n_features))
+    y = (X @ weights + rng.normal(scale=0.8, size=90) > 0).astype(int)
+    columns = [f"x{i}" for i in range(n_features)]
+
+    def make():
+        return IPFIEstimator(model, columns, alpha=alpha, n_repeats=3, sampling=sampling, reservoir_size=7,
+                             seed=4, bounds_method=method)
+
+    one = make()
+    expected = []
+    for row, target in zip(X, y):
+        one.explain_one(dict(zip(columns, row)), target)
+        expected.append(one.bound_array(0.1))
+    expected = np.array(expected)
+    assert np.isnan(expected[:3]).all() and np.isfinite(expected[10:]).all()
+    for cuts in ([90], [1, 89], [2, 40, 48], [5] * 18):
+        many, got, begin = make(), [], 0
+        for size in cuts:
+            many.explain_many(X[begin:begin + size], y[begin:begin + size], bounds_delta=0.1)
+            got.append(many.last_row_bounds)
+            begin += size
+        assert np.concatenate(got).tobytes() == expected.tobytes(), cuts

@@ -46,6 +46,7 @@ from ipfi_cli.core.bounds import (
     check_bounds_alpha,
     check_delta,
     half_width,
+    independent_half_widths,
     needs_realisations,
 )
 from ipfi_cli.core.groups import resolve_groups
@@ -298,7 +299,7 @@ class IPFIEstimator:
         return self.importance_array()
 
     def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray, *,
-                     return_contributions: bool = False) -> Any:
+                     return_contributions: bool = False, bounds_delta: float | None = None) -> Any:
         """Explain consecutive rows of a *static* model; returns estimates, shape ``(T, G)``.
 
         With a batch predictor all rows' evaluations go to the model in one call; the
@@ -309,7 +310,14 @@ class IPFIEstimator:
         per row, the contribution folded into each estimate (shape ``(T, G)``, see
         :attr:`last_contribution`) and the unperturbed loss (shape ``(T,)``); both are NaN
         on a row that was not explained (the stream's first).
+
+        With ``bounds_delta`` (where :attr:`bounds_per_row` allows it), :attr:`last_row_bounds`
+        holds afterwards the bounds after each row, shape ``(T, G)``: what :meth:`bound_array`
+        would have given after that row, to the bit.
         """
+        if bounds_delta is not None and not self.bounds_per_row:
+            raise ValueError(f"bounds after each row are kept for the chebyshev and normal bounds of iPFI with "
+                             f"exponential smoothing, not for {type(self).__name__} with {self.bounds_method!r}")
         numeric: np.ndarray | None = None  # the rows as floats, when all are numbers (the array path)
         if isinstance(rows, np.ndarray) and rows.ndim == 2 and rows.dtype.kind in "fiu" and self._floats_stored():
             numeric = rows
@@ -327,6 +335,12 @@ class IPFIEstimator:
         saved = self._save_stream_state()
         contributions = np.full((n_rows, len(self.names)), np.nan) if return_contributions else None
         losses = np.full(n_rows, np.nan) if return_contributions else None
+        first_is_stored = self.n_seen == 0  # the stream's first row is stored, not explained
+        recorder = self._tracker if bounds_delta is not None else None
+        if recorder is not None:
+            check_delta(bounds_delta)  # type: ignore[arg-type]
+            assert isinstance(recorder, ExponentialMean)  # bounds_per_row
+            recorder.history = []  # after the saved copy: a failed call restores a tracker without it
         try:
             if numeric is None and self.use_batch and self._floats_stored() and _all_rows_numbers(value_rows):
                 numeric = np.array(value_rows, dtype=np.float64).reshape(n_rows, len(self.columns))
@@ -343,11 +357,43 @@ class IPFIEstimator:
                 out = np.array(estimates).reshape(-1, len(self.names))
             else:
                 out = self._explain_many_batched(value_rows, targets, contributions, losses)
+            if bounds_delta is not None:
+                self.last_row_bounds = self._row_bounds(n_rows, first_is_stored and n_rows > 0, bounds_delta)
         except Exception:
             # all or nothing: a failing model call leaves the explainer as it was before the call
             self._restore_stream_state(saved)
             raise
+        finally:
+            if recorder is not None:
+                recorder.history = None
         return (out, contributions, losses) if return_contributions else out
+
+    @property
+    def bounds_per_row(self) -> bool:
+        """Whether :meth:`explain_many` can give the bounds after each row (``bounds_delta``): the
+        chebyshev and normal bounds of this class's exponential smoothing, whose moments the
+        tracker records row by row (the realisations' bounds follow state it does not record)."""
+        return (type(self) is IPFIEstimator and type(self._tracker) is ExponentialMean
+                and self.bounds_method in ("chebyshev", "normal") and self._spread is None)
+
+    def _row_bounds(self, n_rows: int, first_is_stored: bool, delta: float) -> np.ndarray:
+        """:meth:`bound_array` after each of the last :meth:`explain_many`'s rows, from the moments
+        the tracker recorded (one per explained row), with :func:`independent_half_widths`."""
+        tracker = self._tracker
+        assert isinstance(tracker, ExponentialMean)
+        sum_sq_dev, weight, squares, count = tracker.moments_history()
+        if len(count) != n_rows - int(first_is_stored):
+            raise AssertionError(f"{len(count)} recorded moments for {n_rows} rows")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            variance = np.maximum(sum_sq_dev / weight[:, None], 0.0)  # WeightedMoments.variance, row by row
+            effective = np.where(squares == 0.0, count.astype(np.float64), weight * weight / squares)
+        widths = independent_half_widths(self.bounds_method, delta, variance, effective)
+        widths[count < 2] = np.nan
+        if self.smoothing == "exponential" and self.alpha > MAX_BOUNDS_ALPHA:
+            widths[...] = np.nan
+        if first_is_stored:
+            widths = np.concatenate([np.full((1, len(self.names)), np.nan), widths])
+        return widths
 
     def _save_stream_state(self) -> tuple[Any, ...]:
         sampler = self._sampler

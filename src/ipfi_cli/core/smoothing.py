@@ -92,6 +92,8 @@ class ExponentialMean(WeightedMoments):
         self.weight = 0.0  # sum of the weights
         self.sum_sq_weights = 0.0  # sum of the squared weights
         self.count = 0
+        #: when a list, every update appends the moments after each value it folds (see :meth:`moments_history`)
+        self.history: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def update(self, values: np.ndarray) -> np.ndarray:
         """Fold one value per series in; returns the new means (a view, do not modify)."""
@@ -107,7 +109,21 @@ class ExponentialMean(WeightedMoments):
             self.mean = self.mean + (alpha / self.weight) * delta
             self._sum_sq_dev = self._sum_sq_dev * self._decay + alpha * delta * (values - self.mean)
         self.count += 1
+        if self.history is not None:
+            self.history.append((self._sum_sq_dev[None, :].copy(), np.array([self.weight]),
+                                 np.array([self.sum_sq_weights]), np.array([self.count])))
         return self.mean
+
+    def moments_history(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The moments after each value folded since :attr:`history` was set to a list: the
+        weighted sums of squared deviations ``(T, n)``, the weights, the squared weights' sums and
+        the counts ``(T,)``, each exactly as the tracker held them then."""
+        chunks = self.history or []
+        n = len(self.mean)
+        if not chunks:
+            return np.empty((0, n)), np.empty(0), np.empty(0), np.empty(0, dtype=np.int64)
+        return (np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks]),
+                np.concatenate([c[2] for c in chunks]), np.concatenate([c[3] for c in chunks]))
 
     def update_many(self, values: np.ndarray) -> np.ndarray:
         """Fold the rows of ``values`` (shape ``(T, n)``) in, in order; returns the means after
@@ -135,10 +151,16 @@ class ExponentialMean(WeightedMoments):
             start = 1
         weight, sum_sq_weights = self.weight, self.sum_sq_weights
         rates = []
+        record = self.history is not None
+        weights: list[float] = []
+        squares: list[float] = []
         for _ in range(start, len(values)):
             weight = weight * decay + alpha
             sum_sq_weights = sum_sq_weights * decay * decay + alpha * alpha
             rates.append(alpha / weight)
+            if record:
+                weights.append(weight)
+                squares.append(sum_sq_weights)
         if len(self.mean) <= self.few_series:  # per series, in Python floats: fewer calls
             for g, column in enumerate(values[start:].T.tolist()):
                 series_mean = float(self.mean[g])
@@ -159,19 +181,32 @@ class ExponentialMean(WeightedMoments):
         if start < len(values):
             previous = np.concatenate([self.mean[None, :], means[start:-1]]) if start == 0 else means[:-1]
             increments = (alpha * (values[start:] - previous)) * (values[start:] - means[start:])
+            steps = np.empty_like(increments) if record else None  # the sums after each row
             if len(self.mean) <= self.few_series:
                 sums = []
                 for g, column in enumerate(increments.T.tolist()):
                     total = float(self._sum_sq_dev[g])
-                    for increment in column:
-                        total = total * decay + increment
+                    if steps is None:
+                        for increment in column:
+                            total = total * decay + increment
+                    else:
+                        after: list[float] = []
+                        for increment in column:
+                            total = total * decay + increment
+                            after.append(total)
+                        steps[:, g] = after
                     sums.append(total)
                 self._sum_sq_dev = np.array(sums)
             else:
                 sum_sq_dev = self._sum_sq_dev
-                for increment in increments:
+                for t, increment in enumerate(increments):
                     sum_sq_dev = sum_sq_dev * decay + increment
+                    if steps is not None:
+                        steps[t] = sum_sq_dev
                 self._sum_sq_dev = sum_sq_dev
+            if steps is not None and self.history is not None:
+                self.history.append((steps, np.array(weights), np.array(squares),
+                                     np.arange(self.count + 1, self.count + 1 + len(steps))))
             self.mean = means[-1].copy()
             self.weight, self.sum_sq_weights = weight, sum_sq_weights
             self.count += len(values) - start

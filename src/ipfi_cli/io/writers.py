@@ -140,13 +140,17 @@ class TraceWriter:
         ``key``: the values of the key columns."""
         raise NotImplementedError
 
-    def write_many(self, rows: Sequence[int], values: Any, bounds: Sequence[float] | None = None) -> None:
+    def write_many(self, rows: Sequence[int], values: Any, bounds: Any = None) -> None:
         """:meth:`write` for several records (no key columns): ``values`` is a 2-D float array,
-        one line per row; in one write where the format allows."""
+        one line per row; in one write where the format allows. ``bounds``: one record's (the
+        same for every record), or a 2-D array with one row per record."""
         import numpy as np
 
-        for row, record in zip(rows, np.asarray(values, dtype=np.float64).tolist()):
-            self.write(row, record, bounds)
+        per_record = bounds is not None and np.ndim(bounds) == 2
+        records = np.asarray(values, dtype=np.float64).tolist()
+        each = np.asarray(bounds, dtype=np.float64).tolist() if per_record else [bounds] * len(records)
+        for row, record, bound in zip(rows, records, each):
+            self.write(row, record, bound)
 
     def flush(self) -> None:
         self.stream.flush()
@@ -177,7 +181,7 @@ class CsvTraceWriter(TraceWriter):
         self.records += 1
 
 
-    def write_many(self, rows: Sequence[int], values: Any, bounds: Sequence[float] | None = None) -> None:
+    def write_many(self, rows: Sequence[int], values: Any, bounds: Any = None) -> None:
         """:meth:`write` for several records in one write.
 
         Floats of magnitude in [1e-4, 1e15), and zeros, are formatted by orjson in one call: its

@@ -216,10 +216,16 @@ class KeyWriter:
     def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None) -> None:
         self.pending.append((self.input_rows[row], self.key, row, values, bounds))
 
-    def write_many(self, rows: Sequence[int], values: Any, bounds: Sequence[float] | None = None) -> None:
-        """One record per row of the 2-D float array ``values``."""
-        for row, record in zip(rows, values.tolist()):
-            self.write(row, record, bounds)
+    def write_many(self, rows: Sequence[int], values: Any, bounds: Any = None) -> None:
+        """One record per row of the 2-D float array ``values``; ``bounds`` one record's (the same for
+        every record) or a 2-D array with one row per record, as the trace writers take them."""
+        import numpy as np
+
+        records = values.tolist()
+        each = (np.asarray(bounds, dtype=np.float64).tolist() if bounds is not None and np.ndim(bounds) == 2
+                else [bounds] * len(records))
+        for row, record, bound in zip(rows, records, each):
+            self.write(row, record, bound)
 
     def flush(self) -> None:
         pass

@@ -65,8 +65,9 @@ class RowSteps:
             self.explain(good.good_rows())
             return
         s, begin = self.settings, 0
+        cut = s.bounds and not self._bounds_per_row()
         while begin < len(good):
-            end = min(len(good), begin + (s.every - self.parts.progress.rows % s.every if s.bounds else len(good)))
+            end = min(len(good), begin + (s.every - self.parts.progress.rows % s.every if cut else len(good)))
             if not self._explain_block_part(good, begin, end):
                 self.explain(good.good_rows()[end:])  # after the row the model failed on: the row path
                 return
@@ -76,9 +77,11 @@ class RowSteps:
         """Rows ``begin:end`` of ``good`` in one call; False when the model failed on one of them
         (found and skipped, or made the run's failure, by bisecting the part's rows)."""
         explainer, watch = self.parts.explainer, self.parts.watch
+        per_row = self._bounds_per_row()
         try:
             result = explainer.explain_many(good.inputs[begin:end], good.labels[begin:end],
-                                            return_contributions=watch is not None)
+                                            return_contributions=watch is not None,
+                                            **({"bounds_delta": self.settings.delta} if per_row else {}))
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:  # the explainer is as before the call: find the row
@@ -89,11 +92,12 @@ class RowSteps:
         first_line = None if block.first_line is None else block.first_line + begin
         row_at = lambda offset: GoodRow(numbers[offset], None if first_line is None else first_line + offset,  # noqa: E731
                                         block.row_values(begin + offset), good.labels[begin + offset])
+        row_bounds = getattr(explainer, "last_row_bounds", None) if per_row else None
         if watch is None:
-            self._emit_rows(numbers, result, row_at)
+            self._emit_rows(numbers, result, row_at, row_bounds)
         else:
             estimates, contributions, losses = result
-            self._emit_rows(numbers, estimates, row_at)
+            self._emit_rows(numbers, estimates, row_at, row_bounds)
             events = watch.rows(list(numbers), contributions, losses, estimates)
             if events:
                 self.report_events(events)
@@ -114,8 +118,9 @@ class RowSteps:
         with bounds a record needs the bounds after its own row, so the batch is cut there."""
         s = self.settings
         begin = 0
+        cut = s.bounds and not self._bounds_per_row()
         while begin < len(good):
-            size = s.every - self.parts.progress.rows % s.every if s.bounds else len(good) - begin
+            size = s.every - self.parts.progress.rows % s.every if cut else len(good) - begin
             self._explain_part(good[begin:begin + size])
             begin += size
 
@@ -137,19 +142,22 @@ class RowSteps:
         if self.failure is not None or not part:
             return
         watch = self.parts.watch
+        per_row = self._bounds_per_row()
         try:
             result = explainer.explain_many([p.values for p in part], [p.label for p in part],
-                                                 return_contributions=watch is not None)
+                                            return_contributions=watch is not None,
+                                            **({"bounds_delta": self.settings.delta} if per_row else {}))
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:  # locate the row the model (or its label) failed on
             self._bisect(part, error)
             return
+        row_bounds = getattr(explainer, "last_row_bounds", None) if per_row else None
         if watch is None:
-            self._emit(part, result)
+            self._emit(part, result, row_bounds)
             return
         estimates, contributions, losses = result
-        self._emit(part, estimates)
+        self._emit(part, estimates, row_bounds)
         events = watch.rows([p.number for p in part], contributions, losses, estimates)
         if events:
             self.report_events(events)
@@ -201,14 +209,24 @@ class RowSteps:
         else:
             self.failure = InputError(message)
 
-    def _emit(self, part: list[GoodRow], array: Any) -> None:
+    def _bounds_per_row(self) -> bool:
+        """With ``--bounds``, whether the explainer gives the bounds after each row of a call (the
+        chebyshev and normal bounds of iPFI), so micro-batches need not be cut at records."""
+        explainer = self.parts.explainer
+        # the class must have it: a wrapper that hands attributes on to an inner explainer has not
+        return bool(self.settings.bounds and getattr(type(explainer), "bounds_per_row", None) is not None
+                    and explainer.bounds_per_row)  # type: ignore[attr-defined]
+
+    def _emit(self, part: list[GoodRow], array: Any, row_bounds: Any = None) -> None:
         """Write the due records of an explained part; a non-finite loss stops the run there."""
-        self._emit_rows([p.number for p in part], array, part.__getitem__)
+        self._emit_rows([p.number for p in part], array, part.__getitem__, row_bounds)
         self.reference = (dict(part[-1].values), part[-1].label)
 
-    def _emit_rows(self, numbers: Sequence[int], array: Any, row_at: Callable[[int], GoodRow]) -> None:
+    def _emit_rows(self, numbers: Sequence[int], array: Any, row_at: Callable[[int], GoodRow],
+                   row_bounds: Any = None) -> None:
         """:meth:`_emit` for rows numbered ``numbers``; ``row_at(offset)`` is the row a
-        non-finite loss is reported on."""
+        non-finite loss is reported on. ``row_bounds``: the bounds after each row (else the
+        part ends at its only record, and the explainer's bounds now are that record's)."""
         import numpy as np
 
         parts, s = self.parts, self.settings
@@ -218,9 +236,14 @@ class RowSteps:
         if fresh:
             broken[0] = False  # the stream's first row has no estimate yet (NaN)
         stop = int(broken.argmax()) if broken.any() else len(numbers)
-        bound = explainer.bound_array(s.delta).tolist() if s.bounds else None
         every, done = s.every, progress.rows
         due = [offset for offset in range(stop) if (done + offset + 1) % every == 0]
+        if not s.bounds:
+            bound = None
+        elif row_bounds is not None:
+            bound = np.asarray(row_bounds)[due]
+        else:
+            bound = explainer.bound_array(s.delta).tolist()
         progress.rows = done + stop
         if due:
             writer.write_many([numbers[o] for o in due], array[due] if len(due) < len(array) else array, bound)
