@@ -245,8 +245,6 @@ def _parse_with_arrow(text: str, n_lines: int, names: Sequence[str], kinds: Sequ
     :func:`_floats` (plain decimal numbers, the same tokens, lengths and missing fields), so the
     block is the one the Python split gives. Number columns keep their texts as arrays; a
     row's values are made from them only when asked for."""
-    import io
-
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
@@ -257,7 +255,7 @@ def _parse_with_arrow(text: str, n_lines: int, names: Sequence[str], kinds: Sequ
         return None  # one scan of the whole text instead of one per column
     try:
         table = pa_csv.read_csv(
-            io.BytesIO(text.encode("utf-8")),
+            pa.BufferReader(text.encode("utf-8")),  # not a Python file: pyarrow 14 can hang on one after an error
             read_options=pa_csv.ReadOptions(autogenerate_column_names=True, use_threads=False),
             parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
                                               escape_char=False, newlines_in_values=False, ignore_empty_lines=False),
