@@ -27,16 +27,8 @@ NAME = f"age{OSC52}{CLEAR}{LINK}x[/link]"
 FORBIDDEN = [b"\x1b]52", b"\x1b[2J", b"\x1b]8;"]
 
 
-def run_in_pty(args: list[str], stdout: Path, timeout: float = 120) -> tuple[int, bytes]:
-    """Run ``python -m ipfi_cli ARGS`` with stderr (and stdin) on a pty, stdout to a file; return
-    the exit code and every byte the terminal got."""
-    main, secondary = pty.openpty()
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="120", PYTHONPATH=str(ROOT / "src"))
-    env.pop("NO_COLOR", None)
-    with open(stdout, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "ipfi_cli", *args], stdin=secondary, stdout=out,
-                                   stderr=secondary, cwd=ROOT, env=env, close_fds=True)
-    os.close(secondary)
+def _read_pty(main: int, process: subprocess.Popen, timeout: float) -> tuple[int, bytes]:
+    """Every byte the pty ``main`` gets until the process ends; its exit code."""
     seen = b""
     while True:
         ready, _, _ = select.select([main], [], [], timeout)
@@ -52,6 +44,19 @@ def run_in_pty(args: list[str], stdout: Path, timeout: float = 120) -> tuple[int
         seen += chunk
     os.close(main)
     return process.wait(timeout=timeout), seen
+
+
+def run_in_pty(args: list[str], stdout: Path, timeout: float = 120) -> tuple[int, bytes]:
+    """Run ``python -m ipfi_cli ARGS`` with stderr (and stdin) on a pty, stdout to a file; return
+    the exit code and every byte the terminal got."""
+    main, secondary = pty.openpty()
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="120", PYTHONPATH=str(ROOT / "src"))
+    env.pop("NO_COLOR", None)
+    with open(stdout, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "ipfi_cli", *args], stdin=secondary, stdout=out,
+                                   stderr=secondary, cwd=ROOT, env=env, close_fds=True)
+    os.close(secondary)
+    return _read_pty(main, process, timeout)
 
 
 def assert_clean(terminal: bytes) -> None:
@@ -172,21 +177,7 @@ def run_stdout_in_pty(args: list[str], timeout: float = 120) -> tuple[int, bytes
     process = subprocess.Popen([sys.executable, "-m", "ipfi_cli", *args], stdin=subprocess.DEVNULL,
                                stdout=secondary, stderr=subprocess.DEVNULL, cwd=ROOT, env=env, close_fds=True)
     os.close(secondary)
-    seen = b""
-    while True:
-        ready, _, _ = select.select([main], [], [], timeout)
-        if not ready:
-            process.kill()
-            raise AssertionError("no output: " + seen.decode(errors="replace"))
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(main)
-    return process.wait(timeout=timeout), seen
+    return _read_pty(main, process, timeout)
 
 
 @pytest.fixture(scope="module")
