@@ -145,3 +145,31 @@ def test_a_parquet_run_stops_and_continues_as_from_csv(run, agrawal_small, agraw
     result = run("explain", agrawal_parquet[1], *common, "-o", out, "--state", state)
     assert result.exit_code == 0, result.stderr
     assert out.read_text() == expected.stdout
+
+
+def with_list_column(parquet: Path, out: Path) -> Path:
+    """The file with a column of lists (tags, as an export of nested records holds) inserted second."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(parquet)
+    tags = pa.array([[f"t{i % 3}"] * (i % 2) for i in range(table.num_rows)], pa.list_(pa.string()))
+    pq.write_table(table.add_column(1, "tags", tags), out)
+    return out
+
+
+def test_a_list_column_the_run_does_not_use_is_skipped(run, adult, drift_csv, hoeffding, tmp_path):
+    """A model naming its inputs never sees the list column; a river model takes every column, so
+    the list column is refused unless left out with --drop, and then the run equals the CSV's."""
+    csv_path, parquet, model = adult
+    listed = with_list_column(parquet, tmp_path / "adult_tags.parquet")
+    common = ["-m", model, "-t", "class", "--seed", "7", "-M", "2", "--every", "25", "--no-live"]
+    same_stdout(run, ["explain", csv_path, *common], ["explain", listed, *common])
+    drift = with_list_column(to_parquet(drift_csv, tmp_path / "drift.parquet"), tmp_path / "drift_tags.parquet")
+    common = ["-m", hoeffding, "-t", "class", "--learn", "--seed", "5", "-M", "2", "--no-live"]
+    refused = run("explain", drift, *common)
+    assert refused.exit_code == 1 and refused.stdout == ""
+    assert "column 'tags' holds list<" in refused.stderr and "--drop 'tags'" in refused.stderr, refused.stderr
+    same_stdout(run, ["explain", drift_csv, *common], ["explain", drift, *common, "--drop", "tags"])
+    refused = run("explain", listed, "-m", model, "-t", "class", "--by", "tags", "--no-live")
+    assert refused.exit_code == 1 and "column 'tags' holds list<" in refused.stderr, refused.stderr

@@ -55,11 +55,14 @@ def test_other_arrow_types(tmp_path):
     assert math.isnan(first["nothing"]) and all(math.isnan(v) for k, v in second.items() if k != "code")
 
 
-def test_nested_columns_are_refused_naming_the_column(tmp_path):
+def test_nested_columns_are_left_out_of_rows_and_named(tmp_path):
     path = tmp_path / "t.parquet"
-    pq.write_table(pa.table({"a": [1], "tags": [[1, 2]]}), path)
-    with pytest.raises(InputError, match=r"t.parquet: column 'tags' holds list<"):
-        ParquetRowReader(str(path))
+    pq.write_table(pa.table({"a": [1, 2], "tags": [[1, 2], []], "b": ["x", "y"]}), path)
+    reader = ParquetRowReader(str(path))
+    assert reader.columns == ["a", "tags", "b"]  # listed, so --drop tags names a known column
+    assert [r.values for r in reader] == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
+    assert list(reader.unreadable) == ["tags"]
+    assert reader.unreadable["tags"].startswith(f"{path}: column 'tags' holds list<")
 
 
 def test_folder_of_hive_partitions_in_sorted_order(tmp_path):

@@ -187,7 +187,9 @@ class ParquetRowReader:
         self._open: Any = None  # the ParquetFile being read
         self.rows_read = 0
         self.noted_missing: dict[str, dict[str, int]] = {}
+        self.unreadable: dict[str, str] = {}  # column -> why ipfi cannot read it (lists, structs, bytes)
         self._columns = self._check_schemas()
+        self._read = [c for c in self._columns if c not in self.unreadable]  # the columns rows hold
         self._iterator: Iterator[Row | RowBlock] | None = None
         self._blocks_wanted = False  # clean record batches come as blocks (batches(blocks=True))
 
@@ -226,14 +228,16 @@ class ParquetRowReader:
         return columns
 
     def _check_type(self, field: Any, file: str) -> None:
+        """Note a column of a type ipfi cannot read; it is refused only if the run uses it."""
         types = self._pa.types
         t = field.type
         if types.is_dictionary(t):
             t = t.value_type
         if (types.is_nested(t) or types.is_binary(t) or types.is_large_binary(t)
-                or types.is_fixed_size_binary(t)):
-            raise InputError(f"column {field.name!r} holds {t} values; ipfi reads numbers, booleans, text, "
-                             "dates and times (leave the column out of the file, or flatten it)", source=file)
+                or types.is_fixed_size_binary(t)) and field.name not in self.unreadable:
+            self.unreadable[field.name] = (
+                f"{file}: column {field.name!r} holds {t} values; ipfi reads numbers, booleans, text, dates and "
+                f"times (leave it out with --drop {field.name!r}, or flatten it)")
 
     @property
     def columns(self) -> list[str]:
@@ -255,7 +259,8 @@ class ParquetRowReader:
                 # no pre-buffering: it would read a whole row group's bytes ahead (16 MB measured for
                 # 400,000 x 4 doubles), where decoding page by page keeps about one batch
                 self._open = opened = pq.ParquetFile(file, pre_buffer=False)
-                batches = opened.iter_batches(batch_size=self.batch_rows, use_threads=False)
+                wanted = [c for c in opened.schema_arrow.names if c not in self.unreadable]
+                batches = opened.iter_batches(batch_size=self.batch_rows, use_threads=False, columns=wanted)
                 partition = {k: parse_value(v if v != HIVE_NULL else "", self.na_values) for k, v in parts.items()}
                 for batch in batches:
                     yield from self._batch_rows(batch, partition, source)
@@ -322,7 +327,7 @@ class ParquetRowReader:
                 kinds[key] = 0 if value != value else (STRING if type(value) is str else NUMBER)
                 if type(value) in (int, float):
                     numeric.add(key)
-        order = self._columns
+        order = self._read
         known = self._kinds
         clashing = [c for c in order if kinds[c] and known.get(c, kinds[c]) != kinds[c]]
         lists = [columns[c] for c in order]

@@ -188,6 +188,9 @@ class JoinedReader:
         if features.columns and id_column not in features.columns:
             raise InputError(f"no column {id_column!r} (the --id); the columns are: {', '.join(features.columns)}",
                              source=features.name)
+        unreadable = getattr(features, "unreadable", {})
+        if id_column in unreadable:
+            raise InputError(unreadable[id_column])
         features.keep_as_text([id_column])
 
     # -- the RowReader surface the session uses -------------------------------------------------
@@ -216,6 +219,10 @@ class JoinedReader:
 
     def keep_as_text(self, names: Any) -> None:
         self.features.keep_as_text(names)
+
+    @property
+    def unreadable(self) -> dict[str, str]:
+        return dict(getattr(self.features, "unreadable", {}))
 
     def noted_missing_summary(self) -> str | None:
         return self.features.noted_missing_summary()

@@ -91,7 +91,7 @@ def pdp_records(settings: PDPSettings) -> Iterator[dict[str, Any]]:
     from ipfi_cli.io.readers import open_rows
     from ipfi_cli.io.values import reader_options
     from ipfi_cli.models.loading import load_predictor
-    from ipfi_cli.run.setup import model_columns
+    from ipfi_cli.run.setup import check_readable, model_columns
 
     s = settings
     loaded = load_predictor(s.model, trust=s.trust)
@@ -100,6 +100,7 @@ def pdp_records(settings: PDPSettings) -> Iterator[dict[str, Any]]:
         source = reader.name
         columns = model_columns(loaded, reader.columns, s.target or "", source, check_target=s.target is not None,
                                 drop=s.drop, choose="--drop")
+        check_readable(reader, [*columns, s.target])
         missing = [f for f in s.features if f not in columns]
         if missing:
             raise RunError(f"{source}: --feature {', '.join(missing)} is not among the model's inputs "

@@ -184,6 +184,7 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
         columns = setup.model_columns(loaded, columns, target, source, check_target=check_target,
                                       features=features, drop=drop, groups=groups, notes=notes, by=by,
                                       present=input_columns if reader.format == "jsonl" else None)
+        setup.check_readable(reader, [*columns, target, *by])
         selected, groups = setup.explained_columns(loaded, columns, features, drop, groups, by=by)
         check_inputs(loaded, columns, source)
         for line in notes:

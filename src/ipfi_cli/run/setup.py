@@ -290,6 +290,18 @@ def explained_columns(loaded: LoadedModel, columns: Sequence[str], features: Seq
     return select_features(columns, features, list(dict.fromkeys(left_out)), groups)
 
 
+def check_readable(reader: Any, names: Sequence[str | None]) -> None:
+    """Refuse a column the run uses that the reader cannot read (a Parquet list column, say).
+
+    A reader that holds such columns names them in ``unreadable`` (column -> why); a column the
+    run does not use (left out with ``--drop``, or not among a model's named inputs) is skipped.
+    """
+    unreadable: dict[str, str] = getattr(reader, "unreadable", {})
+    for name in names:
+        if name is not None and name in unreadable:
+            raise InputError(unreadable[name])
+
+
 def check_key_columns(by: Sequence[str], input_columns: Sequence[str], target: str,
                       features: Sequence[str] | None, groups: dict[str, list[str]], source: str) -> None:
     """``--by``'s key columns: in the input, not the target, not named by ``--features`` or ``--group``
