@@ -147,6 +147,18 @@ def test_jsonl_types_nulls_blank_lines_and_bad_lines():
     assert rows[-1].values == {"a": 3.5, "b": "w"} and rows[-1].number == 7
 
 
+def test_jsonl_key_given_twice_is_a_bad_row_naming_it():
+    """JSON lets a key repeat and its parsers keep the last value; which was meant is unknown."""
+    data = (b'{"a": 1, "b": 2}\n{"a": 1, "b": 2, "a": 9}\n{"a" :1,"b":2,"b" :3}\n{"a": 4, "b" : 5}\n'
+            b'{"a": 6, "b": 7, "s": "x\\": y\\": z"}\n{"a":8,"b":9,"a" :8}\n')
+    _, rows = read(data)
+    errors = [(r.number, r.error.column) for r in rows if r.error]
+    assert errors == [(2, "a"), (3, "b"), (6, "a")]
+    assert "the key 'a' is given twice" in str(rows[1].error) and "line 2" in str(rows[1].error)
+    assert rows[3].values == {"a": 4, "b": 5}  # a space before the colon alone is fine
+    assert rows[4].values == {"a": 6, "b": 7, "s": 'x": y": z'}  # `":` inside a string is not a key
+
+
 def test_format_is_sniffed_on_unnamed_input():
     assert RowReader(io.BytesIO(b'  {"a": 1}\n')).format == "jsonl"
     assert RowReader(io.BytesIO(b"a,b\n")).format == "csv"

@@ -343,6 +343,11 @@ class RowReader:
                 yield self._bad(f"expected a JSON object, got {type(obj).__name__ if obj is not None else 'null'}",
                                 line)
                 continue
+            # a key given twice would leave its last value silently (as json and pandas do): one `":` per
+            # key is the usual line; any other line is parsed again to find a repeated key exactly
+            if (text.count('":') != len(obj) or " :" in text or "\t:" in text) and (key := _repeated_key(text)):
+                yield self._bad(f"the key {key!r} is given twice in this object (which value is meant?)", line, key)
+                continue
             problem = None
             learned = []  # (key, kind) fixed by this row, kept only if the row is good
             for key, value in obj.items():
@@ -537,4 +542,21 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
         raise InputError(f"cannot open the file ({error.strerror or error})", source=path) from None
     return RowReader(stream, name=path, format=fmt, close=True, **options)
 
+
+def _repeated_key(text: str) -> str | None:
+    """The first key any object of the JSON ``text`` gives twice, or ``None``."""
+    import json
+
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen and not repeated:
+                repeated.append(key)
+            seen.add(key)
+        return dict(items)
+
+    json.loads(text, object_pairs_hook=pairs)
+    return repeated[0] if repeated else None
 
