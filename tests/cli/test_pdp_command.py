@@ -36,6 +36,35 @@ def test_pdp_records_are_the_core_curves(run, agrawal_small, hgb):
         assert all(0.0 <= v <= 1.0 for v in curve)   # probabilities of class 1
 
 
+def test_a_fixed_grid_gives_the_brute_force_partial_dependence(run, agrawal_small, hgb):
+    """With --grid, the running mean over every row is scikit-learn's brute-force partial dependence
+    at those values (the model's mean probability with the feature set to each), to float rounding."""
+    import joblib
+
+    result = run("pdp", agrawal_small, "-m", hgb, "--feature", "age,salary", "--class", "1", "--smoothing", "mean",
+                 "--warm-up", "0", "--grid", "age=25,45,65", "--grid", "salary=30000,80000,130000")
+    assert result.exit_code == 0, result.output
+    records = parse_csv(result.stdout)
+    model = joblib.load(hgb)
+    frame = pd.read_csv(agrawal_small)[list(model.feature_names_in_)]
+    for record in records:
+        changed = frame.assign(**{record["feature"]: float(record["grid"])})
+        expected = model.predict_proba(changed)[:, list(model.classes_).index(1)].mean()
+        assert float(record["pd"]) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert [(r["feature"], float(r["grid"])) for r in records] == [
+        ("age", 25.0), ("age", 45.0), ("age", 65.0), ("salary", 30000.0), ("salary", 80000.0), ("salary", 130000.0)]
+
+
+@pytest.mark.parametrize("grid, message", [
+    (["age=25,x"], "expected numbers after age="), (["salary=1,2"], "'salary' is not a --feature"),
+    (["age=3,2"], "increasing order"), (["age=1"], "at least two"), (["age=1,inf"], "finite"),
+    (["age=1,2", "age=3,4"], "given twice"), (["age1,2"], "expected FEATURE=V1,V2")])
+def test_a_bad_grid_is_a_usage_error(run, agrawal_small, hgb, grid, message):
+    options = [part for spec in grid for part in ("--grid", spec)]
+    result = run("pdp", agrawal_small, "-m", hgb, "--feature", "age", "--class", "1", *options)
+    assert result.exit_code == 2 and message in " ".join(result.stderr.split()), result.stderr
+
+
 def test_pdp_says_what_is_wrong(run, agrawal_small, hgb):
     result = run("pdp", agrawal_small, "-m", hgb, "--feature", "age")
     assert result.exit_code == 1 and "give --class LABEL" in result.stderr and "0, 1" in result.stderr

@@ -50,6 +50,11 @@ def pdp(
     grid_size: Annotated[int, typer.Option(
         "--grid-size", min=2, help="Points per curve, evenly spaced between the feature's streaming 5 % and 95 % "
         "quantiles.", rich_help_panel=PANEL_ESTIMATOR)] = 10,
+    grid: Annotated[Optional[list[str]], typer.Option(
+        "--grid", help="Fixed grid values for a feature, FEATURE=V1,V2,... (repeatable; every fixed grid has the "
+        "same length, which is then the grid size). A fixed grid does not move with the quantiles, which on a "
+        "short stream flatten a curve.", rich_help_panel=PANEL_ESTIMATOR, show_default=False,
+        metavar="FEATURE=VALUES")] = None,
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1].",
         rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
@@ -81,6 +86,7 @@ def pdp(
         raise usage_error(f"must be in (0, 1], got {alpha}", "--alpha")
     if model is None:
         raise usage_error("give the model", "--model")
+    grids = parse_grids(grid, features)
     check_outputs({"--output": output}, {"INPUT": data_files(input), "--model": model})
     with reporting(debug):
         from ipfi_cli.io.values import reader_options
@@ -91,6 +97,42 @@ def pdp(
         settings = PDPSettings(model=model, features=features, input=input, trust=split_names(trust),
                                format=value(format), na_values=na_values, no_default_na=no_default_na,
                                delimiter=delimiter, target=target, drop=split_names(drop), target_class=target_class,
-                               grid_size=grid_size,
+                               grid_size=grid_size, grid=grids,
                                alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every)
         write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings))
+
+
+def parse_grids(specs: list[str] | None, features: list[str]) -> dict[str, list[float]] | None:
+    """``["age=20,40,60"]`` -> ``{"age": [20.0, 40.0, 60.0]}``: finite, increasing, at least two, one
+    length for all, for features given with --feature; anything else is a usage error.
+
+    >>> parse_grids(["age = 20, 40,60"], ["age", "bmi"])
+    {'age': [20.0, 40.0, 60.0]}
+    """
+    import math
+
+    if not specs:
+        return None
+    grids: dict[str, list[float]] = {}
+    for spec in specs:
+        name, sep, text = spec.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise usage_error(f"expected FEATURE=V1,V2,..., got {spec!r}", "--grid")
+        if name not in features:
+            raise usage_error(f"{name!r} is not a --feature ({', '.join(features)})", "--grid")
+        if name in grids:
+            raise usage_error(f"{name!r} is given twice", "--grid")
+        try:
+            values = [float(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise usage_error(f"expected numbers after {name}=, got {text!r}", "--grid") from None
+        if len(values) < 2 or not all(map(math.isfinite, values)) or any(b <= a for a, b in zip(values, values[1:])):
+            raise usage_error(f"{name}: give at least two finite values in increasing order, got {text!r}", "--grid")
+        grids[name] = values
+    lengths = {len(v) for v in grids.values()}
+    if len(lengths) > 1:
+        raise usage_error("every fixed grid must have the same number of values (" +
+                          ", ".join(f"{k}: {len(v)}" for k, v in grids.items()) + ")", "--grid")
+    return grids
+

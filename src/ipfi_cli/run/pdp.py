@@ -33,6 +33,7 @@ class PDPSettings:
     drop: list[str] | None = None  # more columns a model without named inputs does not take
     target_class: Any = None
     grid_size: int = 10
+    grid: dict[str, list[float]] | None = None  # fixed grids (--grid), the others follow the quantiles
     alpha: float = 0.001
     smoothing: str = "exponential"
     warm_up: int = 20
@@ -105,7 +106,7 @@ def pdp_records(settings: PDPSettings) -> Iterator[dict[str, Any]]:
         if missing:
             raise RunError(f"{source}: --feature {', '.join(missing)} is not among the model's inputs "
                            f"({', '.join(columns)})")
-        pdp = IPDPEstimator(loaded.predictor, columns, s.features, grid_size=s.grid_size, alpha=s.alpha,
+        pdp = IPDPEstimator(loaded.predictor, columns, s.features, grid_size=s.grid_size, grid=s.grid, alpha=s.alpha,
                              smoothing=s.smoothing, warm_up=s.warm_up, target_class=_class(loaded.predictor, s))
     except BaseException:
         reader.close()
