@@ -842,7 +842,8 @@ class IPFIEstimator:
                  "tracker": self._tracker.state_dict(),
                  "sampler": None if self._sampler is None else self._sampler.state_dict(),
                  "n_seen": self.n_seen, "last_contributions": self.last_contributions.copy(),
-                 "last_loss": self.last_loss, "loss_sum": self._loss_sum}
+                 "last_loss": self.last_loss, "loss_sum": self._loss_sum,
+                 "model_calls": self.n_model_calls, "predictions": self.n_predictions}
         if self._remover is not None:
             state["remover"] = self._remover.state_dict()
         if self._spread is not None:
@@ -878,6 +879,9 @@ class IPFIEstimator:
         self.last_contributions = np.asarray(state["last_contributions"], dtype=np.float64).copy()
         self.last_loss = float(state["last_loss"])
         self._loss_sum = float(state["loss_sum"])
+        # the model's calls so far (a state saved before they were kept starts them at 0 again)
+        self.n_model_calls = int(state.get("model_calls", 0))
+        self.n_predictions = int(state.get("predictions", 0))
         if self._remover is not None:
             self._remover.load_state_dict(state["remover"])
         if self._spread is not None:
