@@ -70,13 +70,15 @@ def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
         raise StateFileError(path, f"cannot write the state file {reason}") from None
 
 
-def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a state file written by :func:`save_state` (marker, format, version and checksum checked)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as error:
-        raise StateFileError(path, f"cannot read the state file ({error.strerror or error})") from None
+def load_state(path: str | os.PathLike[str], data: bytes | None = None) -> dict[str, Any]:
+    """Read a state file written by :func:`save_state` (marker, format, version and checksum checked);
+    ``data``: its bytes, when already read."""
+    if data is None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as error:
+            raise StateFileError(path, f"cannot read the state file ({error.strerror or error})") from None
     if data.startswith(PICKLED_MAGIC):
         raise StateFileError(path, "a state file of an earlier ipfi (a pickle, which this ipfi does not load); "
                                "finish the run with that version, or give --state a new path to start a new run")

@@ -37,8 +37,7 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
         raise StateError("give at least two state files to merge")
     if os.path.exists(output):
         raise StateError(f"{output}: exists; merge into a new file (nothing was changed)")
-    _check_distinct(paths)
-    states = [load_state(p) for p in paths]
+    states = [load_state(p, data) for p, data in zip(paths, _distinct_files(paths))]
     first = states[0]
     for path, state in zip(paths, states):
         if "keyed" in state["explainer"]:
@@ -91,24 +90,29 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     return {**run, "explained": int(explainer["tracker"]["count"])}
 
 
-def _check_distinct(paths: Sequence[str]) -> None:
-    """Refuse a state given twice, as the same file or as a byte-for-byte copy: merged, its rows
-    would count twice (twice the weight, bounds narrower by sqrt(2), its reservoir rows doubled)."""
+def _distinct_files(paths: Sequence[str]) -> list[bytes | None]:
+    """The files' bytes (``None`` where one cannot be read: ``load_state`` names the problem), each
+    read once; a state given twice, as the same file or as a byte-for-byte copy, is refused: merged,
+    its rows would count twice (twice the weight, bounds narrower by sqrt(2), its reservoir rows doubled)."""
     import hashlib
 
     seen: dict[tuple[int, int] | str, str] = {}
+    contents: list[bytes | None] = []
     for path in paths:
         try:
             info = os.stat(path)
             with open(path, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
+                data = f.read()
         except OSError:
-            continue  # load_state names the problem
-        for key in ((info.st_dev, info.st_ino), digest):
+            contents.append(None)
+            continue
+        contents.append(data)
+        for key in ((info.st_dev, info.st_ino), hashlib.sha256(data).hexdigest()):
             if key in seen:
                 how = "the same file as" if isinstance(key, tuple) else "a copy of"
                 raise StateError(f"{path}: {how} {seen[key]}; a state merged twice would count its rows twice")
             seen[key] = path
+    return contents
 
 
 def _unmergeable(explainer: dict[str, Any]) -> str | None:
