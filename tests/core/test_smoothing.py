@@ -123,3 +123,16 @@ def test_ipfi_estimate_is_weighted_average_of_its_contributions_at_every_step(pa
             np.testing.assert_allclose(list(explainer.bounds(0.1).values()), half_width,
                                        rtol=1e-9, atol=1e-15)
     assert explainer.importances["a"] > 0.1               # a non-trivial stream
+
+
+def test_a_tracker_pickled_before_it_had_a_history_still_updates():
+    """Explainers are pickled (Dask, checkpoints); one pickled by an earlier ipfi has no ``history``."""
+    import pickle
+
+    from ipfi_cli.core.smoothing import ExponentialMean
+
+    tracker = ExponentialMean(0.5, 2)
+    tracker.update(np.array([1.0, 2.0]))
+    del tracker.__dict__["history"]  # as an earlier version pickled it
+    old = pickle.loads(pickle.dumps(tracker))
+    np.testing.assert_allclose(old.update(np.array([3.0, 4.0])), [(0.5 * 1 + 3) / 1.5, (0.5 * 2 + 4) / 1.5])

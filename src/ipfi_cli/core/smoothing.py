@@ -81,6 +81,9 @@ class ExponentialMean(WeightedMoments):
     #: up to this many series :meth:`update_many` runs each series' recursion in Python
     #: floats (the same IEEE operations as numpy's); beyond it, one row of vectors at a time
     few_series: int = 16
+    #: when a list, every update appends the moments after each value it folds (see
+    #: :meth:`moments_history`); ``None`` here too, for a tracker pickled before there was a history
+    history: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def __init__(self, alpha: float, n: int) -> None:
         if not 0.0 < alpha <= 1.0:
@@ -92,8 +95,7 @@ class ExponentialMean(WeightedMoments):
         self.weight = 0.0  # sum of the weights
         self.sum_sq_weights = 0.0  # sum of the squared weights
         self.count = 0
-        #: when a list, every update appends the moments after each value it folds (see :meth:`moments_history`)
-        self.history: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
+        self.history = None
 
     def update(self, values: np.ndarray) -> np.ndarray:
         """Fold one value per series in; returns the new means (a view, do not modify)."""
