@@ -25,11 +25,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.errors import IpfiError, OutputError, RunError, UsageError
+from ipfi_cli.errors import IpfiError, OutputError, UsageError
 from ipfi_cli.io.readers import RowReader
-from ipfi_cli.run.checks import all_zero_warning, check_output_names, labels_match_nothing
+from ipfi_cli.run.checks import check_output_names
+from ipfi_cli.run.ending import RunEndMixin
 from ipfi_cli.run.keyed import KeyedSessionMixin
-from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunEnd, RunObserver, RunStart
+from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunObserver, RunStart
 from ipfi_cli.run.plan import RunPlan, plan_run
 from ipfi_cli.run.report import PlainReporter, RateMeter, Reporter, Snapshot
 from ipfi_cli.run.settings import ExplainSettings, Progress, RunParts, RunStatus, StopOnChange
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
     from ipfi_cli.run.rows import RowChecker
     from ipfi_cli.run.steps import RowSteps
 
-#: the end-of-run lines of a run that ended without failing
-_ENDED = (RunStatus.OK, RunStatus.INTERRUPTED, RunStatus.STOPPED_ON_CHANGE)
 
 
 def explain_rows(model: Any, rows: Iterable[Mapping[str, Any]], *, target: str, reporter: Reporter | None = None,
@@ -99,7 +98,7 @@ def new_session(settings: ExplainSettings, reporter: Reporter, observers: Sequen
     return ExplainSession(settings, reporter, observers, model=model, rows=rows)
 
 
-class ExplainSession:
+class ExplainSession(RunEndMixin):
     """One ``ipfi explain`` run; :meth:`run` returns its :class:`RunStatus`.
 
     ``reporter`` receives the run's messages and, as its first observer, its snapshots;
@@ -441,180 +440,9 @@ class ExplainSession:
             parts.writer.flush()
         return steps.failure if steps.failure is not None else bad_row
 
-    def _close(self, plan: RunPlan, parts: RunParts) -> None:
-        """Close the output, end the observers (the live table stops, the summary shows), write
-        ``--meta``; runs whatever happened."""
-        from ipfi_cli.io.writers import silence_stdout
-
-        notes: list[tuple[str, str | None]] = []
-        try:
-            if parts.writer is not None:
-                try:
-                    parts.writer.close()
-                except BrokenPipeError:
-                    self.status = RunStatus.BROKEN_PIPE
-                except KeyboardInterrupt:
-                    self.status = RunStatus.INTERRUPTED
-            if self.status is RunStatus.BROKEN_PIPE:
-                silence_stdout()
-            if self.status in _ENDED:
-                notes = self._end_notes(plan, parts)
-        finally:
-            self._end(notes)
-            if self.settings.meta and self.status is not RunStatus.STARTING:
-                from ipfi_cli.run.meta import write_meta
-
-                try:
-                    write_meta(self.settings.meta, plan=plan, settings=self.settings, parts=parts,
-                               status=self.status, error=self.error, seed=self.seed, started=self.started,
-                               state=self.state)
-                except OSError as error:
-                    self.reporter.message(f"{self.settings.meta}: cannot write the metadata file "
-                                          f"({error.strerror or error})", "error")
-                    if self.status is RunStatus.OK:
-                        self.status = RunStatus.ERROR
-
-    def _end_notes(self, plan: RunPlan, parts: RunParts) -> list[tuple[str, str | None]]:
-        """The end of a run that did not fail: save the learned model; the lines said before the summary."""
-        s, status = self.settings, self.status
-        notes: list[tuple[str, str | None]] = []
-        if status is RunStatus.OK and s.save_model:
-            from ipfi_cli.models.files import save_model
-
-            save_model(s.save_model, plan.loaded.model)
-            if s.verbose:
-                notes.append((f"saved the learned model to {s.save_model}", None))
-        skipped = parts.checker.skipped_summary()
-        if skipped:
-            notes.append((skipped, "warning"))
-        summary = getattr(self.reader, "summary", None)  # the late labels' (a JoinedReader)
-        for line in (summary() if summary is not None else []):
-            notes.append((line, "warning"))
-        for line in (parts.checker.late_keys_summary(),
-                     self.reader.noted_missing_summary() if self.reader is not None else None):
-            if line:
-                notes.append((line, "note"))
-        unknown = plan.labels.unknown_summary()
-        if unknown:
-            notes.append((unknown, "warning"))
-        notes.extend(self._method_notes())
-        if status is RunStatus.INTERRUPTED:
-            notes.append((f"interrupted after {parts.progress.rows:,} rows; every record written is complete"
-                          + ("; the model was not saved" if s.save_model else "")
-                          + (f"; the state is saved in {s.state}: run the same command again to continue"
-                             if s.state else ""), "status"))
-        return notes
-
-    def _method_notes(self) -> list[tuple[str, str | None]]:
-        """SAGE's explained loss; a conditional sampler too weak to trust."""
-        explainer: Any = self.explainer
-        notes: list[tuple[str, str | None]] = []
-        explained = getattr(explainer, "explained_loss", None)
-        if explained is not None and explainer is not None and explainer.n_explained:
-            notes.append((f"explained loss {explained:.4f}: the loss of the marginal prediction "
-                          f"{explainer.marginal_loss:.4f} minus the model's {explainer.model_loss:.4f} "
-                          "(smoothed); the SAGE values add up to it", "note"))
-        fit = getattr(explainer, "removal_fit", None) or {}
-        explained = {explainer.columns[i] for cols in explainer.groups.values() for i in cols} if fit else set()
-        weak = [name for name, r2 in fit.items() if name in explained and r2 == r2 and r2 < 0.1]
-        if weak:
-            notes.append((f"the conditional sampler's R^2 is below 0.1 for {', '.join(weak)}: the others barely "
-                          "predict them, so their conditional values are close to marginal ones", "note"))
-        return notes
-
-    def _end(self, notes: list[tuple[str, str | None]]) -> None:
-        """Tell every observer that the run ended (once). The reporter's display errors never hide
-        the run's outcome; another observer's first error is raised after all have heard."""
-        if self._ended or self.parts is None:
-            return
-        self._ended = True
-        snapshot = self.snapshot() if self.status is not RunStatus.BROKEN_PIPE else None
-        end = RunEnd(title=self.title(), status=self.status.value, snapshot=snapshot, notes=tuple(notes))
-        failure: Exception | None = None
-        for observer in self.observers:
-            try:
-                observer.on_end(end)
-            except Exception as error:  # noqa: BLE001 - every observer hears of the end
-                if observer is not self.reporter and failure is None:
-                    failure = error
-        if failure is not None and self.status in _ENDED:
-            raise failure
-
-    def _report(self, plan: RunPlan, parts: RunParts) -> RunStatus:
-        s, say, status, explainer, watch = self.settings, self.reporter.message, self.status, parts.explainer, \
-            parts.watch
-        if status in (RunStatus.BROKEN_PIPE, RunStatus.ERROR):
-            if self.state is not None:
-                self.state.report_kept(say)
-            return status
-        if watch is not None:
-            for line in watch.summary_lines(explainer.importance_array()):
-                say(line)
-        if status is RunStatus.STOPPED_ON_CHANGE and watch is not None:
-            say(f"stopped at the first change (row {watch.events[0].row:,}); every record written is complete"
-                + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
-                "status")
-        if s.verbose:
-            say(f"wrote {parts.writer.records:,} record(s) to {s.output or '<stdout>'}")
-        if status is RunStatus.OK and explainer.n_explained > 0:
-            if plan.labels.none_matched:
-                raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
-            from ipfi_cli.core.losses import unmeasurable
-
-            unfit = unmeasurable(plan.loss, explainer.mean_loss, explainer.n_explained)
-            if unfit is not None:
-                raise RunError(f"{plan.source}: {unfit}")
-            zero = all_zero_warning(explainer.importance_array(), explainer.n_explained)
-            if zero:
-                say(zero, "warning")
-        if status is RunStatus.OK and explainer.n_explained == 0:
-            skipped_rows, rows = parts.checker.skipped, parts.progress.rows
-            why = (f"all {skipped_rows:,} row(s) were bad" if skipped_rows and not rows
-                   else "the input has no rows" if not rows
-                   else "one row only fills the reservoir; a row is explained against earlier rows")
-            raise RunError(f"{plan.source}: no row was explained: {why}")
-        return status
-
     def _on_skip(self, error: Any) -> None:
         if self.settings.verbose:
             self.reporter.message(f"skipped {error}", "warning")
-
-    def _check_labels_match(self, plan: RunPlan, parts: RunParts) -> None:
-        """Once enough rows are explained: a zero-one loss of 1 on every one of them means the
-        labels and the model's outputs are probably of different kinds; say so."""
-        from ipfi_cli.run.labels import MISMATCH_ROWS, mismatch_example
-
-        explainer = parts.explainer
-        needed = MISMATCH_ROWS * (8 if self.settings.learn else 1)  # a learning model starts out wrong
-        if self._mismatch_checked or explainer.n_explained < needed:
-            return
-        self._mismatch_checked = True
-        if plan.loss.name == "zero-one" and explainer.mean_loss == 1.0:
-            assert self.steps is not None
-            example = mismatch_example(plan.predictor, plan.columns, self.steps.reference)
-            self.reporter.message(
-                f"every one of the first {explainer.n_explained:,} explained rows has a wrong prediction (loss 1): "
-                f"the labels probably do not match the model's outputs{example}; check --target and the "
-                "label values", "warning")
-
-    def _write_last_after_error(self, parts: RunParts) -> None:
-        """A run stopped by its input or model still ends its output with the last explained row's
-        record (nothing computed is lost). Not with ``--state``: a resumed run writes what an
-        uninterrupted one would, and this record would be one more."""
-        try:
-            self._write_last(parts)
-            parts.writer.flush()
-        except (OSError, IpfiError):  # the output failed too: the error that stopped the run is said
-            pass
-
-    def _write_last(self, parts: RunParts) -> None:
-        """Always end with the last row's record (``every`` may have skipped it)."""
-        progress = parts.progress
-        last = progress.last
-        if last is not None and progress.last_written != last[0]:
-            bound = parts.explainer.bound_array(self.settings.delta).tolist() if self.settings.bounds else None
-            parts.writer.write(last[0], last[1], bound)
-            progress.last_written = last[0]
 
     # -- display ----------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
