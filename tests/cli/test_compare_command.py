@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+import pytest
 from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
@@ -90,14 +91,21 @@ def test_learning_compare_with_drift(drift_small, hoeffding, tmp_path):
     assert bad.exit_code == 2
 
 
-def test_compare_sage_against_the_known_values_of_a_linear_model(tmp_path):
-    """A model 2a + 0b on independent normal columns, squared loss, labels 2a. SAGE over the two
-    orderings: a first takes the empty coalition's loss, that of the mean prediction, E[(2a - 0)^2] =
-    4 Var(a), down to 0; b first leaves a imputed by one background row (--inner 1), loss
-    E[(2a - 2a')^2] = 8 Var(a), down to 0 when a comes. So a gets (4 + 8) / 2 = 6 Var(a), and b,
-    which the model ignores, (0 + 4 - 8) / 2 = -2 Var(a): one imputation makes the coalition {b}
-    worse than the mean prediction (the game's known artefact; the values add up to the explained
-    loss, 4 Var(a)).
+@pytest.mark.parametrize("options, a_value, b_value", [
+    ((), 4.0, 0.0),
+    (("--empty-coalition", "mean", "--inner", "1"), 6.0, -2.0),
+])
+def test_compare_sage_against_the_known_values_of_a_linear_model(tmp_path, options, a_value, b_value):
+    """A model 2a + 0b on independent normal columns, squared loss, labels 2a.
+
+    By default (the empty coalition imputed like the others, two imputations per coalition for the
+    squared loss, each coalition's loss corrected by the imputations' variance / 2): Covert et al.'s
+    SAGE, a gets the explained loss 4 Var(a) and b, which the model ignores, 0.
+
+    iXAI's game (--empty-coalition mean --inner 1), over the two orderings: a first takes the empty
+    coalition's loss, that of the mean prediction, E[(2a - 0)^2] = 4 Var(a), down to 0; b first leaves
+    a imputed by one background row, loss E[(2a - 2a')^2] = 8 Var(a), down to 0 when a comes. So a
+    gets (4 + 8) / 2 = 6 Var(a), and b (0 + 4 - 8) / 2 = -2 Var(a).
     Tolerances: batch SAGE within 4 of its standard errors; iSAGE (alpha 0.002, about 1,000 rows
     weigh) within 1.0, about 4 of its standard deviations (contributions with a standard deviation
     near 10 over about 1,000 rows: 0.3, more for the exponential weights' smaller effective count)."""
@@ -113,10 +121,10 @@ def test_compare_sage_against_the_known_values_of_a_linear_model(tmp_path):
     model = tmp_path / "linear.joblib"
     joblib.dump(LinearRegression().fit(X, y), model)
     result = invoke("compare", data, "-m", model, "-t", "y", "--method", "sage", "--loss", "squared", "--seed", "3",
-                    "--alpha", "0.002", "--sampling", "uniform", "--permutations", "3000", "-q")
+                    "--alpha", "0.002", "--sampling", "uniform", "--permutations", "3000", "-q", *options)
     assert result.exit_code == 0, result.stderr
     found = records(result.stdout)
-    truth = {"a": 6 * X[:, 0].var(), "b": -2 * X[:, 0].var()}
+    truth = {"a": a_value * X[:, 0].var(), "b": b_value * X[:, 0].var()}
     batch = {r["feature"]: r for r in found if r["method"] == "batch-sage"}
     online = {r["feature"]: float(r["importance"]) for r in found if r["method"] == "isage"}
     for name, value in truth.items():

@@ -20,6 +20,7 @@ OWN = {
     "method": "explain runs an incremental method (iPFI, iSAGE); batch the batch estimator it approximates",
     "workers": "batch spreads its permutations over Dask workers; explain --by its keys",
     "scheduler": "batch spreads its permutations over Dask workers; explain --by its keys",
+    "inner": "batch's default averages every background row (Covert's SAGE); explain's depends on the loss",
 }
 
 

@@ -57,7 +57,8 @@ def _ipfi(stream, seed: int) -> tuple[np.ndarray, float]:
 
     names, rows, labels, w, b = stream
     explainer = ISAGEEstimator(FunctionPredictor(lambda block: block @ w + b), names, loss="squared",
-                               smoothing="mean", sampling="uniform", reservoir_size=100, n_inner=1, seed=seed)
+                               smoothing="mean", sampling="uniform", reservoir_size=100, n_inner=1, seed=seed,
+                               empty="mean")
     values = explainer.explain_many(rows, labels)[-1]
     return np.asarray(values, dtype=np.float64), float(explainer.explained_loss)
 

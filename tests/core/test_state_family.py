@@ -68,7 +68,7 @@ def test_a_state_loads_only_into_its_own_kind_and_settings():
         make_explainer("sage", REGRESSION, COLUMNS, loss="squared", seed=3,
                        removal="conditional").load_state_dict(sage.state_dict())
     with pytest.raises(ValueError, match="n_inner"):
-        make_explainer("sage", REGRESSION, COLUMNS, loss="squared", seed=3, n_inner=2).load_state_dict(
+        make_explainer("sage", REGRESSION, COLUMNS, loss="squared", seed=3, n_inner=3).load_state_dict(
             sage.state_dict())
 
 

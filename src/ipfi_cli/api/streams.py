@@ -189,9 +189,10 @@ class IncrementalSAGE(IncrementalPFI):
     Per row, ``n_repeats`` random orderings of the features; along each, features are added
     one by one (the absent ones imputed from earlier rows, or drawn given the present ones)
     and each is credited with the loss decrease its arrival brings, folded into a smoothed
-    mean like iPFI's. The values add up to :attr:`explained_loss`, the loss of the smoothed
-    marginal prediction minus the model's: how much the model explains at all. See
-    :mod:`ipfi_cli.core.sage` for the game and where it differs from Covert's batch SAGE.
+    mean like iPFI's. The values add up to :attr:`explained_loss`, the loss with no feature
+    known (every feature imputed, or the smoothed mean prediction with ``empty="mean"``) minus
+    the model's: how much the model explains at all. See :mod:`ipfi_cli.core.sage` for the game
+    and when it is Covert's SAGE.
 
     Parameters
     ----------
@@ -202,8 +203,14 @@ class IncrementalSAGE(IncrementalPFI):
         marginal prediction).
     n_repeats : int, default=1
         Orderings per row (iXAI: 1).
-    n_inner : int, default=1
+    n_inner : int, default=None
         Imputations per coalition, their predictions averaged (labels: the most frequent).
+        ``None``: 2 for the squared loss (whose values then estimate Covert et al.'s SAGE
+        without bias), else 1 (the Shapley values of the loss under one random imputation).
+    empty : {"imputed", "mean"}, default="imputed"
+        The empty coalition: imputed as the others (a feature the model never reads gets 0),
+        or scored by the smoothed mean prediction as iXAI's ``IncrementalSage`` (which makes
+        unused features negative when ``n_inner`` is small).
     groups : dict of str to list of str, default=None
         Columns that enter together. Every column takes part (no ``features``).
     removal : {"marginal", "conditional", "both"}, default="marginal"
@@ -233,16 +240,17 @@ class IncrementalSAGE(IncrementalPFI):
     _method = "sage"
 
     def __init__(self, model: Any, columns: Sequence[str] | None = None, *, loss: str | Loss | None = None,
-                 alpha: float = 0.001, n_repeats: int = 1, n_inner: int = 1, sampling: str = "geometric",
+                 alpha: float = 0.001, n_repeats: int = 1, n_inner: int | None = None, sampling: str = "geometric",
                  reservoir_size: int = 100, groups: Mapping[str, Sequence[str]] | None = None,
-                 seed: int | None = None, smoothing: str = "exponential", removal: str = "marginal") -> None:
+                 seed: int | None = None, smoothing: str = "exponential", removal: str = "marginal",
+                 empty: str = "imputed") -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
         self.model = model
         self.loss = _default_loss(model, loss)
         self.options = {"alpha": alpha, "n_repeats": n_repeats, "n_inner": n_inner, "sampling": sampling,
                         "reservoir_size": reservoir_size, "groups": groups, "seed": seed, "smoothing": smoothing,
-                        "removal": removal}
+                        "removal": removal, "empty": empty}
         self.columns = list(columns) if columns is not None else _columns_of(model)
         self._labels = _matcher(model, self.loss)  # labels matched and refused as for PFI
         self._checked = False

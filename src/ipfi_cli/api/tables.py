@@ -107,7 +107,7 @@ class IntervalPFI:
 def batch_sage(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] | None = None,
                loss: str | Loss | None = None, n_permutations: int = 2000, background: Any = None,
                n_inner: int | None = None, groups: Mapping[str, Sequence[str]] | None = None,
-               seed: int | None = None) -> Any:
+               seed: int | None = None, empty: str = "imputed") -> Any:
     """SAGE values of a fixed model on a table, by the permutation estimator (Covert et al.).
 
     Parameters
@@ -123,6 +123,9 @@ def batch_sage(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] |
         ``None``: every background row, predictions averaged (sage-importance's
         ``MarginalImputer``); ``k``: ``k`` random background rows per coalition (the game
         :class:`IncrementalSAGE` estimates with ``n_inner=k``).
+    empty : {"imputed", "mean"}, default="imputed"
+        With ``n_inner``: the empty coalition imputed as the others, or scored by the mean
+        prediction over the background (iXAI's game); as :class:`IncrementalSAGE`'s.
 
     Returns
     -------
@@ -147,7 +150,7 @@ def batch_sage(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] |
     rows, names = _table(X, columns, model)
     result = core_batch_sage(as_predictor(model), rows, list(y), names, loss=_default_loss(model, loss),
                              n_permutations=n_permutations, background=background, n_inner=n_inner,
-                             groups=groups, seed=seed)
+                             groups=groups, seed=seed, empty=empty)
     return Bunch(importances_mean=result.values, std_errors=result.std_errors, feature_names=list(result.names),
                  explained_loss=result.explained_loss, marginal_loss=result.marginal_loss,
                  model_loss=result.model_loss, n_permutations=result.n_permutations)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -43,6 +43,7 @@ from ipfi_cli.cli.options import (
     DecimalOpt,
     DelimiterOpt,
     DropOpt,
+    EmptyCoalitionOpt,
     FeaturesOpt,
     FormatOpt,
     GroupOpt,
@@ -107,8 +108,15 @@ def batch(
     permutations: PermutationsOpt = 2000,
     background: Annotated[int, typer.Option(
         "--background", min=1, help="With --method sage: rows drawn (with --seed) whose values stand in for "
-        "absent features; every coalition's prediction is averaged over all of them.",
+        "absent features; every coalition's prediction is averaged over all of them (Covert et al.'s SAGE, as "
+        "sage-importance's MarginalImputer; with --inner, K of them are drawn per coalition instead).",
         rich_help_panel=PANEL_ESTIMATOR)] = 64,
+    inner: Annotated[Optional[int], typer.Option(
+        "--inner", min=1, help="With --method sage: draw K background rows per coalition, the game explain "
+        "--method sage --inner K estimates (its baseline; with the squared loss and K >= 2 both estimate Covert et "
+        "al.'s SAGE). Without it every background row is averaged.", rich_help_panel=PANEL_ESTIMATOR,
+        show_default=False, metavar="K")] = None,
+    empty_coalition: EmptyCoalitionOpt = "imputed",
     max_rows: MaxRowsOpt = DEFAULT_MAX_ROWS,
     seed: SeedOpt = None,
     n_jobs: NJobsOpt = None,
@@ -172,7 +180,8 @@ def batch(
             if workers is not None or scheduler is not None:
                 raise usage_error("batch SAGE runs in this process; --workers and --scheduler spread batch PFI",
                                   "--method")
-            _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet)
+            _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet, inner,
+                        value(empty_coalition))
             return
         from ipfi_cli.run.distributed import dask_client, dask_runner
 
@@ -198,7 +207,7 @@ def batch(
 
 
 def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | None, output: str | None,
-                output_format: str | None, quiet: bool) -> None:
+                output_format: str | None, quiet: bool, inner: int | None = None, empty: str = "imputed") -> None:
     import numpy as np
 
     from ipfi_cli.cli.ui import show_sage_table
@@ -216,7 +225,7 @@ def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | No
     start = time.perf_counter()
     result = batch_sage(dataset.loaded.predictor, rows, dataset.targets, dataset.columns, loss=dataset.loss,
                         n_permutations=permutations, background=rows[np.sort(picked)], groups=dataset.groups,
-                        seed=seed)
+                        seed=seed, n_inner=inner, empty=empty)
     seconds = time.perf_counter() - start
     records = [{"feature": name, "importance": float(v), "std_error": float(se), "n_permutations": permutations,
                 "n_rows": len(rows), "loss": dataset.loss.name, "explained_loss": result.explained_loss}

@@ -56,6 +56,7 @@ from ipfi_cli.cli.options import (
     DecimalOpt,
     DelimiterOpt,
     DropOpt,
+    EmptyCoalitionOpt,
     FeaturesOpt,
     FormatOpt,
     GroupOpt,
@@ -155,7 +156,8 @@ def compare(
         "--method", help="pfi: iPFI against batch PFI; sage: iSAGE against batch SAGE of the same game (--inner "
         "imputations per coalition; --permutations samples). SAGE needs a static model.",
         rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
-    inner: InnerOpt = 1,
+    inner: InnerOpt = None,
+    empty_coalition: EmptyCoalitionOpt = "imputed",
     permutations: PermutationsOpt = 2000,
     max_rows: MaxRowsOpt = DEFAULT_MAX_ROWS,
     orderings: OrderingsOpt = 1,
@@ -252,7 +254,8 @@ def compare(
                     c for members in (dataset.groups or {}).values() for c in members}:
                 raise usage_error("SAGE shares the loss among all the model's inputs: drop --features (--group "
                                   "is fine)", "--features")
-            common.update(method="sage", n_inner=inner, permutations=permutations, features=None)
+            common.update(method="sage", n_inner=inner, empty=value(empty_coalition), permutations=permutations,
+                          features=None)
         if learn:
             records = _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
                                         trace_every, quiet, learn_first)

@@ -68,6 +68,7 @@ from ipfi_cli.cli.options import (
     DecimalOpt,
     DelimiterOpt,
     DropOpt,
+    EmptyCoalitionOpt,
     FeaturesOpt,
     FormatOpt,
     GroupOpt,
@@ -172,7 +173,8 @@ def explain(
     removal: RemovalOpt = "marginal",
     conditional_sampler: ConditionalSamplerOpt = "gaussian",
     smoothing: SmoothingOpt = "exponential",
-    inner: InnerOpt = 1,
+    inner: InnerOpt = None,
+    empty_coalition: EmptyCoalitionOpt = "imputed",
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
         "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_ALPHA,
@@ -368,7 +370,7 @@ def explain(
             method=value(method), alpha=params.alpha, time_column=time_column, half_life=half_life_seconds,
             running_mean=running_mean, repeats=params.n_repeats,
             smoothing=value(smoothing), removal=value(removal), conditional_sampler=value(conditional_sampler),
-            inner=inner, sampling=params.sampling,
+            inner=inner, empty_coalition=value(empty_coalition), sampling=params.sampling,
             reservoir_size=params.reservoir_size, seed=seed, features=split_names(features), drop=split_names(drop),
             groups=parse_groups(group), output=output, output_format=value(output_format),
             every=every, bounds=bounds, delta=delta, bounds_method=value(bounds_method), meta=meta,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeAlias
 
 import typer
 
-from ipfi_cli.core.choices import BOUNDS_METHODS, LOSS_NAMES, METHOD_NAMES, SAMPLING_NAMES
+from ipfi_cli.core.choices import BOUNDS_METHODS, EMPTY_COALITION_NAMES, LOSS_NAMES, METHOD_NAMES, SAMPLING_NAMES
 from ipfi_cli.core.params import PFIParams
 from ipfi_cli.errors import UsageError
 from ipfi_cli.run.plan import InputSpec, Selection
@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # to a type checker each choice is the string it carries
     InputFormat: TypeAlias = str
     OutputFormat: TypeAlias = str
     OnBadRow: TypeAlias = str
+    EmptyCoalition: TypeAlias = str
 else:
     Task = _choices("Task", ("auto", "classification", "regression"))
     MethodName = _choices("MethodName", METHOD_NAMES)
@@ -56,6 +57,7 @@ else:
     InputFormat = _choices("InputFormat", ("csv", "jsonl", "parquet"))
     OutputFormat = _choices("Format", ("csv", "jsonl"))
     OnBadRow = _choices("OnBadRow", ("fail", "skip"))
+    EmptyCoalition = _choices("EmptyCoalition", EMPTY_COALITION_NAMES)
 
 
 def value(choice: Any) -> Any:
@@ -179,10 +181,16 @@ MaxRowsOpt = Annotated[int, typer.Option(
     "--max-rows", min=2, help="Keep at most N good rows in memory: a larger input is explained on a uniform "
     "sample of N of its rows (drawn with --seed, kept in input order, and said in a note). Memory grows with N, "
     "not with the input. compare --learn streams every row (a sample would move --drift-at).", metavar="N")]
-InnerOpt = Annotated[int, typer.Option(
-    "--inner", min=1, help="With --method sage: imputations per coalition, their predictions averaged (1, iXAI's "
-    "default, inflates the values; more approach batch SAGE); compare uses it for iSAGE and batch SAGE alike.",
-    rich_help_panel=PANEL_ESTIMATOR)]
+InnerOpt = Annotated[Optional[int], typer.Option(
+    "--inner", min=1, help="With --method sage: imputations per coalition, their predictions averaged. Default: 2 "
+    "with the squared loss (the values then estimate Covert et al.'s SAGE without bias), else 1 (the Shapley "
+    "values of the loss under one random imputation). compare uses it for iSAGE and batch SAGE alike.",
+    rich_help_panel=PANEL_ESTIMATOR, show_default=False, metavar="K")]
+EmptyCoalitionOpt = Annotated[EmptyCoalition, typer.Option(
+    "--empty-coalition", help="With --method sage: how the loss with no feature known is measured. imputed: as "
+    "every other coalition's, every feature imputed (a feature the model never reads gets 0); mean: by the "
+    "smoothed mean prediction, as iXAI's IncrementalSage (which gives the first feature of each ordering a share "
+    "of the imputations' noise: unused features come out negative).", rich_help_panel=PANEL_ESTIMATOR)]
 PermutationsOpt = Annotated[int, typer.Option(
     "--permutations", min=2, help="With --method sage: batch SAGE's sampled (row, feature ordering) pairs.",
     rich_help_panel=PANEL_ESTIMATOR)]

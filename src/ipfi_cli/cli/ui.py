@@ -346,7 +346,7 @@ def show_sage_table(result: Any, loss_name: str, n_rows: int, seconds: float) ->
 
     console = stderr_console()
     console.print(f"batch SAGE: {n_rows:,} rows, {result.n_permutations:,} permutations, {loss_name} loss; "
-                  f"explained loss {number(result.explained_loss)} (marginal {number(result.marginal_loss)}, "
+                  f"explained loss {number(result.explained_loss)} (no feature {number(result.marginal_loss)}, "
                   f"model {number(result.model_loss)}), {seconds:.1f} s")
     table = Table()
     table.add_column("feature")

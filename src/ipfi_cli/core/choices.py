@@ -14,3 +14,5 @@ REMOVAL_NAMES = ("marginal", "conditional")
 CONDITIONAL_SAMPLER_NAMES = ("gaussian", "tree")
 #: confidence half-width methods (:mod:`ipfi_cli.core.bounds`); the first is the default
 BOUNDS_METHODS = ("chebyshev", "normal", "realisations")
+#: how SAGE scores the empty coalition (:data:`ipfi_cli.core.sage_game.EMPTY_COALITION`); the first is the default
+EMPTY_COALITION_NAMES = ("imputed", "mean")

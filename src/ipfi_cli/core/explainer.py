@@ -113,6 +113,7 @@ def _pfi(predictor: Predictor, columns: Sequence[str], **settings: Any) -> Expla
     from ipfi_cli.core.incremental import IPFIEstimator
 
     settings.pop("n_inner", None)  # SAGE's
+    settings.pop("empty", None)
     return _both_or_one(IPFIEstimator, predictor, columns, settings)
 
 
@@ -140,7 +141,7 @@ def make_explainer(method: str, predictor: Predictor, columns: Sequence[str], *,
 
     ``settings`` are the method's own (for ``pfi``: ``alpha``, ``n_repeats``, ``sampling``,
     ``reservoir_size``, ``smoothing``, ``removal`` -- ``marginal``, ``conditional`` or ``both`` --
-    and ``conditional_sampler``; ``sage`` takes ``n_inner`` besides).
+    and ``conditional_sampler``; ``sage`` takes ``n_inner`` and ``empty`` besides).
 
     >>> from ipfi_cli.models import as_predictor
     >>> from sklearn.linear_model import LinearRegression

@@ -9,28 +9,33 @@ one by one and credits each with the loss decrease its arrival brings.
 stream: per row, ``n_repeats`` random orderings (iXAI: one); the features not yet added are
 imputed from a reservoir of earlier rows (``removal="marginal"``, one donor row per
 coalition and inner sample) or drawn given the present ones (``removal="conditional"``,
-the Gaussian sampler of :mod:`ipfi_cli.core.removal`). The empty coalition's loss is that of
-the *smoothed marginal prediction* (the running mean of the model's outputs; for labels,
-the most frequent predicted label), the full coalition's is the model's own loss. Each
-step's loss decrease is folded into an exponentially weighted (or running) mean like
-iPFI's. With ``n_inner`` imputations per coalition their predictions are averaged before
-the loss (labels: their most frequent one, as averaged class probabilities would pick).
+the Gaussian sampler of :mod:`ipfi_cli.core.removal`). With ``n_inner`` imputations per
+coalition their predictions are averaged before the loss (labels: their most frequent one, as
+averaged class probabilities would pick). The full coalition's loss is the model's own. Each
+step's loss decrease is folded into an exponentially weighted (or running) mean like iPFI's.
 
-It also tracks the **explained loss**: the smoothed loss of the marginal prediction minus
-the model's smoothed loss, "how much does the model explain at all". Per row the
-contributions add up to exactly that row's difference, so the SAGE values add up to it.
+**The empty coalition** (``empty``). ``"imputed"`` (default): imputed like every other
+coalition, every column from the donors, so the game is one game and a feature the model
+never reads adds nothing at any step (its value is 0 in expectation, for every loss). With the
+squared loss and ``n_inner = k >= 2`` each coalition's loss is corrected by its predictions'
+sample variance over ``k`` (:func:`~ipfi_cli.core.sage_game.squared_loss_excess`), an unbiased
+estimate of the loss of their expectation: the values estimate Covert's SAGE, ``a_j =
+beta_j^2 Var(x_j)`` for a linear model with independent features. With ``k = 1`` (the default
+of the other losses) they are the Shapley values of the loss under one random imputation
+(``2 a_j`` in that linear case). ``"mean"``: the smoothed marginal prediction (the running
+mean of the model's outputs; for labels, the most frequent predicted label), as iXAI does;
+for the linear model that gives ``(1 + 1/k) a_j - sum(a) / (k G)``: the first feature of each
+ordering pays for the imputations' noise, and an unused feature comes out negative.
 
-Where iXAI's definition leads (kept, stated): with ``n_inner=1`` a coalition's loss is that
-of one imputed prediction while the empty coalition's is the mean prediction's. For a
-linear model with independent features and the squared loss, feature ``j`` with
-``a_j = beta_j^2 Var(x_j)`` gets ``2 a_j - sum(a) / G`` (an unused feature is slightly
-negative); with ``n_inner = k`` it is ``(1 + 1/k) a_j - sum(a) / (k G)``, tending to
-Covert's SAGE, ``a_j``. :func:`batch_sage`
-estimates either game (``n_inner`` donors, or every background row as sage-importance's
-``MarginalImputer`` does), so each incremental estimate has its batch baseline.
+It also tracks the **explained loss**: the smoothed loss with no feature known minus the
+model's smoothed loss, "how much does the model explain at all". Per row the contributions add
+up to exactly that row's difference, so the SAGE values add up to it.
+:func:`batch_sage` estimates either game (``n_inner`` donors, or every background row as
+sage-importance's ``MarginalImputer`` does), so each incremental estimate has its batch baseline.
 
-Cost per row: ``1 + n_repeats * (G - 1) * n_inner`` model evaluations (the last step of the
-chain is the model's own prediction), fewer than iPFI's ``1 + n_repeats * G``. With a
+Cost per row: ``1 + n_repeats * G * n_inner`` model evaluations (``G - 1`` with
+``empty="mean"``; the last step of the chain is the model's own prediction), against iPFI's
+``1 + n_repeats * G``. With a
 batch predictor one row's evaluations are one model call and :meth:`explain_many` puts
 many rows' into one call. The orderings come from a random stream of their own (spawned
 from the seed, key :data:`ORDER_STREAM`), the reservoirs' draws from the explainer's, so
@@ -44,16 +49,15 @@ has learned the rows before.)
 >>> import numpy as np
 >>> from ipfi_cli.models import FunctionPredictor
 >>> model = FunctionPredictor(lambda X: 3 * X[:, 0] + X[:, 1])
->>> explainer = ISAGEEstimator(model, ["a", "b", "c"], loss="squared", n_inner=10,
-...                             smoothing="mean", seed=0)
+>>> explainer = ISAGEEstimator(model, ["a", "b", "c"], loss="squared", smoothing="mean", seed=0)
+>>> explainer.n_inner                                   # the squared loss's default
+2
 >>> X = np.random.default_rng(1).normal(size=(3000, 3))
 >>> _ = explainer.explain_many(X, 3 * X[:, 0] + X[:, 1])
->>> # a = (9, 1, 0), A = 10, G = 3, k = 10: (1 + 1/k) a_j - A / (k G)
->>> truth = {"a": 1.1 * 9 - 1 / 3, "b": 1.1 * 1 - 1 / 3, "c": -1 / 3}
->>> {k: round(v - truth[k], 1) for k, v in explainer.importances.items()}   # sd about 0.15
-{'a': 0.1, 'b': -0.2, 'c': 0.0}
->>> round(explainer.explained_loss, 1)                            # the variance explained: 10
-10.0
+>>> {k: round(v) for k, v in explainer.importances.items()}   # a = (9, 1, 0)
+{'a': 9, 'b': 1, 'c': 0}
+>>> round(explainer.explained_loss)                            # the variance explained: 10
+10
 """
 
 from __future__ import annotations
@@ -69,7 +73,14 @@ from ipfi_cli.core.incremental import IPFIEstimator, loss_targets
 from ipfi_cli.core.losses import Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.sage_batch import SAGEResult, batch_sage
-from ipfi_cli.core.sage_game import MarginalPrediction, check_loss, most_frequent
+from ipfi_cli.core.sage_game import (
+    EMPTY_COALITION,
+    MarginalPrediction,
+    check_loss,
+    default_inner,
+    most_frequent,
+    squared_loss_excess,
+)
 from ipfi_cli.core.smoothing import make_smoother
 
 __all__ = ["ORDER_STREAM", "ISAGEEstimator", "SAGEResult", "batch_sage"]
@@ -91,6 +102,8 @@ class ISAGEEstimator(IPFIEstimator):
         Random orderings per row (iXAI: 1).
     n_inner
         Imputations per coalition; their predictions are averaged (labels: the most frequent).
+        Default: 2 for the squared loss (with ``empty="imputed"``), else 1 (see
+        :func:`~ipfi_cli.core.sage_game.default_inner`).
     groups
         Columns that enter the coalition together; every column takes part (SAGE shares out
         the whole explained loss), so there is no ``features``.
@@ -99,6 +112,13 @@ class ISAGEEstimator(IPFIEstimator):
     removal
         ``marginal`` or ``conditional`` (with the ``gaussian`` sampler, which can condition on
         any coalition).
+    empty
+        How the empty coalition is scored. ``"imputed"`` (default): like every other coalition,
+        with ``n_inner`` rows whose every column is imputed, so a feature the model never reads
+        gets 0 (in expectation, for any loss and ``n_inner``). ``"mean"``: with the smoothed
+        marginal prediction, as iXAI's ``IncrementalSage`` does; with few ``n_inner`` that gives
+        the first feature of each ordering a share of the imputations' noise (see the module
+        docstring).
     """
 
 
@@ -110,7 +130,7 @@ class ISAGEEstimator(IPFIEstimator):
         loss: str | Loss = "zero-one",
         alpha: float = 0.001,
         n_repeats: int = 1,
-        n_inner: int = 1,
+        n_inner: int | None = None,
         sampling: str = "geometric",
         reservoir_size: int = 100,
         groups: Mapping[str, Sequence[str]] | None = None,
@@ -118,10 +138,16 @@ class ISAGEEstimator(IPFIEstimator):
         smoothing: str = "exponential",
         removal: str = "marginal",
         conditional_sampler: str = "gaussian",
+        empty: str = "imputed",
     ) -> None:
+        if empty not in EMPTY_COALITION:
+            raise ValueError(f"empty must be one of {', '.join(EMPTY_COALITION)}, got {empty!r}")
+        if n_inner is None:
+            n_inner = default_inner(get_loss(loss), empty)
         if n_inner < 1:
             raise ValueError(f"n_inner must be at least 1, got {n_inner}")
         self.n_inner = int(n_inner)
+        self.empty = empty
         check_loss(get_loss(loss))
         super().__init__(model, columns, loss=loss, alpha=alpha, n_repeats=n_repeats, sampling=sampling,
                          reservoir_size=reservoir_size, groups=groups, seed=seed, smoothing=smoothing,
@@ -139,6 +165,7 @@ class ISAGEEstimator(IPFIEstimator):
     def __setstate__(self, state: dict[str, Any]) -> None:
         if "_order_rng" not in state:
             raise ValueError(_EARLIER_STREAMS)
+        state.setdefault("empty", "mean")  # pickled when the empty coalition was always the mean prediction
         super().__setstate__(state)
 
     def _build_layout(self) -> None:
@@ -150,13 +177,14 @@ class ISAGEEstimator(IPFIEstimator):
             raise ValueError(f"SAGE shares the loss among all the model's columns; {', '.join(left)} "
                              "would be left out (explain every column, grouping some if you like)")
         self._player_of_column = player_of_column
-        self._n_chain = len(self.names) - 1
+        imputed = self.empty == "imputed"  # the chain starts at the empty coalition, imputed too
+        self._n_chain = len(self.names) - (0 if imputed else 1)
         self.block_rows = 1 + self.n_repeats * self._n_chain * self.n_inner
         self._pair_cell = np.empty(0, dtype=np.intp)  # iPFI's lookup tables are not used
         self._order_base = np.tile(np.arange(len(self.names)), (self.n_repeats, 1))
         self._repeat_ids = np.arange(self.n_repeats)[:, None]
         self._one_column_players = player_of_column.tolist() == list(range(len(self.names)))
-        self._steps = np.arange(self._n_chain)[None, :, None]
+        self._steps = np.arange(-1 if imputed else 0, len(self.names) - 1)[None, :, None]
         self._ranks = np.arange(len(self.names))
 
     def _absent_masks(self, orders: np.ndarray) -> np.ndarray:
@@ -169,7 +197,9 @@ class ISAGEEstimator(IPFIEstimator):
     _state_kind = "isage"
 
     def settings_dict(self) -> dict[str, Any]:
-        return {**super().settings_dict(), "n_inner": self.n_inner}
+        # a state saved before the choice scored the empty coalition by the mean prediction (no key)
+        extra = {} if self.empty == "mean" else {"empty": self.empty}
+        return {**super().settings_dict(), "n_inner": self.n_inner, **extra}
 
     def state_dict(self) -> dict[str, Any]:
         """iPFI's state (:meth:`IPFIEstimator.state_dict`) with the explained loss's trackers and the
@@ -202,11 +232,12 @@ class ISAGEEstimator(IPFIEstimator):
     # -- results --------------------------------------------------------------------------
     def params(self) -> dict[str, Any]:
         """The settings a resumed run must share (see :class:`~ipfi_cli.core.explainer.Explainer`)."""
-        return {**super().params(), "method": "sage", "n_inner": self.n_inner}
+        return {**super().params(), "method": "sage", "n_inner": self.n_inner, "empty": self.empty}
 
     @property
     def marginal_loss(self) -> float:
-        """Smoothed loss of the smoothed marginal prediction (no feature known)."""
+        """Smoothed loss with no feature known: of the rows whose every column is imputed
+        (``empty="imputed"``), or of the smoothed marginal prediction (``"mean"``)."""
         return float(self._losses_tracker.mean[0])
 
     @property
@@ -270,17 +301,23 @@ class ISAGEEstimator(IPFIEstimator):
         y = loss_targets(self.loss, targets, predicted.dtype.kind)
         predicted = predicted.reshape(n_steps, self.block_rows)
         model_losses = self.loss.compute(y, predicted[:, 0])
-        marginal = copy.deepcopy(self._marginal)
-        marginal_losses = self.loss.compute(y, marginal.update_many(predicted[:, 0]))
         chain = predicted[:, 1:].reshape(n_steps, n_chain, self.n_inner)
         chain_targets = np.repeat(y, n_chain)
         if self.loss.output is Output.LABEL:
             modal = chain.reshape(n_steps, n_chain) if self.n_inner == 1 else most_frequent(chain)
             chain_losses = self.loss.compute(chain_targets, modal.reshape(-1)).reshape(n_steps, n_chain)
         else:
-            mean_prediction = np.asarray(chain, dtype=np.float64).mean(axis=2).reshape(-1)
+            values = np.asarray(chain, dtype=np.float64)
+            mean_prediction = values.mean(axis=2).reshape(-1)
             chain_losses = self.loss.compute(chain_targets, mean_prediction).reshape(n_steps, n_chain)
-        self._marginal = marginal
+            if self.empty == "imputed" and self.n_inner > 1 and self.loss.name == "squared":
+                chain_losses -= squared_loss_excess(values)
+        if self.empty == "imputed":  # each ordering's first step; their mean is the no-feature loss
+            marginal_losses = chain_losses.reshape(n_steps, self.n_repeats, self._n_chain)[:, :, 0].mean(axis=1)
+        else:
+            marginal = copy.deepcopy(self._marginal)
+            marginal_losses = self.loss.compute(y, marginal.update_many(predicted[:, 0]))
+            self._marginal = marginal
         out = np.empty((n_steps, 2 + n_chain))
         out[:, 0], out[:, 1], out[:, 2:] = marginal_losses, model_losses, chain_losses
         return out
@@ -290,8 +327,9 @@ class ISAGEEstimator(IPFIEstimator):
         orders = self._orders.popleft()
         n_players = len(self.names)
         path = np.empty((self.n_repeats, n_players + 1))
+        first = n_players - self._n_chain  # 0: the chain holds the empty coalition, 1: the mean prediction's
         path[:, 0] = marginal_loss
-        path[:, 1:n_players] = losses[2:].reshape(self.n_repeats, self._n_chain)
+        path[:, first:n_players] = losses[2:].reshape(self.n_repeats, self._n_chain)
         path[:, n_players] = model_loss
         contributions = np.empty((self.n_repeats, n_players))
         contributions[self._repeat_ids, orders] = path[:, :-1] - path[:, 1:]
@@ -309,8 +347,9 @@ class ISAGEEstimator(IPFIEstimator):
         are their ``update`` to the bit, the loss sum is added up in order."""
         n_rows, n_players = len(losses), len(self.names)
         path = np.empty((n_rows, self.n_repeats, n_players + 1))
+        first = n_players - self._n_chain  # as in _fold
         path[:, :, 0] = losses[:, :1]
-        path[:, :, 1:n_players] = losses[:, 2:].reshape(n_rows, self.n_repeats, self._n_chain)
+        path[:, :, first:n_players] = losses[:, 2:].reshape(n_rows, self.n_repeats, self._n_chain)
         path[:, :, n_players] = losses[:, 1:2]
         per_step = np.empty((n_rows, self.n_repeats, n_players))
         np.put_along_axis(per_step, orders, path[:, :, :-1] - path[:, :, 1:], axis=2)

@@ -13,7 +13,15 @@ import numpy as np
 from ipfi_cli.core.batch import as_block
 from ipfi_cli.core.losses import Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
-from ipfi_cli.core.sage_game import MarginalPrediction, absent_masks, check_loss, most_frequent, player_columns
+from ipfi_cli.core.sage_game import (
+    EMPTY_COALITION,
+    MarginalPrediction,
+    absent_masks,
+    check_loss,
+    most_frequent,
+    player_columns,
+    squared_loss_excess,
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ def batch_sage(
     groups: Mapping[str, Sequence[str]] | None = None,
     seed: int | None = None,
     chunk: int = 64,
+    empty: str = "imputed",
 ) -> SAGEResult:
     """SAGE values of a fixed model by the permutation estimator (Covert et al.'s Algorithm 1).
 
@@ -74,8 +83,11 @@ def batch_sage(
     players, adds them one by one and credits each with the loss decrease. Absent columns
     come from the ``background`` rows (default: ``rows``): with ``n_inner=None`` every
     background row, predictions averaged (sage-importance's ``MarginalImputer``); with
-    ``n_inner=k``, ``k`` background rows drawn at random per coalition (iSAGE's game). The
-    empty coalition's loss is the loss of the mean prediction over the background.
+    ``n_inner=k``, ``k`` background rows drawn at random per coalition (iSAGE's game), the
+    empty coalition imputed alike (``empty="imputed"``; with the squared loss and ``k >= 2`` a
+    coalition's loss is corrected to its mean prediction's, :func:`squared_loss_excess`) or
+    scored by the mean prediction over the background (``empty="mean"``, iXAI's game). With
+    every background row, the empty coalition's loss is the loss of their mean prediction.
 
     >>> import numpy as np
     >>> from ipfi_cli.models import FunctionPredictor
@@ -102,6 +114,11 @@ def batch_sage(
     rng = np.random.default_rng(np.random.SeedSequence(seed))
     n_players, n_columns, n_back = len(names), len(columns), len(back)
     k = n_back if n_inner is None else int(n_inner)
+    if empty not in EMPTY_COALITION:
+        raise ValueError(f"empty must be one of {', '.join(EMPTY_COALITION)}, got {empty!r}")
+    imputed = n_inner is not None and empty == "imputed"  # the chain starts at the empty coalition
+    debias = imputed and k > 1 and loss.name == "squared"
+    n_chain = n_players if imputed else n_players - 1
 
     def predict(values: np.ndarray) -> np.ndarray:
         out = np.asarray(model.predict_block(values, columns, loss.output, None))
@@ -117,6 +134,7 @@ def batch_sage(
     marginal_losses = loss.compute(y, marginal_target)
 
     scores = np.empty((n_permutations, n_players))
+    no_feature = np.empty(n_permutations)  # each sample's loss with no feature known
     for start in range(0, n_permutations, chunk):
         n = min(chunk, n_permutations - start)
         picked = rng.integers(0, len(block), n)
@@ -124,24 +142,32 @@ def batch_sage(
         path = np.empty((n, n_players + 1))
         path[:, 0] = marginal_losses[picked]
         path[:, n_players] = model_losses[picked]
-        if n_players > 1:
+        if n_chain:
             absent = absent_masks(orders, player_of_column)  # (n, G-1, C)
-            donors = back[rng.integers(0, n_back, (n, n_players - 1, k))] if n_inner is not None \
-                else np.broadcast_to(back, (n, n_players - 1, n_back, n_columns))
+            if imputed:  # every column absent first
+                absent = np.concatenate([np.ones((n, 1, n_columns), dtype=bool), absent], axis=1)
+            donors = back[rng.integers(0, n_back, (n, n_chain, k))] if n_inner is not None \
+                else np.broadcast_to(back, (n, n_chain, n_back, n_columns))
             x = block[picked][:, None, None, :]
             evaluated = predict(np.where(absent[:, :, None, :], donors, x).reshape(-1, n_columns))
-            evaluated = evaluated.reshape(n, n_players - 1, k)
-            step_targets = np.repeat(y[picked], n_players - 1)
+            evaluated = evaluated.reshape(n, n_chain, k)
+            step_targets = np.repeat(y[picked], n_chain)
             if loss.output is Output.LABEL:
                 modal = most_frequent(evaluated).reshape(-1)
-                path[:, 1:n_players] = loss.compute(step_targets, modal).reshape(n, n_players - 1)
+                steps = loss.compute(step_targets, modal).reshape(n, n_chain)
             else:
-                mean = np.asarray(evaluated, dtype=np.float64).mean(axis=2).reshape(-1)
-                path[:, 1:n_players] = loss.compute(step_targets, mean).reshape(n, n_players - 1)
+                values = np.asarray(evaluated, dtype=np.float64)
+                steps = loss.compute(step_targets, values.mean(axis=2).reshape(-1)).reshape(n, n_chain)
+                if debias:
+                    steps -= squared_loss_excess(values)
+            path[:, n_players - n_chain:n_players] = steps
+        no_feature[start:start + n] = path[:, 0]
         contributions = np.empty((n, n_players))
         contributions[np.arange(n)[:, None], orders] = path[:, :-1] - path[:, 1:]
         scores[start:start + n] = contributions
     std_errors = scores.std(axis=0, ddof=1) / np.sqrt(n_permutations) if n_permutations > 1 \
         else np.full(n_players, np.nan)
-    return SAGEResult(names, scores.mean(axis=0), std_errors, n_permutations,
-                      float(marginal_losses.mean()), float(model_losses.mean()), len(block))
+    # imputed: the empty coalition's loss as the samples saw it (the values add up to it, less the model's)
+    empty_loss = float(no_feature.mean()) if imputed else float(marginal_losses.mean())
+    return SAGEResult(names, scores.mean(axis=0), std_errors, n_permutations, empty_loss,
+                      float(model_losses.mean()), len(block))

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ipfi_cli.core.choices import EMPTY_COALITION_NAMES
 from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.losses import Loss, Output
 from ipfi_cli.core.smoothing import make_smoother
@@ -120,3 +121,33 @@ class MarginalPrediction:
         if len(labels) != len(weights):
             raise ValueError(f"the marginal prediction's state has {len(labels)} labels and {len(weights)} weights")
         self._weights = dict(zip(labels, weights))
+
+
+#: how the empty coalition is scored (see :class:`~ipfi_cli.core.sage.ISAGEEstimator`'s ``empty``)
+EMPTY_COALITION = EMPTY_COALITION_NAMES
+
+
+def default_inner(loss: Loss, empty: str = "imputed") -> int:
+    """Imputations per coalition when not given: 2 for the squared loss with the empty coalition
+    imputed (the least for which :func:`squared_loss_excess` makes each coalition's loss its mean
+    prediction's, Covert et al.'s SAGE), else 1 (iXAI's default).
+
+    >>> from ipfi_cli.core.losses import get_loss
+    >>> squared = get_loss("squared")
+    >>> default_inner(squared), default_inner(get_loss("zero-one")), default_inner(squared, "mean")
+    (2, 1, 1)
+    """
+    return 2 if empty == "imputed" and loss.name == "squared" else 1
+
+
+def squared_loss_excess(predictions: np.ndarray) -> np.ndarray:
+    """What the squared loss of the mean of ``k`` imputed predictions (last axis, ``k >= 2``)
+    exceeds that of their expectation by, estimated without bias: their sample variance over
+    ``k``. Subtracted, a coalition's loss estimates the loss of its mean prediction, as in
+    Covert et al.'s SAGE, instead of a loss inflated by the imputations' spread.
+
+    >>> squared_loss_excess(np.array([[1.0, 3.0]])).tolist()   # variance 2, over k = 2
+    [1.0]
+    """
+    return predictions.var(axis=-1, ddof=1) / predictions.shape[-1]
+

@@ -172,8 +172,9 @@ def compare_static(
     on_run: Callable[[StaticRun], None] | None = None,
     skip: Collection[tuple[int, str]] = (),
     method: str = "pfi",
-    n_inner: int = 1,
+    n_inner: int | None = None,
     permutations: int = 2000,
+    empty: str = "imputed",
 ) -> StaticComparison:
     """Experiment A on one model and data set (see the module docstring).
 
@@ -185,8 +186,9 @@ def compare_static(
     ``skip`` lists ``(ordering, sampling)`` runs not to do (finished by an earlier, stopped
     call with the same seed): the others get exactly the numbers they would have had.
 
-    ``method="sage"`` compares iSAGE (``n_inner`` imputations per coalition, like with like)
-    with batch SAGE of the same game (:func:`~ipfi_cli.core.sage.batch_sage` with ``n_inner``
+    ``method="sage"`` compares iSAGE (``n_inner`` imputations per coalition, by default
+    :func:`~ipfi_cli.core.sage_game.default_inner`'s; the empty coalition scored as ``empty``
+    says; like with like) with batch SAGE of the same game (:func:`~ipfi_cli.core.sage.batch_sage` with ``n_inner``
     background rows drawn per coalition from all the rows, ``permutations`` samples); ``batch``
     may then pass a batch SAGE result.
     """
@@ -208,12 +210,17 @@ def compare_static(
     for s in samplings:
         sampling_slot(s)  # an unknown sampling fails before any work
 
+    if method == "sage" and n_inner is None:
+        from ipfi_cli.core.losses import get_loss
+        from ipfi_cli.core.sage_game import default_inner
+
+        n_inner = default_inner(get_loss(loss), empty)
     start = time.perf_counter()
     if batch is None and method == "sage":
         from ipfi_cli.core.sage import batch_sage
 
         batch = batch_sage(predictor, block, target_array, columns, loss=loss, n_permutations=permutations,
-                           n_inner=n_inner, groups=groups, seed=int(batch_seed.generate_state(1)[0]))
+                           n_inner=n_inner, groups=groups, seed=int(batch_seed.generate_state(1)[0]), empty=empty)
     elif batch is None:
         batch = batch_pfi(predictor, block, target_array, columns, loss=loss, n_repeats=n_repeats,
                           features=features, groups=groups,
@@ -225,6 +232,7 @@ def compare_static(
                                    reservoir_size=reservoir_size, features=features, groups=groups)
     if method == "sage":
         options["n_inner"] = n_inner
+        options["empty"] = empty
     n = len(block)
     tasks = []
     for k in range(orderings):

@@ -101,9 +101,10 @@ class RunEndMixin(_SessionBase):
         notes: list[tuple[str, str | None]] = []
         explained = getattr(explainer, "explained_loss", None)
         if explained is not None and explainer is not None and explainer.n_explained:
-            notes.append((f"explained loss {explained:.4f}: the loss of the marginal prediction "
-                          f"{explainer.marginal_loss:.4f} minus the model's {explainer.model_loss:.4f} "
-                          "(smoothed); the SAGE values add up to it", "note"))
+            empty = ("the smoothed mean prediction's" if getattr(explainer, "empty", "imputed") == "mean"
+                     else f"the loss with every feature imputed ({explainer.n_inner} per coalition)")
+            notes.append((f"explained loss {explained:.4f}: {empty} {explainer.marginal_loss:.4f} minus the "
+                          f"model's {explainer.model_loss:.4f} (smoothed); the SAGE values add up to it", "note"))
         fit = getattr(explainer, "removal_fit", None) or {}
         explained = {explainer.columns[i] for cols in explainer.groups.values() for i in cols} if fit else set()
         weak = [name for name, r2 in fit.items() if name in explained and r2 == r2 and r2 < 0.1]

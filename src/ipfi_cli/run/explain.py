@@ -302,6 +302,7 @@ class ExplainSession(RunEndMixin):
             own["conditional_sampler"] = s.conditional_sampler
         if s.method == "sage":
             own["n_inner"] = s.inner
+            own["empty"] = s.empty_coalition
         if s.bounds_method != "chebyshev":
             own["bounds_method"] = s.bounds_method
         return own
@@ -349,9 +350,12 @@ class ExplainSession(RunEndMixin):
                 + (f", at most {s.max_keys:,} live (the others saved as plain data)" if s.max_keys else ""))
         say(f"explaining ({len(names)}): "
             + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in names))
+        inner = getattr(self.explainer, "n_inner", s.inner)
         say(f"method {s.method}, removal {s.removal}"
             + (f" ({s.conditional_sampler} sampler)" if s.removal != "marginal" else "")
-            + f", smoothing {s.smoothing}" + (f", {s.inner} imputation(s) per coalition" if s.method == "sage" else ""))
+            + f", smoothing {s.smoothing}"
+            + (f", {inner} imputation(s) per coalition, the empty one {s.empty_coalition}" if s.method == "sage"
+               else ""))
         say(f"alpha {s.alpha}, repeats {s.repeats}, sampling {s.sampling}, reservoir {s.reservoir_size}, "
             f"seed {self.seed} (--seed {self.seed} repeats this run)")
 

@@ -48,11 +48,12 @@ def file_digest(path: str) -> str:
 
 
 #: an explainer's parameter -> the option that sets it, where the two names differ
-OPTION_NAMES = {"n_repeats": "--repeats"}
+OPTION_NAMES = {"n_repeats": "--repeats", "empty": "--empty-coalition"}
 #: run settings left out of a state at these values (states saved before the option resume as they
 #: did); a state without one has it at this value
 _OMITTED_SETTINGS: dict[str, Any] = {
     "--bounds-method": "chebyshev",
+    "--empty-coalition": "mean",  # SAGE's states of before the choice scored it by the mean prediction
     # how the input is read: another reading of the same rows is another run
     "--na-values": None, "--no-default-na": False, "--delimiter": None, "--decimal": None, "--text": None,
 }

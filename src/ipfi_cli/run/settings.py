@@ -47,7 +47,8 @@ class ExplainSettings:
     smoothing: str = "exponential"  # or "mean"
     removal: str = "marginal"  # "conditional", or "both" (both values and their gap per feature)
     conditional_sampler: str = "gaussian"  # or "tree" (pfi only)
-    inner: int = 1  # sage: imputations per coalition
+    inner: int | None = None  # sage: imputations per coalition (None: by the loss, see core.sage_game.default_inner)
+    empty_coalition: str = "imputed"  # sage: how the empty coalition is scored (--empty-coalition)
     alpha: float = 0.001
     time_column: str | None = None  # --time-column: smoothing by event time (with half_life, in seconds)
     half_life: float | None = None
