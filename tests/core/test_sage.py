@@ -217,3 +217,32 @@ def test_a_pickle_from_before_the_orderings_had_their_stream_is_refused():
     del explainer.__dict__["_order_rng"]   # as an earlier ipfi pickled it
     with pytest.raises(ValueError, match="earlier ipfi"):
         pickle.loads(pickle.dumps(explainer))
+
+
+@pytest.mark.parametrize("loss", ["absolute", "zero-one"])
+def test_a_feature_the_model_never_reads_gets_zero_with_the_empty_coalition_imputed(loss):
+    """The dummy axiom, for losses with no closed form: the model reads x0 and x1 only. Imputed,
+    x2's and x3's values are 0 within 5 standard errors; scored by the mean prediction (iXAI's
+    game, one imputation), with the absolute loss they are pushed below 0 by far more (the test
+    can fail; with balanced labels the most frequent predicted label loses as much as a random one)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(20000, 4))
+    if loss == "zero-one":
+        model = FunctionPredictor(lambda B: (B[:, 0] + B[:, 1] > 0).astype(np.int64))
+        y = (X[:, 0] + X[:, 1] + 0.5 * rng.normal(size=20000) > 0).astype(np.int64)
+    else:
+        model = FunctionPredictor(lambda B: 2 * B[:, 0] + B[:, 1])
+        y = 2 * X[:, 0] + X[:, 1] + 0.5 * rng.normal(size=20000)
+    values = {}
+    for empty in ("imputed", "mean"):
+        explainer = ISAGEEstimator(model, COLUMNS, loss=loss, smoothing="mean", sampling="uniform", seed=4,
+                                    n_repeats=2, empty=empty)
+        assert explainer.n_inner == 1
+        explainer.explain_many(X, y)
+        values[empty] = explainer.importance_array(), explainer._tracker.standard_error()
+    unused, se = values["imputed"][0][2:], values["imputed"][1][2:]
+    assert np.all(np.abs(unused) < 5 * se), (unused, se)
+    assert values["imputed"][0][0] > 20 * se[0]  # the used features are clearly positive
+    mean_unused, mean_se = values["mean"][0][2:], values["mean"][1][2:]
+    if loss == "absolute":
+        assert np.all(mean_unused < -5 * mean_se), (mean_unused, mean_se)
