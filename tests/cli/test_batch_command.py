@@ -98,3 +98,22 @@ def test_batch_sage_records_and_table(agrawal_small, hgb):
     assert "batch SAGE: 300 rows, 150 permutations" in result.stderr
     result = invoke("batch", agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--features", "age")
     assert result.exit_code == 2 and "SAGE shares the loss among all" in result.stderr
+
+
+def test_batch_and_compare_warn_when_every_importance_is_exactly_zero(agrawal_small, hgb, tmp_path):
+    """A model that reads none of its inputs (a constant): every permutation leaves every
+    prediction as it was, which batch and compare say, as explain does."""
+    import joblib
+    import pandas as pd
+    from sklearn.dummy import DummyClassifier
+
+    frame = pd.read_csv(agrawal_small)
+    model = tmp_path / "constant.joblib"
+    joblib.dump(DummyClassifier(strategy="most_frequent").fit(frame.drop(columns="class"), frame["class"]), model)
+    for command in (("batch",), ("batch", "--method", "sage"), ("compare", "-M", "1")):
+        result = invoke(command[0], str(agrawal_small), "-m", str(model), "-t", "class", "--seed", "1",
+                        *command[1:])
+        assert result.exit_code == 0, result.output
+        assert "every feature scored exactly 0" in result.stderr, (command, result.stderr)
+    used = invoke("batch", str(agrawal_small), "-m", hgb, "-t", "class", "--seed", "1")
+    assert used.exit_code == 0 and "exactly 0" not in used.stderr  # a model that reads its inputs

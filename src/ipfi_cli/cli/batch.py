@@ -181,7 +181,7 @@ def batch(
                 raise usage_error("batch SAGE runs in this process; --workers and --scheduler spread batch PFI",
                                   "--method")
             _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet, inner,
-                        value(empty_coalition))
+                        value(empty_coalition), reporter)
             return
         from ipfi_cli.run.distributed import dask_client, dask_runner
 
@@ -196,6 +196,11 @@ def batch(
                     "n_rows": result.n_rows, "loss": dataset.loss.name, "baseline_loss": result.baseline_loss}
                    for name, mean, std in zip(result.names, result.mean, result.std)]
         write_records(output, value(output_format), BATCH_FIELDS, records)
+        from ipfi_cli.run.checks import all_zero_warning
+
+        zero = all_zero_warning(result.mean, result.n_rows)
+        if zero:
+            reporter.message(zero, "warning")
         if monitor is not None:
             from ipfi_cli.run.monitor import batch_families, publish
 
@@ -207,7 +212,7 @@ def batch(
 
 
 def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | None, output: str | None,
-                output_format: str | None, quiet: bool, inner: int | None = None, empty: str = "imputed") -> None:
+                output_format: str | None, quiet: bool, inner: int | None, empty: str, reporter: Any) -> None:
     import numpy as np
 
     from ipfi_cli.cli.ui import show_sage_table
@@ -231,5 +236,10 @@ def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | No
                 "n_rows": len(rows), "loss": dataset.loss.name, "explained_loss": result.explained_loss}
                for name, v, se in zip(result.names, result.values, result.std_errors)]
     write_records(output, output_format, SAGE_FIELDS, records)
+    from ipfi_cli.run.checks import all_zero_warning
+
+    zero = all_zero_warning(result.values, len(rows))
+    if zero:
+        reporter.message(zero, "warning")
     if not quiet:
         show_sage_table(result, dataset.loss.name, len(rows), seconds)

@@ -302,6 +302,11 @@ def _compare_static(dataset: Any, samplings: list[str], alphas: list[float], ord
     for result in results:
         records.extend(r.as_dict() for r in result.records() if r.method != reference)
     write_records(output, fmt, RECORD_FIELDS, records)
+    from ipfi_cli.run.checks import all_zero_warning
+
+    zero = all_zero_warning(batch.mean, len(dataset.frame)) if batch is not None else None
+    if zero:
+        reporter.message(f"the batch reference: {zero}", "warning")
     if traces:
         table = [row for result in results for row in result.trace_table() if row["method"] != reference]
         table += [row for row in results[0].trace_table() if row["method"] == reference]

@@ -139,6 +139,9 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
     if streaming and loaded.kind == "river" and not learn:
         say("note: the river model is explained as it is and does not learn; add --learn to explain each row "
             "and then learn it", None)
+    elif loaded.kind == "river" and not learn:
+        say("note: the river model is explained as it is and does not learn (an untrained one predicts nothing "
+            "useful); compare --learn and explain --learn learn as they go", None)
     reader = inputs.open(hint=streaming)
     try:
         if before_rows is not None:
