@@ -70,7 +70,12 @@ def test_stop_on_change_stops_and_a_resumed_run_reports_the_same_events(run, hgb
     assert stopped.exit_code == 3, stopped.stderr
     first = events_of(events)
     assert first and first[0] == events_of(whole)[0]
-    assert int(parse_csv(traces.read_text())[-1]["row"]) < 2600  # it stopped soon after the change
+    last = int(parse_csv(traces.read_text())[-1]["row"])
+    assert last < 2600  # it stopped soon after the change
+    # the message names the change's row, and the last row written when the micro-batch went on
+    said = " ".join(stopped.stderr.split())
+    assert f"stopped at the first change (row {first[0]['row']:,})" in said, said
+    assert (f"the traces run to row {last:,}" in said) == (last > first[0]["row"]), said
     resumed = run(*common)
     assert resumed.exit_code == 0, resumed.stderr
     assert events.read_text() == whole.read_text()

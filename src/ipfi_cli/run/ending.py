@@ -142,7 +142,10 @@ class RunEndMixin(_SessionBase):
             for line in watch.summary_lines(explainer.importance_array()):
                 say(line)
         if status is RunStatus.STOPPED_ON_CHANGE and watch is not None:
-            say(f"stopped at the first change (row {watch.events[0].row:,}); every record written is complete"
+            first, last = watch.events[0].row, parts.progress.last_written
+            say(f"stopped at the first change (row {first:,}); every record written is complete"
+                + (f" (the traces run to row {last:,}, the end of the change's micro-batch; --batch-size 1 stops "
+                   "at the change's row)" if last > first else "")
                 + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
                 "status")
         if s.verbose:
