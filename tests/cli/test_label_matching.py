@@ -52,3 +52,27 @@ def test_batch_measures_a_perfect_model_whose_classes_differ_only_in_case(tmp_pa
     records = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     assert records and all(r["baseline_loss"] == 0.0 for r in records)
     assert pd.Series({r["feature"]: r["importance"] for r in records}).max() > 0.1
+
+
+def test_a_log_loss_far_worse_than_guessing_is_said(tmp_path, run):
+    """A classifier whose probability columns are not in the order of its classes (as a served
+    model given --classes in another order): its log loss, about 9.5 here, is more than three times a
+    uniform guess's (ln 3); the run says so. The model in the right order is not warned about."""
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+
+    iris = load_iris(as_frame=True)
+    frame = iris.frame.drop(columns="target")
+    frame["species"] = np.array(["setosa", "versicolor", "virginica"])[iris.target]
+    frame = frame.sample(frac=1.0, random_state=0)
+    frame.to_csv(tmp_path / "iris.csv", index=False)
+    model = LogisticRegression(max_iter=1000).fit(frame.drop(columns="species"), frame["species"])
+    joblib.dump(model, tmp_path / "right.joblib")
+    model.classes_ = model.classes_[::-1].copy()  # its probabilities now name the wrong classes
+    joblib.dump(model, tmp_path / "wrong.joblib")
+    for name, warned in (("wrong", True), ("right", False)):
+        result = run("explain", tmp_path / "iris.csv", "-m", tmp_path / f"{name}.joblib", "-t", "species",
+                     "--loss", "log", "--seed", "1", "--no-live")
+        assert result.exit_code == 0, result.stderr
+        said = " ".join(result.stderr.split())
+        assert ("more than three times a uniform guess's (ln 3 = 1.10)" in said) == warned, said

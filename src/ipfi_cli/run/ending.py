@@ -10,6 +10,7 @@ measure the model, no row explained) with one line.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ipfi_cli.errors import IpfiError, RunError
@@ -186,6 +187,14 @@ class RunEndMixin(_SessionBase):
                 f"every one of the first {explainer.n_explained:,} explained rows has a wrong prediction (loss 1): "
                 f"the labels probably do not match the model's outputs{example}; check --target and the "
                 "label values", "warning")
+        n_classes = len(plan.labels.classes or [])
+        if plan.loss.name == "log" and n_classes >= 2 and not self.settings.learn \
+                and explainer.mean_loss > 3 * math.log(n_classes):
+            self.reporter.message(
+                f"the model's mean log loss over the first {explainer.n_explained:,} explained rows is "
+                f"{explainer.mean_loss:.2f}, more than three times a uniform guess's (ln {n_classes} = "
+                f"{math.log(n_classes):.2f}): the labels may not match its probability columns (for a served "
+                "model, check that --classes lists the classes in the order of its outputs)", "warning")
 
     def _write_last_after_error(self, parts: RunParts) -> None:
         """A run stopped by its input or model still ends its output with the last explained row's
