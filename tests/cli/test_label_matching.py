@@ -76,3 +76,23 @@ def test_a_log_loss_far_worse_than_guessing_is_said(tmp_path, run):
         assert result.exit_code == 0, result.stderr
         said = " ".join(result.stderr.split())
         assert ("more than three times a uniform guess's (ln 3 = 1.10)" in said) == warned, said
+
+
+def test_an_untrained_river_model_without_learn_is_named_as_a_cause(tmp_path, run):
+    """A river tree that has learned nothing predicts no class: every row is wrong, and the one
+    line names the missing --learn besides the labels."""
+    import pickle
+
+    from river import tree
+
+    iris = load_iris(as_frame=True)
+    frame = iris.frame.drop(columns="target")
+    frame["species"] = np.array(["setosa", "versicolor", "virginica"])[iris.target]
+    frame.to_csv(tmp_path / "iris.csv", index=False)
+    (tmp_path / "tree.pkl").write_bytes(pickle.dumps(tree.HoeffdingTreeClassifier()))
+    result = run("explain", tmp_path / "iris.csv", "-m", tmp_path / "tree.pkl", "-t", "species", "--no-live")
+    assert result.exit_code == 1
+    assert "does not learn without --learn" in " ".join(result.stderr.split()), result.stderr
+    learned = run("explain", tmp_path / "iris.csv", "-m", tmp_path / "tree.pkl", "-t", "species", "--learn",
+                  "--no-live", "--seed", "1")
+    assert learned.exit_code == 0, learned.stderr

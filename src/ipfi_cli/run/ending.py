@@ -158,6 +158,8 @@ class RunEndMixin(_SessionBase):
 
             unfit = unmeasurable(plan.loss, explainer.mean_loss, explainer.n_explained)
             if unfit is not None:
+                if plan.loaded.kind == "river" and not s.learn:
+                    unfit += " (or the river model, which does not learn without --learn, has learned nothing yet)"
                 raise RunError(f"{plan.source}: {unfit}")
             zero = all_zero_warning(explainer.importance_array(), explainer.n_explained)
             if zero:
