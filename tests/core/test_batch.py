@@ -178,3 +178,31 @@ def test_interval_pfi_uses_a_new_seed_per_window_and_repeats_with_the_same_seed(
 def test_interval_must_be_at_least_two():
     with pytest.raises(ValueError, match="at least 2"):
         IntervalPFIEstimator(FunctionPredictor(_identity), ["x"], interval=1)
+
+
+def test_repeats_of_a_small_table_share_a_model_call_and_give_the_values_of_one_call_each():
+    """Served models pay per request: a small table's repeats go in one call per group. The values
+    are those of permuting and predicting one repeat at a time with the same random streams
+    (computed here by hand: per group ``default_rng(SeedSequence(seed).spawn(groups)[g])``, one
+    ``permutation`` per repeat)."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+
+    def model(block):
+        return (block[:, 0] + 0.5 * block[:, 1] > 0).astype(int)
+
+    sizes = []
+    counted = FunctionPredictor(lambda block: (sizes.append(len(block)), model(block))[1])
+    result = batch_pfi(counted, X, y, ["a", "b", "c"], loss="zero-one", n_repeats=7, seed=3)
+    assert sizes == [300] + [300 * 7] * 3  # the baseline, then one call per group
+    streams = np.random.SeedSequence(3).spawn(3)
+    baseline = (model(X) != y).astype(float)
+    for g, stream in enumerate(streams):
+        draws = np.random.default_rng(stream)
+        expected = []
+        for _ in range(7):
+            permuted = X.copy()
+            permuted[:, g] = X[draws.permutation(300), g]
+            expected.append(300 / 299 * ((model(permuted) != y) - baseline).mean())
+        assert result.values[g] == pytest.approx(expected, abs=1e-15)

@@ -121,18 +121,28 @@ def _losses(model: Predictor, block: np.ndarray, columns: Sequence[str], loss: L
     return loss.compute(targets, predicted)
 
 
+#: the cells (rows x columns) of the permuted copies one model call predicts at most: several repeats
+#: of a small table go in one call (one request to a served model instead of one per repeat)
+STACK_CELLS = 1 << 22
+
+
 def _group_repeats(cols: list[int], seed: np.random.SeedSequence, model: Predictor, block: np.ndarray,
                    columns: Sequence[str], loss: Loss, targets: np.ndarray, n_repeats: int,
                    baseline: np.ndarray) -> np.ndarray:
+    """The ``n_repeats`` values of one group; the permuted copies are predicted as many repeats at a
+    time as :data:`STACK_CELLS` allows, from the same permutations as one at a time."""
     rng = np.random.default_rng(seed)
     n = len(block)
+    per_call = max(1, STACK_CELLS // max(1, n * block.shape[1]))
     values = np.empty(n_repeats)
-    for m in range(n_repeats):
-        order = rng.permutation(n)
-        permuted = block.copy()
-        permuted[:, cols] = block[order][:, cols]
-        increase = _losses(model, permuted, columns, loss, targets) - baseline
-        values[m] = n / (n - 1) * increase.mean()
+    for start in range(0, n_repeats, per_call):
+        count = min(per_call, n_repeats - start)
+        permuted = np.tile(block, (count, 1))
+        for m in range(count):
+            order = rng.permutation(n)
+            permuted[m * n:(m + 1) * n, cols] = block[order][:, cols]
+        losses = _losses(model, permuted, columns, loss, np.tile(targets, count)).reshape(count, n)
+        values[start:start + count] = n / (n - 1) * (losses - baseline).mean(axis=1)
     return values
 
 
