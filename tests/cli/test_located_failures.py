@@ -364,3 +364,29 @@ def test_conditional_removal_refuses_a_missing_value_the_model_takes(run, tmp_pa
     drop_row = lambda records: [{k: v for k, v in r.items() if k != "row"} for r in records]  # noqa: E731
     assert drop_row(parse_csv(skipped.stdout)) == drop_row(parse_csv(expected.stdout))
     assert all(np.isfinite(float(v)) for r in parse_csv(skipped.stdout)[1:] for k, v in r.items() if k != "row")
+
+
+def test_a_true_false_column_the_model_learned_as_text_is_named_with_text(run, tmp_path):
+    """pandas reads a True/False column as bool, but a frame built from strings gives an encoder
+    'True' / 'False': given booleans, it fails on every row. The line names the column and --text,
+    which reads it as the model learned it."""
+    import joblib
+    from sklearn.compose import make_column_transformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OrdinalEncoder
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.normal(size=200), "flag": rng.choice(["True", "False"], 200)})
+    frame["y"] = ((frame["x"] > 0) ^ (frame["flag"] == "True")).astype(int)
+    model = make_pipeline(make_column_transformer((OrdinalEncoder(), ["flag"]), remainder="passthrough"),
+                          LogisticRegression()).fit(frame[["x", "flag"]], frame["y"])
+    joblib.dump(model, tmp_path / "model.joblib")
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    failed = run("batch", tmp_path / "data.csv", "-m", tmp_path / "model.joblib", "-t", "y", "-M", "2")
+    assert failed.exit_code == 1
+    said = " ".join(failed.stderr.split())
+    assert "'flag' was read as true/false" in said and "--text" in said, said
+    fixed = run("batch", tmp_path / "data.csv", "-m", tmp_path / "model.joblib", "-t", "y", "-M", "2",
+                "--text", "flag")
+    assert fixed.exit_code == 0, fixed.stderr

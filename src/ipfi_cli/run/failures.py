@@ -102,4 +102,10 @@ def failure_message(source: str, number: int, line: int | None, values: dict[str
         # an encoder that learned text categories got numbers: codes such as zip 02139 read as 2139
         hint = (f"; if {', '.join(repr(c) for c in numbers[:3])} holds text codes that look like numbers, read it "
                 "as text with --text")
+    flags = [c for c in columns if isinstance(values.get(c), bool)]
+    if flags and not hint and any(word in message for word in (
+            "unseen", "unknown", "categor", "isnan", "not supported between instances")):
+        # an encoder that learned 'True' / 'False' as text got booleans (CSV and JSON read them as such)
+        hint = (f"; {', '.join(repr(c) for c in flags[:3])} was read as true/false: if the model learned it as "
+                "text ('True', 'False'), read it as text with --text")
     return f"{where}: the model failed on this row: {cause}{hint}"
