@@ -34,7 +34,6 @@ from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunObserver, R
 from ipfi_cli.run.plan import RunPlan, plan_run
 from ipfi_cli.run.report import PlainReporter, RateMeter, Reporter, Snapshot
 from ipfi_cli.run.settings import ExplainSettings, Progress, RunParts, RunStatus, StopOnChange
-from ipfi_cli.run.setup import check_readable
 from ipfi_cli.run.watch import ChangeWatch
 
 if TYPE_CHECKING:
@@ -262,6 +261,7 @@ class ExplainSession(RunEndMixin):
                                  "bound: drop --method, --removal and --smoothing, and choose one of those bounds",
                                  "--half-life" if s.half_life is not None else "--running-mean")
             from ipfi_cli.core.mergeable import MergeablePFI
+            from ipfi_cli.run.setup import check_readable
 
             check_readable(self.reader, [s.time_column])
             if s.time_column is not None and plan.input_columns and s.time_column not in plan.input_columns:
