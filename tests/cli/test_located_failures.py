@@ -390,3 +390,31 @@ def test_a_true_false_column_the_model_learned_as_text_is_named_with_text(run, t
     fixed = run("batch", tmp_path / "data.csv", "-m", tmp_path / "model.joblib", "-t", "y", "-M", "2",
                 "--text", "flag")
     assert fixed.exit_code == 0, fixed.stderr
+
+
+def test_conditional_removal_on_a_column_of_text_is_one_set_up_error(run, tmp_path, numeric_model):
+    """A text column among the model's inputs (here a category it ignores) fails every row alike:
+    said once as the set-up's problem (exit 2), not as every row bad and skipped."""
+    model, frame = numeric_model
+    data = frame.iloc[:60].copy()
+    data["colour"] = np.where(np.arange(60) % 2, "green", "red")
+    path = tmp_path / "colour.csv"
+    data.to_csv(path, index=False)
+    for extra in ((), ("--on-bad-row", "skip"), ("--removal", "both")):
+        failed = _conditional(run, path, model, "--drop", "colour", *extra)  # the model does not take it
+        assert failed.exit_code == 0, failed.stderr
+    import joblib
+    from sklearn.compose import make_column_transformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    piped = make_pipeline(make_column_transformer((OneHotEncoder(), ["colour"]), remainder="passthrough"),
+                          LogisticRegression()).fit(data[["x1", "x2", "x3", "colour"]], data["label"])
+    joblib.dump(piped, tmp_path / "piped.joblib")
+    for extra in ((), ("--on-bad-row", "skip"), ("--removal", "both")):
+        failed = _conditional(run, path, tmp_path / "piped.joblib", "--features", "x1,x2", *extra)
+        assert failed.exit_code == 2, failed.stderr
+        said = " ".join(failed.stderr.split())
+        assert "column 'colour' holds text ('red' in row 1)" in said and "marginal removal" in said, said
+        assert "bad" not in said

@@ -62,6 +62,10 @@ class RowError(InputError):
     """A row cannot be explained; ``column`` names the offending column when known."""
 
 
+class NeedsNumbersError(RowError):
+    """Conditional removal got a value that is not a number (text) in ``column``."""
+
+
 _PLAIN_NUMBERS = (int, float)
 _PLAIN_TYPES = frozenset(_PLAIN_NUMBERS)
 #: built-in losses that give the same numbers for int64/float64 targets as for the Python objects
@@ -665,8 +669,8 @@ class IPFIEstimator:
             try:
                 number = float(np.asarray(value, dtype=np.float64))
             except (TypeError, ValueError, OverflowError):
-                raise RowError(f"conditional removal needs numbers, got {value!r} (marginal removal takes any "
-                               "value)", column=column) from None
+                raise NeedsNumbersError(f"conditional removal needs numbers, got {value!r} (marginal removal takes "
+                                        "any value)", column=column) from None
             if number != number:
                 raise RowError("missing value, which conditional removal cannot take",
                                column=column)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError
+from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError, UsageError
 from ipfi_cli.run.rows import GoodBlock, GoodRow
 
 if TYPE_CHECKING:
@@ -187,8 +187,18 @@ class RowSteps:
 
     def _bad_model_row(self, row: GoodRow, error: BaseException) -> None:
         """The model cannot take ``row``: name it (and its column); skip it or stop after the rows before it."""
+        from ipfi_cli.core.incremental import NeedsNumbersError
         from ipfi_cli.run.failures import failing_column, failure_message
 
+        if isinstance(error, NeedsNumbersError) and isinstance(row.values.get(error.column), str) \
+                and getattr(self.parts.explainer, "n_seen", 1) == 0:
+            # text where no row has yet been taken: a column of text (a stray word in a column of numbers is
+            # the reader's bad row), on which every row would fail alike; the set-up's problem, said once
+            self.failure = UsageError(
+                f"column {error.column!r} holds text ({row.values[error.column]!r} in row {row.number:,}), and "
+                "conditional removal draws the model's inputs from a Gaussian fit of numbers: use marginal removal "
+                "(the default), or a model whose inputs are numbers", "--removal")
+            return
         if isinstance(error, InputError) and error.column is not None:
             # a value the explainer itself cannot take (an event time that is not a time, text for
             # conditional removal): about the row and that column, not the model
