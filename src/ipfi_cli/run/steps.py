@@ -190,12 +190,13 @@ class RowSteps:
         from ipfi_cli.core.incremental import NeedsNumbersError
         from ipfi_cli.run.failures import failing_column, failure_message
 
-        if isinstance(error, NeedsNumbersError) and isinstance(row.values.get(error.column), str) \
+        text_column = error.column if isinstance(error, NeedsNumbersError) else None
+        if text_column is not None and isinstance(row.values.get(text_column), str) \
                 and getattr(self.parts.explainer, "n_seen", 1) == 0:
             # text where no row has yet been taken: a column of text (a stray word in a column of numbers is
             # the reader's bad row), on which every row would fail alike; the set-up's problem, said once
             self.failure = UsageError(
-                f"column {error.column!r} holds text ({row.values[error.column]!r} in row {row.number:,}), and "
+                f"column {text_column!r} holds text ({row.values[text_column]!r} in row {row.number:,}), and "
                 "conditional removal draws the model's inputs from a Gaussian fit of numbers: use marginal removal "
                 "(the default), or a model whose inputs are numbers", "--removal")
             return
