@@ -244,3 +244,27 @@ def test_partial_line_is_not_handed_on_until_complete():
     writer.join()
     os.close(read_fd)
     assert rows == [{"a": 1, "b": 2}]
+
+
+def test_a_named_pipe_is_read_from_its_first_byte(tmp_path):
+    """A named pipe (or bash's `<(command)`, a /dev/fd path) is not sniffed for Parquet's magic bytes:
+    reading them would take the header's first 4 bytes (the header came out as `Unnamed: 0, 13, ...`),
+    and a second open blocks once the writer has gone."""
+    from ipfi_cli.io.parquet import is_parquet_input
+
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    text = b"salary,age,class\n1.5,30,yes\n2.5,40,no\n"
+
+    def write() -> None:
+        with open(fifo, "wb") as f:
+            f.write(text)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert not is_parquet_input(str(fifo))  # without opening it (the writer is still blocked on open)
+    with open_rows(str(fifo)) as reader:
+        assert reader.columns == ["salary", "age", "class"]
+        assert [r.values for r in reader] == [{"salary": 1.5, "age": 30, "class": "yes"},
+                                              {"salary": 2.5, "age": 40, "class": "no"}]
+    writer.join(5)

@@ -107,6 +107,8 @@ def is_parquet_input(path: str | None, format: str | None = None) -> bool:
         return True
     if not os.path.exists(path) and _GLOB_CHARS & set(path):
         return True
+    if not os.path.isfile(path):  # a named pipe or `<(command)`: reading its first bytes would take them
+        return False
     try:
         with open(path, "rb") as f:
             return f.read(4) == MAGIC
