@@ -174,3 +174,35 @@ def test_bad_wait_values_are_usage_errors():
     for text in ("0", "1.5", "soon", "-3"):
         with pytest.raises(UsageError):
             LabelWait.parse(text)
+
+
+def test_labels_of_rows_already_given_up_do_not_stop_the_join(tmp_path):
+    """The labels of rows 101-125 come 300 labels late, with --label-wait 20: those 25 rows are given
+    up, and their labels, when they come, are dropped and counted. Kept as labels waiting for a row,
+    more than 20 of them stopped the join for good and every later row was given up (exit 0)."""
+    n = 1500
+    features = "id,x\n" + "".join(f"{i},{i * 0.5}\n" for i in range(n))
+    late = list(range(101, 126))
+    order = [i for i in range(n) if i not in late]
+    order = order[:400] + late + order[400:]
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,y\n" + "".join(f"{i},{i % 2}\n" for i in order))
+    join = joined(features, labels, "20")
+    rows = [row for batch in join.batches(64) for row in batch]
+    join.close()
+    assert [int(r.values["id"]) for r in rows] == [i for i in range(n) if i not in late]
+    assert join.given_up == 25 and join.late == 25
+    said = " ".join(join.summary())
+    assert "25 row(s) got no label" in said and "25 label(s) came after their row had been given up" in said
+
+
+def test_a_label_that_repeats_an_id_is_said_as_such(tmp_path):
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,y\n1,0\n2,1\n1,1\n")
+    join = joined("id,x\n1,0.5\n2,0.25\n", labels, "10")
+    rows = [row for batch in join.batches() for row in batch]
+    join.close()
+    assert [(r.values["id"], r.values["y"]) for r in rows] == [("1", 0), ("2", 1)]
+    said = " ".join(join.summary())
+    assert "1 label(s) gave again the id of a row that had its label already" in said
+    assert "matched no row" not in said

@@ -12,7 +12,9 @@ Memory is bounded by ``N`` (``--label-wait``): at most ``N`` rows wait for their
 features stream is not read further while they do), and at most ``N`` labels wait for their
 rows (the labels stream is not read further). When both are full, the oldest waiting row's
 label is not among the next ``N`` labels: that row is given up (counted, never explained with
-a guessed label), and the join goes on. This depends only on the two streams' contents, not
+a guessed label), and the join goes on; its label, if it comes later, is dropped and counted
+(kept, such labels would fill the labels' room and stop the join). This depends only on the two
+streams' contents, not
 on timing: a file replayed gives the same traces every time. With ``--label-wait 30s`` a row
 is given up after waiting 30 seconds instead (at most 100,000 rows wait then). At the end of
 the features, rows still waiting get the labels that still come until the labels stream ends
@@ -96,6 +98,40 @@ class FollowedFile:
     def close(self) -> None:
         self._stop.set()
         self._file.close()
+
+
+class RecentIds:
+    """The last ``size`` ids added, counted (a multiset of bounded memory).
+
+    >>> ids = RecentIds(2)
+    >>> for ident in ("a", "b", "a"):
+    ...     ids.add(ident)
+    >>> "a" in ids, "b" in ids, ids.take("a"), ids.take("a")
+    (True, True, True, False)
+    """
+
+    def __init__(self, size: int) -> None:
+        self._order: collections.deque[str] = collections.deque()
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._size = size
+
+    def add(self, ident: str) -> None:
+        if len(self._order) >= self._size:
+            old = self._order.popleft()
+            if self._counts[old] > 0:
+                self._counts[old] -= 1
+        self._order.append(ident)
+        self._counts[ident] += 1
+
+    def __contains__(self, ident: object) -> bool:
+        return self._counts.get(ident, 0) > 0  # type: ignore[call-overload]
+
+    def take(self, ident: str) -> bool:
+        """Count one of ``ident`` as used; False if none is left."""
+        if self._counts.get(ident, 0) > 0:
+            self._counts[ident] -= 1
+            return True
+        return False
 
 
 class LabelStream:
@@ -182,6 +218,11 @@ class JoinedReader:
         self._waiting: dict[str, collections.deque[list[Any]]] = {}  # id -> its waiting rows
         self._early: dict[str, collections.deque[Any]] = {}  # id -> labels that came before their row
         self._early_count = 0
+        self.late = 0  # labels that came after their row was given up
+        self.repeated = 0  # labels of an id whose row already had its label
+        keep = max(4 * wait.capacity, 10_000)  # ids remembered, for the counts above (bounded memory)
+        self._given_up_ids = RecentIds(keep)
+        self._matched_ids = RecentIds(keep)
         self._labels_done = False
         self._features_done = False
         self._last_label = time.monotonic()
@@ -247,6 +288,11 @@ class JoinedReader:
         unmatched = self.unmatched + self._early_count
         if unmatched:
             lines.append(f"{self.labels.path}: {unmatched:,} label(s) matched no row of {self.name}")
+        if self.late:
+            lines.append(f"{self.labels.path}: {self.late:,} label(s) came after their row had been given up")
+        if self.repeated:
+            lines.append(f"{self.labels.path}: {self.repeated:,} label(s) gave again the id of a row that had its "
+                         "label already (the first one was used)")
         return lines
 
     # -- the join -------------------------------------------------------------------------------------
@@ -265,6 +311,10 @@ class JoinedReader:
                 del self._waiting[ident]
             entry[2] = label
             self.matched += 1
+            self._matched_ids.add(ident)
+            return
+        if self._given_up_ids.take(ident):  # its row was given up: kept, it would block the join for good
+            self.late += 1
             return
         self._early.setdefault(ident, collections.deque()).append(label)
         self._early_count += 1
@@ -288,11 +338,18 @@ class JoinedReader:
                     if not early:
                         del self._early[ident]
                     self.matched += 1
+                    self._matched_ids.add(ident)
                 else:
                     entry[2] = _WAITING
                     self._waiting.setdefault(ident, collections.deque()).append(entry)
         self._pending.append(entry)
         self.max_waiting = max(self.max_waiting, len(self._pending))
+
+    def _count_unmatched(self, ident: str) -> None:
+        if ident in self._matched_ids:
+            self.repeated += 1
+        else:
+            self.unmatched += 1
 
     def _release(self, out: list[Row]) -> None:
         while self._pending and self._pending[0][2] is not _WAITING:
@@ -312,6 +369,8 @@ class JoinedReader:
             if not rows:
                 del self._waiting[entry[1]]
         self.given_up += 1
+        if entry[1] is not None:  # its label, if it comes, is dropped (see _take_label)
+            self._given_up_ids.add(entry[1])
 
     def batches(self, max_rows: int = 1000, *, idle: Callable[[], None] | None = None,
                 idle_interval: float = 0.25) -> Iterator[list[Row]]:
@@ -392,7 +451,15 @@ class JoinedReader:
             if item is _END:
                 self._labels_done = True
             elif not isinstance(item, Exception):
-                self.unmatched += 1
+                if self._given_up_ids.take(item[0]):
+                    self.late += 1
+                else:
+                    self._count_unmatched(item[0])
+        for ident, labels in self._early.items():  # labels whose row never came
+            for _ in labels:
+                self._count_unmatched(ident)
+        self._early.clear()
+        self._early_count = 0
         self.labels.close()
 
 
