@@ -149,3 +149,25 @@ def test_matplotlibs_warnings_are_said_escaped_once(tmp_path):
     assert warnings and all(line.startswith("ipfi: warning: ") for line in warnings), warnings
     assert len(warnings) == len(set(warnings))
     assert "UserWarning" not in result.stderr.decode()
+
+
+def test_a_keyed_trace_is_plotted_one_key_at_a_time(tmp_path, monkeypatch):
+    """The traces of `explain --by region` interleave the keys' rows: drawn as one line they zigzag
+    between keys. Without --key the plot is refused naming the key columns; with it, that key's rows
+    are the ones drawn (the line's points are checked, through the plotting function)."""
+    import ipfi_cli.plotting as plotting
+
+    traces = tmp_path / "keyed.csv"
+    traces.write_text("region,row,a,b\nus,1,0.1,0.0\neu,1,0.9,0.5\nus,2,0.2,0.0\neu,2,0.8,0.5\n")
+    refused = invoke("plot", traces, "-o", tmp_path / "x.png")
+    assert refused.exit_code == 1 and "--key region=us" in refused.stderr, refused.stderr
+    drawn = []
+    original = plotting.plot_importance
+    monkeypatch.setattr(plotting, "plot_importance",
+                        lambda output, names, panels, **kw: (drawn.extend(panels), original(output, names, panels,
+                                                                                            **kw))[1])
+    result = invoke("plot", traces, "-o", tmp_path / "eu.png", "--key", "region=eu")
+    assert result.exit_code == 0, result.output
+    assert drawn[0].rows.tolist() == [1, 2] and drawn[0].values.tolist() == [[0.9, 0.5], [0.8, 0.5]]
+    assert invoke("plot", traces, "-o", tmp_path / "y.png", "--key", "region=mars").exit_code == 1
+    assert invoke("plot", traces, "-o", tmp_path / "y.png", "--key", "city=x").exit_code == 2

@@ -37,6 +37,9 @@ IntervalTracesOpt = Annotated[Optional[str], typer.Option(
     "row) and one column per feature, or the records of `ipfi batch` (one level over every row).",
     show_default=False, metavar="FILE")]
 TitleOpt = Annotated[Optional[str], typer.Option("--title", help="Figure title.", show_default=False)]
+KeyOpt = Annotated[Optional[list[str]], typer.Option(
+    "--key", help="For the traces of explain --by: the key to plot, NAME=VALUE (repeatable, one per key column).",
+    show_default=False, metavar="NAME=VALUE")]
 PlotFeaturesOpt = Annotated[Optional[list[str]], typer.Option(
     "--features", help="Plot only these features (comma-separated, repeatable).", show_default=False,
     metavar="COLS")]
@@ -65,6 +68,38 @@ def read_traces(path: str, *, batch: bool = False) -> Any:
     return pd.DataFrame.from_records(records, columns=columns)
 
 
+def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
+    """The rows of one key of an ``explain --by`` trace (its key columns come before ``row``), chosen
+    by ``--key NAME=VALUE``; a keyed trace without ``--key`` is refused (its keys' rows would be
+    drawn as one zigzag line). Other traces are returned as they are."""
+    columns = list(frame.columns)
+    key_columns = [c for c in columns[:columns.index("row")] if c != "method"] if "row" in columns else []
+    if not key_columns:
+        if keys:
+            raise usage_error("the traces have no key columns (they are not of explain --by)", "--key")
+        return frame
+    chosen: dict[str, str] = {}
+    for spec in keys or []:
+        name, sep, wanted = spec.partition("=")
+        if not sep or name.strip() not in key_columns:
+            raise usage_error(f"expected NAME=VALUE with NAME one of {', '.join(key_columns)}, got {spec!r}", "--key")
+        chosen[name.strip()] = wanted.strip()
+    missing = [c for c in key_columns if c not in chosen]
+    if missing:
+        first = frame.iloc[0]
+        example = " ".join(f"--key {c}={first[c]}" for c in key_columns)
+        raise InputError(f"the traces of `explain --by` ({', '.join(key_columns)}): plot one key at a time, "
+                         f"e.g. {example}", source=path)
+    mask = None
+    for name, wanted in chosen.items():
+        match = frame[name].astype(str) == wanted
+        mask = match if mask is None else mask & match
+    part = frame[mask].drop(columns=key_columns)
+    if part.empty:
+        raise InputError("no trace rows for " + ", ".join(f"{k}={v}" for k, v in chosen.items()), source=path)
+    return part
+
+
 def feature_columns(frame: Any, path: str) -> list[str]:
     """The importance columns: numeric, not row/method, not a ``<name>_bound`` of another column."""
     names = [c for c in frame.columns if c not in ("row", "method")]
@@ -85,6 +120,7 @@ def plot(
     interval_traces: IntervalTracesOpt = None,
     features: PlotFeaturesOpt = None,
     title: TitleOpt = None,
+    key: KeyOpt = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -105,6 +141,7 @@ def plot(
         if {"feature", "grid", "pd"} <= set(frame.columns):
             _plot_curves(frame, output, split_names(features), title, quiet)
             return
+        frame = one_key(frame, key, traces)
         names = feature_columns(frame, traces)
         wanted = split_names(features)
         if wanted:
