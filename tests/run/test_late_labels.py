@@ -158,14 +158,19 @@ def test_memory_is_bounded_by_the_label_wait_and_what_is_given_up_does_not_depen
     assert len(rows) == n and join.given_up == 0 and join.max_waiting <= 100
 
 
-def test_labels_without_a_row_are_counted(tmp_path):
+@pytest.mark.parametrize("last, said, unsaid", [
+    ("99,1", "1 label(s) matched no row", "gave again"),  # a label whose row never comes
+    ("1,1", "1 label(s) gave again the id of a row that had its label already", "matched no row"),  # a repeat
+])
+def test_labels_without_a_row_are_counted_and_repeats_said_as_such(tmp_path, last, said, unsaid):
     labels = tmp_path / "labels.csv"
-    labels.write_text("id,y\n1,0\n2,1\n99,1\n")
+    labels.write_text(f"id,y\n1,0\n2,1\n{last}\n")
     join = joined("id,x\n1,0.5\n2,0.25\n", labels, "10")
     rows = [row for batch in join.batches() for row in batch]
     join.close()
     assert [(r.values["id"], r.values["y"]) for r in rows] == [("1", 0), ("2", 1)]
-    assert "1 label(s) matched no row" in " ".join(join.summary())
+    summary = " ".join(join.summary())
+    assert said in summary and unsaid not in summary
 
 
 def test_bad_wait_values_are_usage_errors():
@@ -194,15 +199,3 @@ def test_labels_of_rows_already_given_up_do_not_stop_the_join(tmp_path):
     assert join.given_up == 25 and join.late == 25
     said = " ".join(join.summary())
     assert "25 row(s) got no label" in said and "25 label(s) came after their row had been given up" in said
-
-
-def test_a_label_that_repeats_an_id_is_said_as_such(tmp_path):
-    labels = tmp_path / "labels.csv"
-    labels.write_text("id,y\n1,0\n2,1\n1,1\n")
-    join = joined("id,x\n1,0.5\n2,0.25\n", labels, "10")
-    rows = [row for batch in join.batches() for row in batch]
-    join.close()
-    assert [(r.values["id"], r.values["y"]) for r in rows] == [("1", 0), ("2", 1)]
-    said = " ".join(join.summary())
-    assert "1 label(s) gave again the id of a row that had its label already" in said
-    assert "matched no row" not in said
