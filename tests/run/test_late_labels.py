@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from ipfi_cli.io.labels import LabelStream
 from ipfi_cli.io.readers import RowReader
-from ipfi_cli.run.late_labels import JoinedReader, LabelStream, LabelWait
+from ipfi_cli.run.late_labels import JoinedReader, LabelWait
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"

@@ -199,8 +199,9 @@ class ExplainSession(RunEndMixin):
 
     def _join_labels(self, features: RowReader) -> Any:
         """The input joined with ``--labels`` by ``--id`` (see :mod:`ipfi_cli.run.late_labels`)."""
+        from ipfi_cli.io.labels import LabelStream
         from ipfi_cli.io.values import reader_options
-        from ipfi_cli.run.late_labels import JoinedReader, LabelStream, LabelWait
+        from ipfi_cli.run.late_labels import JoinedReader, LabelWait
 
         s = self.settings
         labels = LabelStream(s.labels or "", s.id_column or "", s.target, follow=s.labels_follow,

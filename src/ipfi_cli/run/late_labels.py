@@ -26,13 +26,13 @@ from __future__ import annotations
 import collections
 import queue
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from ipfi_cli.errors import InputError, UsageError
+from ipfi_cli.io.labels import END, LabelStream
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.io.values import Row
 
@@ -40,7 +40,6 @@ from ipfi_cli.io.values import Row
 SECONDS_CAP = 100_000
 #: after the features end: give up on the waiting rows when a followed labels file has been quiet this long
 END_QUIET_SECONDS = 5.0
-_END = object()
 
 
 @dataclass(frozen=True)
@@ -75,31 +74,6 @@ class LabelWait:
         return self.rows if self.rows is not None else SECONDS_CAP
 
 
-class FollowedFile:
-    """A regular file read as it grows (``tail -f``): at its end, reading waits for more until :meth:`stop`."""
-
-    def __init__(self, path: str, poll: float = 0.05) -> None:
-        self._file: BinaryIO = open(path, "rb", buffering=0)
-        self._stop = threading.Event()
-        self._poll = poll
-
-    def read(self, size: int = -1) -> bytes:
-        while True:
-            chunk = self._file.read(size if size > 0 else 1 << 16)
-            if chunk or self._stop.is_set():
-                return chunk or b""
-            self._stop.wait(self._poll)
-
-    read1 = read
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._file.close()
-
-
 class RecentIds:
     """The last ``size`` ids added, counted (a multiset of bounded memory).
 
@@ -132,68 +106,6 @@ class RecentIds:
             self._counts[ident] -= 1
             return True
         return False
-
-
-class LabelStream:
-    """Reads ``(id, label)`` pairs from the labels source in a thread, into a bounded queue."""
-
-    def __init__(self, path: str, id_column: str, target: str, *, follow: bool, format: str | None = None,
-                 reader_options: dict[str, Any] | None = None) -> None:
-        from ipfi_cli.io.readers import open_rows
-
-        options = reader_options or {}
-        self.followed: FollowedFile | None = None
-        if follow:
-            try:
-                self.followed = FollowedFile(path)
-            except OSError as error:
-                raise InputError(f"cannot open the labels file ({error.strerror or error})", source=path) from None
-            from ipfi_cli.io.values import detect_format
-
-            self.reader = RowReader(self.followed, name=path, format=detect_format(path, format),  # type: ignore[arg-type]
-                                    close=True, **options)
-        else:
-            self.reader = open_rows(path, format=format, hint=False, **options)
-        self.path = path
-        self.id_column = id_column
-        self.target = target
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=4096)
-        self.rows = 0
-        self._thread = threading.Thread(target=self._read, name="ipfi-labels", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        try:
-            columns = self.reader.columns  # in this thread: a named pipe's header may come late
-            lacking = [c for c in (self.id_column, self.target) if columns and c not in columns]
-            if lacking:
-                raise InputError(f"no column {lacking[0]!r} (the labels need the --id {self.id_column!r} and the "
-                                 f"--target {self.target!r} columns); the columns are: {', '.join(columns)}",
-                                 source=self.path)
-            self.reader.keep_as_text([self.id_column])
-            for row in self.reader:
-                if row.error is not None:
-                    raise row.error
-                values = row.values or {}
-                for column in (self.id_column, self.target):
-                    if column not in values:
-                        raise InputError(f"no column {column!r} (the labels source needs --id {self.id_column!r} "
-                                         f"and --target {self.target!r}); it has: {', '.join(values)}",
-                                         source=self.path, row=row.number, line=row.line)
-                ident = values[self.id_column]
-                if ident is None or ident == "" or ident != ident:
-                    raise InputError("the id is missing", source=self.path, row=row.number, line=row.line,
-                                     column=self.id_column)
-                self.rows += 1
-                self.queue.put((str(ident), values[self.target]))
-        except Exception as error:  # noqa: BLE001 - handed to the session, which reports it
-            self.queue.put(error)
-        self.queue.put(_END)
-
-    def close(self) -> None:
-        if self.followed is not None:
-            self.followed.stop()
-        # the thread is a daemon: a reader blocked on a pipe nobody writes to does not hold the exit
 
 
 class JoinedReader:
@@ -299,7 +211,7 @@ class JoinedReader:
     def _take_label(self, item: Any) -> None:
         if isinstance(item, Exception):
             raise item
-        if item is _END:
+        if item is END:
             self._labels_done = True
             return
         ident, label = item
@@ -448,7 +360,7 @@ class JoinedReader:
                 item = self.labels.queue.get_nowait()
             except queue.Empty:
                 break
-            if item is _END:
+            if item is END:
                 self._labels_done = True
             elif not isinstance(item, Exception):
                 if self._given_up_ids.take(item[0]):
