@@ -54,6 +54,10 @@ def main() -> None:
                              "seed) from the whole file, in random order, then the same rows again with the "
                              "features swapped, up to --rows rows in all (without it: the file's first --rows rows "
                              "in time order)")
+    parser.add_argument("--width", type=int, default=0,
+                        help="the drift's width in rows: 0 swaps at --drift-at at once; more draws each row from the "
+                             "swapped stream with river's sigmoid (ConceptDriftStream), as the paper's code does "
+                             "(width 1 %% of the stream, 400 rows for 40,000); needs --shuffle")
     parser.add_argument("--order", choices=["explain-first", "learn-first"], default="explain-first",
                         help="explain each row before the model learns it (prequential), or after (the order of "
                              "the paper's published code)")
@@ -76,6 +80,8 @@ def main() -> None:
         settings["shuffle"] = True
     if args.partner:
         settings["partner"] = args.partner
+    if args.width:
+        settings["width"] = args.width
     leaves = "" if args.leaf_prediction == "nba" else f", leaf_prediction={args.leaf_prediction!r}"
     if leaves:  # kept out otherwise: runs saved before the option stay valid
         settings["leaf_prediction"] = args.leaf_prediction
@@ -133,13 +139,17 @@ def main() -> None:
             + ("" if args.order == "explain-first" else f" --order {args.order}")
             + (" --shuffle" if args.shuffle else "")
             + (f" --partner {args.partner}" if args.partner else "")
+            + (f" --width {args.width}" if args.width else "")
             + ("" if args.leaf_prediction == "nba" else f" --leaf-prediction {args.leaf_prediction}")
             + "` (a stopped run continues: finished runs are kept "
             "in `experiment_c.json`, the one under way in a checkpoint at each window's end).",
             (f"- Data: {drift_at:,} rows of `elec2.csv` drawn at random with each run's seed, in random order, then "
              f"the same rows again from the first, with the features swapped, {args.rows:,} rows in all (`--shuffle`: "
              "the stream of the paper's published code, `mmschlk/iPFI`'s `data_sets.py`); target `class`, all 8 "
-             "other columns as features." if args.shuffle else
+             "other columns as features."
+             + (f" The swap is gradual (`--width {args.width}`): each row comes from the swapped replay with river's "
+                "sigmoid probability around the drift row (`ConceptDriftStream`), as in the paper's code."
+                if args.width else "") if args.shuffle else
              f"- Data: the first {args.rows:,} rows of `elec2.csv` in their time order (target `class`, all 8 "
              "other columns as features)."),
             f"- Model: river `forest.ARFClassifier(n_models={args.trees}, seed=s, binary_split=True{leaves})` "
@@ -162,13 +172,15 @@ def main() -> None:
     import pandas as pd
     from river import forest
 
-    from ipfi_cli.evaluation.drift import pick_swap_partner, swap_features
+    from ipfi_cli.evaluation.drift import gradual_drift, pick_swap_partner, swap_features
 
     frame = pd.read_csv(args.data / "elec2.csv")
     if not args.shuffle:
         frame = frame.iloc[: args.rows]
     columns = [c for c in frame.columns if c != "class"]
     drift_at = args.drift_at if args.drift_at is not None else min(args.rows, len(frame)) // 2
+    if args.width and not args.shuffle:
+        parser.error("--width needs --shuffle (the paper's stream)")
     if args.shuffle and not 0 < args.rows - drift_at <= drift_at:
         parser.error("--shuffle replays the rows before the drift after it: --rows must be more than --drift-at "
                      "and at most twice it")
@@ -182,10 +194,15 @@ def main() -> None:
         if partner not in columns or partner == args.feature:
             parser.error(f"--partner must be another column of elec2.csv: {', '.join(columns)}")
         stream = clean
-        if args.shuffle:  # as the paper's code: one seeded sample in random order, replayed after the drift
-            sample = [clean[i] for i in np.random.default_rng(seed).permutation(len(clean))[:drift_at]]
-            stream = sample + sample[: args.rows - drift_at]
-        rows = swap_features(stream, {args.feature: partner}, drift_at)
+        if args.shuffle and args.width:  # the paper's code: both streams read the same sample from its start
+            sample = [clean[i] for i in np.random.default_rng(seed).permutation(len(clean))[:args.rows]]
+            swapped = swap_features(sample, {args.feature: partner}, 0)
+            rows = gradual_drift(sample, swapped, drift_at, args.width, seed)[:args.rows]
+        else:
+            if args.shuffle:  # as the paper's code: one seeded sample in random order, replayed after the drift
+                sample = [clean[i] for i in np.random.default_rng(seed).permutation(len(clean))[:drift_at]]
+                stream = sample + sample[: args.rows - drift_at]
+            rows = swap_features(stream, {args.feature: partner}, drift_at)
         log(f"elec2, seed {seed}: {len(rows)} rows, {args.feature} swapped with {partner} at row {drift_at}")
         entry = run_scenario(
             "experiment_c", f"elec2, feature drift ({args.feature}<->{partner} at row {drift_at:,}), ARF",

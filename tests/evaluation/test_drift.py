@@ -8,6 +8,7 @@ from ipfi_cli.evaluation.drift import (
     agrawal_function_drift,
     agrawal_rows,
     function_drift,
+    gradual_drift,
     pick_swap_partner,
     swap_features,
 )
@@ -48,3 +49,25 @@ def test_pick_swap_partner_is_seeded_and_never_the_feature_itself():
     picks = {pick_swap_partner(columns, "a", seed=s) for s in range(20)}
     assert "a" not in picks and picks <= {"b", "c", "d"}
     assert pick_swap_partner(columns, "a", seed=1) == pick_swap_partner(columns, "a", seed=1)
+
+
+def test_gradual_drift_follows_the_sigmoid_and_reads_each_list_in_order():
+    """River's ConceptDriftStream: row i comes from ``after`` with probability 1 / (1 + exp(-4 (i - at) / width)).
+
+    Over rows 801-1200 (at 1000, width 400) the expected count from ``after`` is the sum of that
+    probability, about 200 of 400; the tolerance is 4 binomial standard deviations (seed fixed).
+    """
+    import math
+
+    before = [({"i": k}, 0) for k in range(3000)]
+    after = [({"i": k}, 1) for k in range(3000)]
+    rows = gradual_drift(before, after, at=1000, width=400, seed=0)
+    for label in (0, 1):
+        taken = [x["i"] for x, y in rows if y == label]
+        assert taken == list(range(len(taken)))  # each list read from its start, in order
+    probs = [1 / (1 + math.exp(-4 * (i - 1000) / 400)) for i in range(801, 1201)]
+    expected, sd = sum(probs), math.sqrt(sum(p * (1 - p) for p in probs))
+    drawn = sum(y for _, y in rows[800:1200])
+    assert abs(drawn - expected) <= 4 * sd, (drawn, expected, sd)
+    assert sum(y for _, y in rows[:300]) == 0  # p < 1e-3 per row there
+    assert all(y == 1 for _, y in rows[1800:])  # the stream ends when `after` runs out; before that p > 0.9997

@@ -54,6 +54,31 @@ def function_drift(before: Iterable[Row], after: Iterable[Row], at: int) -> list
     return head + list(after)
 
 
+def gradual_drift(before: Sequence[Row], after: Sequence[Row], at: int, width: int, seed: int) -> list[Row]:
+    """River's ``ConceptDriftStream`` over two lists of rows: a sigmoid change ``width`` rows wide around ``at``.
+
+    Row ``i`` (1-based) comes from ``after`` with probability ``1 / (1 + exp(-4 (i - at) / width))``
+    and otherwise from ``before``; each list is read in order, and the stream ends when the list
+    drawn from runs out (the paper's drift streams, with river's own generator).
+
+    >>> rows = gradual_drift([({"a": 0}, 0)] * 50, [({"a": 1}, 1)] * 50, at=25, width=10, seed=1)
+    >>> "".join(str(y) for _, y in rows[15:35]), sum(y for _, y in rows[:15]), sum(1 - y for _, y in rows[35:])
+    ('00001100111111111111', 1, 0)
+    """
+    from river.datasets import base, synth
+
+    class Listed(base.SyntheticDataset):
+        def __init__(self, rows: Sequence[Row]) -> None:
+            super().__init__(task=base.BINARY_CLF, n_features=len(rows[0][0]) if rows else 0)
+            self.rows = rows
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter(self.rows)
+
+    stream = synth.ConceptDriftStream(Listed(before), Listed(after), position=at, width=width, seed=seed)
+    return [(dict(x), y) for x, y in stream]
+
+
 def agrawal_rows(n: int, function: int, seed: int) -> list[Row]:
     """``n`` rows of river's ``Agrawal(classification_function=function, seed=seed)`` (river numbers from 0)."""
     from river.datasets import synth
