@@ -23,9 +23,9 @@ predictor; :meth:`IPDPEstimator.explain_many` puts many rows in one call.
 ...                      grid={"a": [-1.0, 0.0, 1.0]}, smoothing="mean")
 >>> X = np.random.default_rng(0).normal(size=(2000, 2))
 >>> _ = pdp.explain_many(X)
->>> grid, curve = pdp.curves["a"]          # a^2 + E[b] = a^2 + 0.00 (sample mean of b)
+>>> grid, curve = pdp.curves["a"]          # a^2 + the mean of b over the rows after the warm-up (-0.01)
 >>> grid.tolist(), np.round(curve, 2).tolist()
-([-1.0, 0.0, 1.0], [1.0, -0.0, 1.0])
+([-1.0, 0.0, 1.0], [0.99, -0.01, 0.99])
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def compare_vectors(names: Sequence[str], estimate: Sequence[float] | np.ndarray
     """Records for one estimate vector against one reference vector (``labels`` fill the rest).
 
     >>> recs = compare_vectors(["a", "b"], [0.3, 0.1], [0.2, 0.2], method="ipfi", ordering=0)
-    >>> [(r.feature, r.normalised, r.reference_normalised, r.error) for r in recs]
+    >>> [(r.feature, round(r.normalised, 9), r.reference_normalised, round(r.error, 9)) for r in recs]
     [('a', 0.75, 0.5, 0.5), ('b', 0.25, 0.5, 0.5)]
     """
     estimate = np.asarray(estimate, dtype=np.float64)
