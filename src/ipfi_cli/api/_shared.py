@@ -3,7 +3,8 @@ tables read as rows and column names (the command line's rules, raised as except
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,33 +51,125 @@ def _default_loss(model: Any, loss: str | Loss | None) -> Loss:
 
 
 def _matcher(model: Any, loss: Loss, first_row: Mapping[str, Any] | None = None) -> Any:
-    """The command line's label matcher for this model's classes (``None`` for regression). A model
-    that does not list its classes (a served one) shows them in its answer on ``first_row``."""
-    from ipfi_cli.run.labels import LabelMatcher, model_classes_from_answer
+    """The command line's label matcher for this model (``None`` for a loss that needs no label).
 
-    if loss.output is Output.VALUE:
+    Regression labels must be finite numbers; a missing label is refused for every model. A
+    classifier that does not list its classes (river, a served model, a function) shows them in its
+    answer on ``first_row``, as on the command line's first row (``'yes'`` then finds ``True``)."""
+    from ipfi_cli.run.labels import LabelMatcher, model_classes_from_answer, model_classes_from_first_row
+
+    if loss.relative:
         return None
+    if loss.output is Output.VALUE:
+        return LabelMatcher(classification=False)
     predictor = as_predictor(model)
     classes = getattr(predictor, "classes", None)
     if classes:
         return LabelMatcher(classification=True, classes=classes, fixed=not predictor.can_learn)
-    if first_row is None or predictor.can_learn:
-        return None
-    answered = model_classes_from_answer(predictor, dict(first_row))
-    return LabelMatcher(classification=True, classes=answered, fixed=False) if answered else None
+    matcher = LabelMatcher(classification=True, fixed=False)
+    if first_row is not None:
+        raw = getattr(model, "model", model)
+        if predictor.can_learn and hasattr(raw, "predict_one"):
+            answered = model_classes_from_first_row(raw, dict(first_row))
+        else:  # one answer shows a class, not all: labels are converted to its type
+            answered = model_classes_from_answer(predictor, dict(first_row))
+        if answered:
+            matcher.learn_classes(answered)
+    return matcher
+
+
+def _native_label(y: Any) -> Any:
+    """A NumPy scalar label as the Python value a reader gives (``np.float64(3.0)`` -> ``3.0``)."""
+    return y.item() if isinstance(y, np.generic) else y
+
+
+def _predictor(model: Any, keys: Mapping[str, Any] | None = None) -> Any:
+    """The model as the core calls it: its own exceptions raised as
+    :class:`~ipfi_cli.errors.ModelCallError`; with ``keys`` (text name -> the rows' own key, for
+    rows keyed by ints) the model gets records keyed as it learned them."""
+    from ipfi_cli.models.loading import GuardedPredictor
+
+    predictor: Any = GuardedPredictor(as_predictor(model))
+    if keys:
+        from ipfi_cli.run.setup import RenamedInputs
+
+        predictor = RenamedInputs(predictor, dict(keys))
+    return predictor
+
+
+@contextlib.contextmanager
+def _located(row: int | None) -> Iterator[None]:
+    """Name ``row`` in a problem of the row's (a label, a value, the model failing on it)."""
+    from ipfi_cli.errors import InputError, ModelCallError, ModelError
+
+    try:
+        yield
+    except ModelCallError as error:
+        where = f"row {row}: the model failed on this row" if row is not None else "the model failed"
+        raise ModelError(f"{where} ({error})") from error.cause
+    except InputError as error:
+        if error.row is None:
+            error.row = row
+        raise
+
+
+def _api_text(message: str) -> str:
+    """A command line message as the Python API says it (no option names)."""
+    return message.replace("check --target and ", "check ")
 
 
 def _matched(matcher: Any, y: Sequence[Any]) -> list[Any]:
-    """``y`` as the model's own class values; labels none of which it has raise :class:`ModelError`."""
+    """``y`` as the model's own class values; a label that cannot be used raises
+    :class:`~ipfi_cli.run.labels.LabelError` naming its row, labels none of which the model has
+    :class:`ModelError`."""
     from ipfi_cli.errors import ModelError
     from ipfi_cli.run.checks import labels_match_nothing
 
     if matcher is None:
         return list(y)
-    labels = [matcher(v) for v in y]
+    labels = []
+    for row, value in enumerate(y, start=1):
+        with _located(row):
+            labels.append(matcher(_native_label(value)))
     if matcher.none_matched:
-        raise ModelError(labels_match_nothing(matcher))
+        raise ModelError(_api_text(labels_match_nothing(matcher)))
     return labels
+
+
+def _labels_of(y: Any, n_rows: int) -> Any:
+    """``y`` as one label per row: a column ``(n, 1)`` is taken as its values; another length or
+    shape raises :class:`ValueError`."""
+    shape = np.shape(y)
+    if len(shape) == 2 and shape[1] == 1:
+        y = np.asarray(y)[:, 0]
+    elif len(shape) != 1:
+        raise ValueError(f"y must hold one label per row (1-D), got shape {shape}")
+    if len(y) != n_rows:
+        raise ValueError(f"X has {n_rows:,} rows and y {len(y):,} labels: give one label per row")
+    return y
+
+
+def _text_keys(X: Any) -> tuple[Any, dict[str, Any] | None]:
+    """Dict rows keyed by ints (river's ``iter_array``, its synthetic streams) as rows keyed by text,
+    and the text name -> key map the model gets them back by (``None`` for text keys)."""
+    if isinstance(X, list) and X and isinstance(X[0], Mapping) and any(not isinstance(k, str) for k in X[0]):
+        keys = {str(k): k for k in X[0]}
+        return [{str(k): v for k, v in row.items()} for row in X], keys
+    return X, None
+
+
+def _check_columns(model: Any, columns: Sequence[str] | None) -> None:
+    """``columns`` given for a model that names its inputs must hold every one of them."""
+    from ipfi_cli.errors import ModelError
+
+    named = _columns_of(model)
+    if columns is None or not named:
+        return
+    lacking = [c for c in named if c not in [str(c) for c in columns]]
+    if lacking:
+        shown = ", ".join(map(repr, lacking[:6])) + (", ..." if len(lacking) > 6 else "")
+        raise ModelError(f"the model takes the columns it was fitted on, and columns= lacks {shown}; to explain "
+                         "only some of them, pass them as features=")
 
 
 def _columns_of(model: Any, X: Any = None) -> list[str] | None:
@@ -101,6 +194,9 @@ def _first_record(rows: Any, names: Sequence[str]) -> dict[str, Any] | None:
 
 
 def _table(X: Any, columns: Sequence[str] | None, model: Any) -> tuple[Any, list[str]]:
+    if isinstance(X, np.ndarray) and X.ndim != 2:
+        raise ValueError(f"X must be a table, rows by columns (2-D), got shape {X.shape}")
+    _check_columns(model, columns)
     names = list(columns) if columns is not None else _columns_of(model, X)
     if isinstance(X, list) and X and isinstance(X[0], Mapping):
         names = names or [str(c) for c in X[0]]

@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ipfi_cli.api._shared import _columns_of, _default_loss, _matcher
+from ipfi_cli.api._shared import (
+    _api_text,
+    _check_columns,
+    _columns_of,
+    _default_loss,
+    _located,
+    _matcher,
+    _native_label,
+    _predictor,
+)
 from ipfi_cli.core import incremental as core_incremental
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.models.adapters import as_predictor
@@ -90,20 +100,66 @@ class IncrementalPFI:
                         "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed,
                         "smoothing": smoothing, "removal": removal, "conditional_sampler": conditional_sampler,
                         "bounds_method": bounds_method}
+        _check_columns(model, columns)
         self.columns = list(columns) if columns is not None else _columns_of(model)
-        self._labels = _matcher(model, self.loss)
-        self._checked = False
-        self._core: core_incremental.IPFIEstimator | None = None
+        self._init_stream()
         if self.columns is not None:
             self._start(self.columns)
 
     #: the core explainer's name in :func:`ipfi_cli.core.explainer.make_explainer`'s registry
     _method = "pfi"
 
-    def _start(self, columns: Sequence[str]) -> core_incremental.IPFIEstimator:
-        self.columns = [str(c) for c in columns]
-        self._core = _build(self._method, self.model, self.columns, self.loss, self.options)
+    def _init_stream(self) -> None:
+        self._labels = _matcher(self.model, self.loss)
+        self._checked = False
+        self._core: Any = None
+        self._rows = 0  # explain_one calls: the row number errors name
+        self._keys: dict[str, Any] | None = None  # text name -> the rows' own key, when the keys are not text
+        self._inferred = False  # the columns are the first row's keys
+        self._warned_keys: set[str] = set()
+
+    def _start(self, columns: Sequence[Any], *, inferred: bool = False) -> Any:
+        from ipfi_cli.errors import ModelError
+        from ipfi_cli.models.introspect import learned_features, unseen_inputs
+
+        keys = list(columns)
+        if any(not isinstance(c, str) for c in keys):  # river's iter_array and synth streams: int keys
+            self._keys = {str(c): c for c in keys}
+        if unseen_inputs(self.model, keys) is not None:
+            learned = sorted(learned_features(self.model), key=str)
+            shown = ", ".join(map(repr, learned[:6])) + (", ..." if len(learned) > 6 else "")
+            rows = ", ".join(map(repr, keys[:6])) + (", ..." if len(keys) > 6 else "")
+            raise ModelError(f"the river model learned the features {shown}, and none of them is a key of the rows "
+                             f"({rows}): every importance would be 0; explain rows keyed as the model learned them")
+        self.columns = [str(c) for c in keys]
+        self._inferred = inferred
+        self._core = _build(self._method, self.model, self.columns, self.loss, self.options, self._keys)
         return self._core
+
+    def _named(self, values: dict[str, Any]) -> dict[Any, Any]:
+        """``values`` keyed as the rows are (their int keys, when they had them)."""
+        keys = self._keys
+        return values if keys is None else {keys.get(name, name): v for name, v in values.items()}
+
+    @staticmethod
+    def _check_row(x: Any) -> None:
+        if not hasattr(x, "keys"):
+            raise TypeError(f"x must be a dict of column -> value (a row, river style), got {type(x).__name__}; "
+                            "a table goes to batch_pfi")
+
+    def _warn_late_keys(self, x: Mapping[str, Any]) -> None:
+        """A key the first row lacked: the model never gets it (the columns are the first row's keys)."""
+        columns = self.columns or []
+        if len(self._warned_keys) >= 3 or len(x) <= len(columns):
+            return
+        known = set(columns)
+        for key in x:
+            if key not in known and key not in self._warned_keys:
+                self._warned_keys.add(key)
+                warnings.warn(f"row {self._rows} has the key {key!r}, which the first row lacks, so the model "
+                              "does not get it (the columns are the first row's keys): pass columns= to name "
+                              "the model's inputs", UserWarning, stacklevel=3)
+                return
 
     def explain_one(self, x: Mapping[str, Any], y: Any) -> dict[str, float]:
         """Explain one row with the model as it is now.
@@ -121,11 +177,20 @@ class IncrementalPFI:
             The estimates after this row (NaN after the first row, which has nothing
             earlier to draw from).
         """
-        core = self._core if self._core is not None else self._start(list(x))
-        if self._labels is None and core.n_seen == 0:  # a served model shows its classes' spelling
-            self._labels = _matcher(self.model, self.loss, {c: x[c] for c in core.columns if c in x})
-        label = self._labels(y) if self._labels is not None else y
-        estimates = core.explain_one(x, label)
+        self._rows += 1
+        self._check_row(x)
+        core = self._core if self._core is not None else self._start(list(x.keys()), inferred=True)
+        if self._keys is not None:
+            x = {str(k): v for k, v in x.items()}
+        if self._inferred:
+            self._warn_late_keys(x)
+        if core.n_seen == 0 and (self._labels is None or self._labels.classes is None):
+            # a river model or a served one shows its classes' spelling on the first row
+            first = {c: x[c] for c in core.columns if c in x}
+            self._labels = _matcher(self.model, self.loss, first if self._keys is None else self._named(first))
+        with _located(self._rows):
+            label = self._labels(_native_label(y)) if self._labels is not None else y
+            estimates = core.explain_one(x, label)
         if core.n_explained and not np.isfinite(estimates).all():
             from ipfi_cli.core.losses import unmeasurable
             from ipfi_cli.errors import ModelError
@@ -134,7 +199,7 @@ class IncrementalPFI:
         if not self._checked and core.n_explained >= _CHECK_ROWS * (8 if as_predictor(self.model).can_learn else 1):
             self._checked = True
             self.check()
-        return dict(zip(core.names, estimates.tolist()))
+        return self._named(dict(zip(core.names, estimates.tolist())))
 
     def check(self) -> None:
         """Raise :class:`~ipfi_cli.errors.ModelError` (the command line's line) when the rows so far
@@ -146,11 +211,11 @@ class IncrementalPFI:
         from ipfi_cli.run.checks import labels_match_nothing
 
         if self._labels is not None and self._labels.none_matched:
-            raise ModelError(labels_match_nothing(self._labels))
+            raise ModelError(_api_text(labels_match_nothing(self._labels)))
         if self._core is not None:
             why = unmeasurable(self.loss, self._core.mean_loss, self._core.n_explained)
             if why is not None:
-                raise ModelError(why.replace("check --target and ", "check "))
+                raise ModelError(_api_text(why))
 
     @property
     def explainer(self) -> core_incremental.IPFIEstimator | None:
@@ -160,7 +225,33 @@ class IncrementalPFI:
 
     @property
     def importances(self) -> dict[str, float]:
-        return self._core.importances if self._core is not None else {}
+        return self._named(self._core.importances) if self._core is not None else {}
+
+    @property
+    def last_contribution(self) -> dict[str, float]:
+        """The last explained row's contribution per feature: the loss increase averaged over the
+        ``n_repeats`` draws, the value folded into each estimate (empty before the first row)."""
+        if self._core is None:
+            return {}
+        return self._named(dict(zip(self._core.names, np.asarray(self._core.last_contribution).tolist())))
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the explainer has learned, as plain data (loading it runs no code); see
+        :meth:`load_state_dict`."""
+        if self._core is None:
+            raise ValueError("nothing explained yet: the state starts with the first row")
+        return self._core.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s data, in this process or another; the settings must
+        be this explainer's (a :class:`ValueError` names the first that differs). Without
+        ``columns`` the state's are taken."""
+        if self._core is None:
+            columns = state.get("settings", {}).get("columns")
+            if not columns:
+                raise ValueError("the state names no columns: pass columns=")
+            self._start(columns)
+        self._core.load_state_dict(state)
 
     @property
     def n_explained(self) -> int:
@@ -169,18 +260,19 @@ class IncrementalPFI:
     def bounds(self, delta: float = 0.05) -> dict[str, float]:
         """Confidence half-widths at level ``1 - delta`` by ``bounds_method`` (each method's
         assumptions: :mod:`ipfi_cli.core.bounds`)."""
-        return self._core.bounds(delta) if self._core is not None else {}
+        return self._named(self._core.bounds(delta)) if self._core is not None else {}
 
     @property
     def removal_fit(self) -> dict[str, float]:
-        return self._core.removal_fit if self._core is not None else {}
+        return self._named(self._core.removal_fit) if self._core is not None else {}
 
 
-def _build(method: str, model: Any, columns: list[str], loss: Loss, options: dict[str, Any]) -> Any:
+def _build(method: str, model: Any, columns: list[str], loss: Loss, options: dict[str, Any],
+           keys: dict[str, Any] | None = None) -> Any:
     """The core explainer of ``method`` from the registry (``removal="both"``: two side by side)."""
     from ipfi_cli.core.explainer import make_explainer
 
-    return make_explainer(method, as_predictor(model), columns, loss=loss, **options)
+    return make_explainer(method, _predictor(model, keys), columns, loss=loss, **options)
 
 
 class IncrementalSAGE(IncrementalPFI):
@@ -254,10 +346,9 @@ class IncrementalSAGE(IncrementalPFI):
         self.options = {"alpha": alpha, "n_repeats": n_repeats, "n_inner": n_inner, "sampling": sampling,
                         "reservoir_size": reservoir_size, "groups": groups, "seed": seed, "smoothing": smoothing,
                         "removal": removal, "empty": empty}
+        _check_columns(model, columns)
         self.columns = list(columns) if columns is not None else _columns_of(model)
-        self._labels = _matcher(model, self.loss)  # labels matched and refused as for PFI
-        self._checked = False
-        self._core = None
+        self._init_stream()  # labels matched and refused as for PFI
         if self.columns is not None:
             self._start(self.columns)
 

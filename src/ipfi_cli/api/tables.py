@@ -6,10 +6,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ipfi_cli.api._shared import _bunch, _default_loss, _first_record, _matched, _matcher, _table
+from ipfi_cli.api._shared import (
+    _api_text,
+    _bunch,
+    _default_loss,
+    _first_record,
+    _labels_of,
+    _located,
+    _matched,
+    _matcher,
+    _predictor,
+    _table,
+    _text_keys,
+)
 from ipfi_cli.core import batch as core_batch
 from ipfi_cli.core.losses import Loss
-from ipfi_cli.models.adapters import as_predictor
 
 
 def batch_pfi(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] | None = None,
@@ -67,12 +78,29 @@ def batch_pfi(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] | 
     >>> result.importances_mean.round(0) + 0.0   # 2 * 3**2 * Var(x0) = 18 for x0; nothing for x1 (not -0)
     array([18.,  0.])
     """
+    from ipfi_cli.core.losses import UnmeasurableError
+    from ipfi_cli.errors import ModelError
+
+    X, keys = _text_keys(X)
     rows, names = _table(X, columns, model)
     chosen = _default_loss(model, loss)
-    labels = _matched(_matcher(model, chosen, _first_record(rows, names)), y)
-    result = core_batch.batch_pfi(as_predictor(model), rows, labels, names, loss=chosen,
-                                  n_repeats=n_repeats, features=features, groups=groups, seed=seed, n_jobs=n_jobs)
-    return _bunch(result)
+    y = _labels_of(y, len(rows))
+    first = _first_record(rows, names)
+    if keys is not None and first is not None:  # the model answers on the row keyed as it learned it
+        first = {keys[c]: v for c, v in first.items()}
+    matcher = _matcher(model, chosen, first)
+    labels = _matched(matcher, y)
+    try:
+        with _located(None):
+            result = core_batch.batch_pfi(_predictor(model, keys), rows, labels, names, loss=chosen,
+                                          n_repeats=n_repeats, features=features, groups=groups, seed=seed,
+                                          n_jobs=n_jobs)
+    except UnmeasurableError as error:
+        raise ModelError(_api_text(str(error))) from None
+    bunch = _bunch(result)
+    if keys is not None:  # named as the rows name them
+        bunch.feature_names = [keys.get(name, name) for name in bunch.feature_names]
+    return bunch
 
 
 class IntervalPFI:
@@ -94,7 +122,9 @@ class IntervalPFI:
                  n_repeats: int = 10, features: Sequence[str] | None = None,
                  groups: Mapping[str, Sequence[str]] | None = None, seed: int | None = None,
                  n_jobs: int | None = None) -> None:
-        self._core = core_batch.IntervalPFIEstimator(as_predictor(model), [str(c) for c in columns], interval,
+        if columns is None:
+            raise ValueError("give columns=: the model's inputs, in order")
+        self._core = core_batch.IntervalPFIEstimator(_predictor(model), [str(c) for c in columns], interval,
                                             loss=_default_loss(model, loss), n_repeats=n_repeats,
                                             features=features, groups=groups, seed=seed, n_jobs=n_jobs)
 
@@ -148,7 +178,8 @@ def batch_sage(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] |
     from ipfi_cli.core.sage import batch_sage as core_batch_sage
 
     rows, names = _table(X, columns, model)
-    result = core_batch_sage(as_predictor(model), rows, list(y), names, loss=_default_loss(model, loss),
+    labels = list(_labels_of(y, len(rows)))
+    result = core_batch_sage(_predictor(model), rows, labels, names, loss=_default_loss(model, loss),
                              n_permutations=n_permutations, background=background, n_inner=n_inner,
                              groups=groups, seed=seed, empty=empty)
     return Bunch(importances_mean=result.values, std_errors=result.std_errors, feature_names=list(result.names),

@@ -270,7 +270,13 @@ class FunctionPredictor:
             raise ModelError("a plain function gives no probabilities; use another loss")
         if not self.supports_batch:
             return self.predict_records([dict(zip(columns, r)) for r in block.tolist()], output, None)
-        return np.asarray(self.function(block))
+        answers = np.asarray(self.function(block))
+        if answers.ndim == 2 and answers.shape[1] == 1:  # a column of answers, as many wrapped models give
+            answers = answers[:, 0]
+        if answers.shape != (len(block),):
+            raise ModelError(f"the function answered {len(block)} rows with an array of shape {answers.shape}: "
+                             "it must return one value per row (a 1-D array as long as the block)")
+        return answers
 
     def predict_records(self, records: list[dict[str, Any]], output: Output, target: Any) -> np.ndarray:
         if output is Output.PROBA:

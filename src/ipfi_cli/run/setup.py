@@ -131,7 +131,7 @@ class RenamedInputs:
         self.predictor = predictor
         self.names = names
         header = {model: name for name, model in names.items()}
-        self.columns: list[str] | None = [header.get(c, c) for c in predictor.columns]
+        self.columns: list[str] | None = [header.get(c, c) for c in predictor.columns] if predictor.columns else None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.predictor, name)
