@@ -80,6 +80,23 @@ def test_atomic_write_keeps_old_file_on_error(tmp_path):
     assert path.read_bytes() == b"new" and os.listdir(tmp_path) == ["f.bin"]
 
 
+@pytest.mark.parametrize("umask, expected", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_write_gives_a_new_file_the_umasks_mode_and_keeps_an_old_ones(tmp_path, umask, expected):
+    """Written through a temporary file (mode 0600 whatever the umask), a result used to end up
+    unreadable by other users and tools, and an overwritten file lost its mode."""
+    previous = os.umask(umask)
+    try:
+        atomic_write(tmp_path / "new.csv", lambda f: f.write(b"a\n"))
+        old = tmp_path / "old.csv"
+        old.write_bytes(b"old\n")
+        os.chmod(old, 0o640)
+        atomic_write(old, lambda f: f.write(b"new\n"))
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "new.csv").stat().st_mode & 0o777 == expected
+    assert old.stat().st_mode & 0o777 == 0o640 and old.read_bytes() == b"new\n"
+
+
 def test_write_json_is_strict(tmp_path):
     write_json(tmp_path / "m.json", {"x": NAN, "y": [1.5]})
     assert strict_json((tmp_path / "m.json").read_bytes()) == {"x": None, "y": [1.5]}

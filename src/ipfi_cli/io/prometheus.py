@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipfi_cli.errors import OutputError
+from ipfi_cli.io.targets import new_file_mode
 
 #: a Prometheus label name (``__`` is reserved for Prometheus itself)
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -162,11 +163,12 @@ def write_textfile(path: str, metrics: MetricSet) -> None:
     node_exporter's textfile collector wants: it never reads half a file."""
     folder = os.path.dirname(os.path.abspath(path))
     try:
+        mode = new_file_mode(path)
         handle, temporary = tempfile.mkstemp(prefix=".ipfi-", suffix=".prom.tmp", dir=folder)
         try:
             with os.fdopen(handle, "wb") as f:
                 f.write(exposition(metrics))
-            os.chmod(temporary, 0o644)
+            os.chmod(temporary, mode | 0o444)  # node_exporter, another user, must read it
             os.replace(temporary, path)
         except BaseException:
             if os.path.exists(temporary):

@@ -247,10 +247,35 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]
         raise cannot_write(path, error) from None
 
 
+def new_file_mode(path: str) -> int:
+    """The mode a file written at ``path`` gets: the file's own when it exists (overwriting keeps
+    it), else what ``open`` would give, ``0o666`` less the process's umask (a temporary file from
+    :func:`tempfile.mkstemp` is ``0o600`` whatever the umask)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    try:  # Linux says it without changing it (os.umask would, for a moment, for every thread)
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _replace(path: str, write: Callable[[IO[bytes]], Any]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
+    mode = new_file_mode(path)
     handle, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
+        os.chmod(temp, mode)
         with os.fdopen(handle, "wb") as f:
             write(f)
             f.flush()
