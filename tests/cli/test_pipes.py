@@ -247,3 +247,44 @@ def test_terminal_stdin_gets_the_hint_and_ctrl_c_exits_130():
         os.close(master)
     assert process.returncode == 130
     assert out == b"" and b"Traceback" not in err + rest
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_ends_the_output_with_the_last_explained_row(tmp_path, signum):
+    """With --every 50 the rows after the last multiple of 50 used to be lost on Ctrl-C; SIGTERM (kill,
+    docker stop) killed the run with no summary and no --meta. Both now end as the input's end does:
+    the last explained row's record, the summary, --meta, exit 130."""
+    import json
+
+    import joblib
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import Ridge
+
+    data = load_diabetes(as_frame=True)
+    frame = data.data.assign(target=data.target)
+    joblib.dump(Ridge().fit(data.data, data.target), tmp_path / "ridge.joblib")
+    text = frame.head(275).to_csv(index=False)
+    meta = tmp_path / "meta.json"
+    process = subprocess.Popen([*ipfi_command(), "explain", "-m", str(tmp_path / "ridge.joblib"), "-t", "target",
+                                "--seed", "0", "--every", "50", "--no-live", "--meta", str(meta)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=subprocess_env(), cwd=ROOT)
+    try:
+        process.stdin.write(text.encode())
+        process.stdin.flush()  # and kept open: the run waits for more rows
+        lines = [process.stdout.readline()]
+        while not lines[-1].startswith(b"250,"):
+            assert lines[-1], "stdout closed early"
+            lines.append(process.stdout.readline())
+        time.sleep(1.0)  # rows 251-275 came in the same read: explained by now
+        process.send_signal(signum)
+        rest = process.stdout.read()
+        err = process.stderr.read().decode()
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    records = b"".join(lines).decode().splitlines() + rest.decode().splitlines()
+    assert [r.split(",")[0] for r in records] == ["row", "50", "100", "150", "200", "250", "275"]
+    assert "interrupted after 275 rows" in err and "Traceback" not in err
+    assert json.loads(meta.read_text())["status"] == "interrupted"

@@ -9,9 +9,12 @@ a quiet exit 1, anything unexpected one line naming its type (the traceback with
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
+from typing import Any
 
 import typer
 
@@ -21,12 +24,12 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # data, model or runtime error; also: the output pipe was closed (e.g. `| head`)
 EXIT_USAGE = 2  # bad command line (Typer's own exit code for usage errors)
 EXIT_CHANGED = 3  # a change was detected, with --fail-on-change or --stop-on-change
-EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 data or model error (or the output pipe closed early, as with "
     "`| head`); 2 usage error; 3 a change was detected (explain --fail-on-change or --stop-on-change); "
-    "130 interrupted (Ctrl-C)."
+    "130 interrupted (Ctrl-C or SIGTERM)."
 )
 
 
@@ -54,9 +57,13 @@ def reporting(debug: bool = False) -> Iterator[None]:
     """Run a command body: known errors become one stderr line and an exit code."""
     from ipfi_cli.io.writers import silence_stdout
 
+    previous = _sigterm_as_interrupt()
     try:
         yield
-    except (typer.Exit, typer.Abort, typer.BadParameter, KeyboardInterrupt):
+    except KeyboardInterrupt:  # a command that ends its own output on Ctrl-C says so and exits itself
+        say("interrupted; no result was written")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except (typer.Exit, typer.Abort, typer.BadParameter):
         raise
     except UsageError as error:
         raise usage_error(error.message, error.option) from None
@@ -72,3 +79,18 @@ def reporting(debug: bool = False) -> Iterator[None]:
             say(f"unexpected {type(error).__name__}: {first_line(error)} (run with --debug for the traceback)",
                 "error")
         raise typer.Exit(EXIT_ERROR) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _sigterm_as_interrupt() -> Any:
+    """SIGTERM (``kill``, ``docker stop``, systemd) stops a command as Ctrl-C does: its output
+    ends cleanly and it exits 130. Returns the handler it replaced (``None`` off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)

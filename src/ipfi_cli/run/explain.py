@@ -34,6 +34,7 @@ from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunObserver, R
 from ipfi_cli.run.plan import RunPlan, plan_run
 from ipfi_cli.run.report import PlainReporter, RateMeter, Reporter, Snapshot
 from ipfi_cli.run.settings import ExplainSettings, Progress, RunParts, RunStatus, StopOnChange
+from ipfi_cli.run.signals import BatchGuard, defer_signals
 from ipfi_cli.run.watch import ChangeWatch
 
 if TYPE_CHECKING:
@@ -365,14 +366,16 @@ class ExplainSession(RunEndMixin):
         s, state, plan, parts, steps = self.settings, self.state, self.plan, self.parts, self.steps
         assert plan is not None and parts is not None and steps is not None
         self.status = RunStatus.RUNNING
-        signals = state.watch_signals() if state is not None else None
+        # Ctrl-C/SIGTERM wait for the end of the micro-batch: the explainer and the records agree then
+        guard: Any = state if state is not None else BatchGuard(force_on_second=True)
+        signals = defer_signals(guard)
         try:
             for batch in self._batches(reader):
                 if state is not None:
                     batch = state.drop_seen(batch if isinstance(batch, list) else batch.rows(), reader.name)
                     if not batch:
                         continue
-                    state.busy = True
+                guard.busy = True
                 if self.first_row_time is None:
                     self.first_row_time = time.monotonic()
                 failure = self._explain_batch(batch) if isinstance(batch, list) else self._explain_block(batch)
@@ -382,6 +385,8 @@ class ExplainSession(RunEndMixin):
                 parts.progress.input_rows += len(batch)
                 if state is not None:
                     state.after_batch(parts, batch if isinstance(batch, list) else batch.rows())
+                else:
+                    guard.batch_done()
                 self.refresh()
                 if parts.watch is not None and parts.watch.events and s.watch is not None \
                         and s.watch.stop_on_change:
@@ -395,6 +400,8 @@ class ExplainSession(RunEndMixin):
             self.status = RunStatus.INTERRUPTED
             if state is not None:
                 state.on_interrupt(parts)
+            elif not getattr(guard, "forced", False):  # between micro-batches: the last row's record
+                self._write_last_after_error(parts)
         except StopOnChange:
             self.status = RunStatus.STOPPED_ON_CHANGE
             if state is not None:

@@ -15,13 +15,12 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import signal
-import threading
 import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError, StateError
+from ipfi_cli.run.signals import DeferredSignals, defer_signals
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -87,24 +86,6 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
             "--reference": file_digest(s.watch.reference) if s.watch.reference else None,
             "--ndcg-threshold": s.watch.ndcg_threshold, "--top-k": s.watch.top_k},
     }
-
-
-class _Signals:
-    """Ctrl-C and SIGTERM wait for the end of the current micro-batch, so the state saved at
-    exit is consistent; while waiting for input they stop at once."""
-
-    def __init__(self, keeper: StateKeeper) -> None:
-        def stop(signum: int, frame: Any) -> None:
-            if keeper.busy:
-                keeper.stop_requested = True
-            else:
-                raise KeyboardInterrupt
-
-        self._previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 class StateKeeper:
@@ -270,11 +251,9 @@ class StateKeeper:
             return None
         return int(self.resumed["watch"]["written"])
 
-    def watch_signals(self) -> _Signals | None:
+    def watch_signals(self) -> DeferredSignals | None:
         """Defer Ctrl-C/SIGTERM to the end of a micro-batch (only on the main thread)."""
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        return _Signals(self)
+        return defer_signals(self)
 
     # -- while streaming ----------------------------------------------------------------------
     def drop_seen(self, batch: list[Row], source: str) -> list[Row]:
