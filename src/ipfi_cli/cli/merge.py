@@ -31,6 +31,8 @@ The shards ran ipfi explain with the same settings (the seed may differ) and a s
     check_outputs({"--output": output}, {"STATE": states})
     with reporting(debug):
         run = merge_state_files(states, output, seed=seed)
+        for note in run["notes"]:
+            say(note, "warning")
         if not quiet:
             say(f"merged {len(states)} states ({run['explained']:,} rows explained, {run['input_rows']:,} input rows) "
                 f"into {output}")

@@ -10,7 +10,13 @@ from it explains new rows: ``ipfi explain NEW --state MERGED --no-skip-seen -o t
 States of other settings, of a learning model (``--learn``: two learned models do not
 merge), with change detection (ADWIN windows do not merge), of a keyed run (``--by``) or smoothed
 by row count are refused in one line naming the state and the setting, and so is a state given
-twice (the same file, or a copy of it), whose rows would count twice.
+twice (the same file, or a copy of it) or with a merged state made from it, whose rows would count
+twice.
+
+Geometric sampling (the default) draws a shard's *recent* rows: with the stream split across
+shards, a shard's recent rows reach further back in time than the whole stream's, so a feature that
+trends over time is measured against older values, and its importance is larger than one run over
+the whole stream gives. The merge says so (:data:`GEOMETRIC_NOTE`); uniform sampling has no such bias.
 """
 
 from __future__ import annotations
@@ -25,6 +31,12 @@ from ipfi_cli.errors import StateError
 #: settings that may differ between the shards of one stream
 PER_SHARD = ("--seed",)
 
+#: said when the shards used geometric sampling
+GEOMETRIC_NOTE = ("the shards used geometric sampling, which draws each shard's recent rows: a shard's recent rows "
+                  "reach further back in time than the whole stream's, so a feature that trends over time comes "
+                  "out more important than in one run over the stream (for a merge that estimates the whole "
+                  "stream's importance, run the shards with --sampling uniform)")
+
 
 def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = None) -> dict[str, Any]:
     """Merge the state files ``paths`` into a new state file ``output``; returns its ``run`` counters and
@@ -37,7 +49,9 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
         raise StateError("give at least two state files to merge")
     if os.path.exists(output):
         raise StateError(f"{output}: exists; merge into a new file (nothing was changed)")
-    states = [load_state(p, data) for p, data in zip(paths, _distinct_files(paths))]
+    contents = _distinct_files(paths)
+    states = [load_state(p, data) for p, data in zip(paths, contents)]
+    parts = _parts_once(paths, contents, states)
     first = states[0]
     for path, state in zip(paths, states):
         if "keyed" in state["explainer"]:
@@ -81,13 +95,31 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
         "first_skip": next((r["first_skip"] for r in runs if r["first_skip"]), None),
         "last_written": None, "last": None, "records": 0, "kinds": kinds, "last_print": None,
         "output": {"size": 0, "crc": 0, "path": None}, "input": " + ".join(r["input"] for r in runs),
-        "saved": time.time(), "merged": list(paths),
+        "saved": time.time(), "merged": list(paths), "parts": parts,
     }
     settings = {**first["settings"], "--seed": merged_seed}
     save_state(output, {"ipfi": __version__, "settings": settings, "explainer": explainer, "model": None,
                         "run": run, "watch": None})
+    notes = [GEOMETRIC_NOTE] if settings.get("--sampling") == "geometric" else []
     # each shard stored its first row without explaining it: the rows explained are the smoothing's count
-    return {**run, "explained": int(explainer["tracker"]["count"])}
+    return {**run, "explained": int(explainer["tracker"]["count"]), "notes": notes}
+
+
+def _parts_once(paths: Sequence[str], contents: Sequence[bytes | None], states: Sequence[dict[str, Any]]) -> list[str]:
+    """The digests of the shard states the merged state is made of (each input's own, and the parts
+    of an input that is itself a merge); a state given with a merge made from it is refused."""
+    import hashlib
+
+    owner: dict[str, str] = {}
+    for path, data, state in zip(paths, contents, states):
+        own = hashlib.sha256(data or b"").hexdigest()
+        held = state["run"].get("parts") or [own]
+        for digest in held:
+            if digest in owner:
+                raise StateError(f"{path} and {owner[digest]} both hold the same shard's state (one is merged from "
+                                 "it); a state merged twice would count its rows twice")
+            owner[digest] = path
+    return sorted(owner)
 
 
 def _distinct_files(paths: Sequence[str]) -> list[bytes | None]:

@@ -323,6 +323,8 @@ class StateKeeper:
                        "path": os.path.abspath(s.output) if s.output and s.output != "-" else None},
             "input": reader.name, "saved": time.time(),
         }
+        if self.resumed is not None and self.resumed["run"].get("parts"):  # a merge continued: still made of them
+            run["parts"] = self.resumed["run"]["parts"]
         if parts.events_file is not None and parts.watch is not None:
             parts.watch.written = parts.events_file.written
         # the learned model is the one part that is not plain data: a pickle beside the state, which
