@@ -162,3 +162,24 @@ def test_resuming_into_a_pipe_says_which_records_repeat(stream, river_model, tmp
     combined = b"\n".join(kept) + b"\n" + again.stdout
     reference = stream[1]
     assert combined == reference
+
+
+def test_a_second_run_on_a_state_in_use_is_refused_and_a_killed_runs_lock_is_gone(stream, river_model, tmp_path):
+    """Two runs on one --state (a supervisor restarting a run whose old process lives on) appended
+    the same records twice to the traces, both exiting 0; the second is now refused in one line, and
+    the first run's lock goes with it, even on kill -9."""
+    data, expected = stream
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+    first = start(data, river_model, out, state, via_stdin=False)
+    wait_for_records(first, out, state, 300)
+    second = start(data, river_model, tmp_path / "other.csv", state, via_stdin=False)
+    _, stderr = second.communicate(timeout=120)
+    assert second.returncode == 1
+    assert f"another ipfi run is using this state (process {first.pid})" in stderr.decode()
+    assert first.poll() is None  # the first run goes on
+    first.send_signal(signal.SIGKILL)
+    assert first.wait(timeout=30) == -signal.SIGKILL
+    again = start(data, river_model, out, state, via_stdin=False)  # the same command continues
+    _, stderr = again.communicate(timeout=120)
+    assert again.returncode == 0, stderr.decode()
+    assert out.read_bytes() == expected

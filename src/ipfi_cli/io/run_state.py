@@ -54,6 +54,51 @@ class StateFileError(StateError):
         super().__init__(f"{self.path}: {message}")
 
 
+class StateLock:
+    """An exclusive lock on ``STATE.lock``, held while a run uses the state ``path``.
+
+    Two runs on one state (a supervisor restarting a run whose old process still lives) would
+    both append to the same traces and checkpoint over each other; the second is refused in one
+    line. The lock is the kernel's (``flock``): it goes with the process, even on ``kill -9``, so
+    a stale lock file never blocks a later run. On a system without ``fcntl`` nothing is locked.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.state = os.fspath(path)
+        self.path = self.state + ".lock"
+        self._file: Any = None
+
+    def acquire(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX
+            return
+        try:
+            handle = open(self.path, "a+", encoding="ascii")
+        except OSError as error:
+            raise StateFileError(self.state, f"cannot create its lock file {self.path} "
+                                             f"({error.strerror or error})") from None
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read(20).strip()
+            handle.close()
+            who = f" (process {int(holder)})" if holder.isdigit() else ""
+            raise StateFileError(self.state, f"another ipfi run is using this state{who}; wait for it to end "
+                                             "or stop it, then run the command again") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._file = handle
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()  # closing the file releases the lock
+            self._file = None
+
+
 def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
     """Write ``payload`` (plain data) as the state file at ``path``, atomically and durably."""
     try:

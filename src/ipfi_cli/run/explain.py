@@ -154,6 +154,8 @@ class ExplainSession(RunEndMixin):
         try:
             return self._run()
         finally:
+            if self.state is not None:
+                self.state.release()
             if self.monitor is not None:
                 self.monitor.close()
 

@@ -105,19 +105,33 @@ class StateKeeper:
         self.busy = False  # in the middle of a micro-batch: Ctrl-C/SIGTERM wait for its end
         self.stop_requested = False
         self._run: tuple[ExplainSettings, int, RowReader, Any] | None = None  # what begin() was told
+        self.lock: Any = None  # the StateLock held while the run uses the state
 
     @classmethod
     def open(cls, path: str, *, skip_seen: bool) -> StateKeeper:
         """The keeper of ``path``: continuing from it if it exists (the ipfi version checked first)."""
-        from ipfi_cli.io.run_state import load_state
+        from ipfi_cli.io.run_state import StateLock, load_state
         from ipfi_cli.version import __version__
 
-        resumed = load_state(path) if os.path.exists(path) else None
-        if resumed is not None and resumed.get("ipfi") != __version__:
-            raise StateError(f"{path}: the state was written by ipfi {resumed.get('ipfi')}, and a run "
-                             f"continues only with the version that started it (this is ipfi {__version__}); "
-                             "finish it with that version, or start a new run with a new --state")
-        return cls(path, skip_seen=skip_seen, resumed=resumed)
+        lock = StateLock(path)
+        lock.acquire()  # before reading: another run on this state may be writing it
+        try:
+            resumed = load_state(path) if os.path.exists(path) else None
+            if resumed is not None and resumed.get("ipfi") != __version__:
+                raise StateError(f"{path}: the state was written by ipfi {resumed.get('ipfi')}, and a run "
+                                 f"continues only with the version that started it (this is ipfi {__version__}); "
+                                 "finish it with that version, or start a new run with a new --state")
+        except BaseException:
+            lock.release()
+            raise
+        keeper = cls(path, skip_seen=skip_seen, resumed=resumed)
+        keeper.lock = lock
+        return keeper
+
+    def release(self) -> None:
+        """The run is over: another may use the state."""
+        if self.lock is not None:
+            self.lock.release()
 
     # -- before the first row -----------------------------------------------------------------
     def seed(self, asked: int | None, drawn: int) -> int:
