@@ -288,3 +288,41 @@ def test_an_interrupt_ends_the_output_with_the_last_explained_row(tmp_path, sign
     assert [r.split(",")[0] for r in records] == ["row", "50", "100", "150", "200", "250", "275"]
     assert "interrupted after 275 rows" in err and "Traceback" not in err
     assert json.loads(meta.read_text())["status"] == "interrupted"
+
+
+def test_an_interrupted_learning_run_saves_the_model_it_has_learned(tmp_path):
+    """--learn --save-model: Ctrl-C used to discard hours of learning ("the model was not saved"); the
+    model saved at the interruption is the one an uninterrupted run over the same rows saves."""
+    import joblib
+
+    rows = (SAMPLE / "agrawal_drift.csv").read_text().splitlines(keepends=True)[:1001]
+    common = ["-m", HOEFFDING, "-t", "class", "--learn", "-M", "1", "--seed", "1", "--every", "500", "--no-live"]
+    process = subprocess.Popen([*ipfi_command(), "explain", *common, "--save-model", str(tmp_path / "cut.pkl")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=subprocess_env(), cwd=ROOT)
+    try:
+        process.stdin.write("".join(rows).encode())
+        process.stdin.flush()
+        line = process.stdout.readline()
+        while not line.startswith(b"1000,"):
+            assert line, "stdout closed early"
+            line = process.stdout.readline()
+        process.send_signal(signal.SIGINT)
+        process.stdout.read()
+        err = process.stderr.read().decode()
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert "interrupted after 1,000 rows" in err and "the model as learned so far is saved to" in err
+    whole = tmp_path / "rows.csv"
+    whole.write_text("".join(rows))
+    done = subprocess.run([*ipfi_command(), "explain", str(whole), *common, "-q", "--save-model",
+                           str(tmp_path / "whole.pkl")], capture_output=True, env=subprocess_env(), cwd=ROOT)
+    assert done.returncode == 0, done.stderr.decode()
+    cut, reference = joblib.load(tmp_path / "cut.pkl"), joblib.load(tmp_path / "whole.pkl")
+    later = [dict(zip(rows[0].strip().split(","), map(float, line.strip().split(","))))
+             for line in (SAMPLE / "agrawal_drift.csv").read_text().splitlines()[2000:2200]]
+    for x in later:
+        x.pop("class")
+        assert cut.predict_proba_one(x) == reference.predict_proba_one(x)

@@ -30,6 +30,7 @@ class RunEndMixin(_SessionBase):
     """How an :class:`~ipfi_cli.run.explain.ExplainSession` ends: see the module docstring."""
 
     _ended: bool  # the observers heard of the end
+    between_batches: bool  # an interruption came between micro-batches
     _mismatch_checked: bool  # the labels were checked against the model's outputs
 
     def _close(self, plan: RunPlan, parts: RunParts) -> None:
@@ -69,7 +70,9 @@ class RunEndMixin(_SessionBase):
         """The end of a run that did not fail: save the learned model; the lines said before the summary."""
         s, status = self.settings, self.status
         notes: list[tuple[str, str | None]] = []
-        if status is RunStatus.OK and s.save_model:
+        # interrupted between micro-batches, the model is whole: a long run never loses what it learned
+        saved = s.save_model and (status is RunStatus.OK or (status is RunStatus.INTERRUPTED and self.between_batches))
+        if saved:
             from ipfi_cli.models.files import save_model
 
             save_model(s.save_model, plan.loaded.model)
@@ -91,7 +94,8 @@ class RunEndMixin(_SessionBase):
         notes.extend(self._method_notes())
         if status is RunStatus.INTERRUPTED:
             notes.append((f"interrupted after {parts.progress.rows:,} rows; every record written is complete"
-                          + ("; the model was not saved" if s.save_model else "")
+                          + ((f"; the model as learned so far is saved to {s.save_model}" if saved
+                              else "; the model was not saved") if s.save_model else "")
                           + (f"; the state is saved in {s.state}: run the same command again to continue"
                              if s.state else ""), "status"))
         return notes

@@ -120,6 +120,7 @@ class ExplainSession(RunEndMixin):
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
         self.status = RunStatus.STARTING
         self.error: str | None = None
+        self.between_batches = True  # an interruption came between micro-batches (not a forced one)
         self.started = time.time()
         self.first_row_time: float | None = None
         self.meter = RateMeter()
@@ -402,7 +403,8 @@ class ExplainSession(RunEndMixin):
             self.status = RunStatus.INTERRUPTED
             if state is not None:
                 state.on_interrupt(parts)
-            elif not getattr(guard, "forced", False):  # between micro-batches: the last row's record
+            self.between_batches = not getattr(guard, "forced", False)
+            if state is None and self.between_batches:  # the explainer agrees with the last row's record
                 self._write_last_after_error(parts)
         except StopOnChange:
             self.status = RunStatus.STOPPED_ON_CHANGE
