@@ -158,9 +158,9 @@ def test_other_settings_are_refused_naming_them(ipfi, rows_csv, river_model, tmp
     one_error(result, "--seed: state 5, now 6")
     # how the input is read is a setting too (before: --na-values went through, --text was "not the same input")
     result = ipfi(rows_csv, "-m", river_model, *LEARN, "--na-values", "-1", "-o", out, "--state", state)
-    one_error(result, "--na-values: state None, now ['-1']")
+    one_error(result, "--na-values: state none, now ['-1']")
     result = ipfi(rows_csv, "-m", river_model, *LEARN, "--text", "zipcode", "-o", out, "--state", state)
-    one_error(result, "--text: state None, now ['zipcode']")
+    one_error(result, "--text: state none, now ['zipcode']")
     assert (out.read_bytes(), state.read_bytes()) == before  # nothing touched
 
 

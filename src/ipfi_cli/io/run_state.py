@@ -115,9 +115,13 @@ def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
         raise StateFileError(path, f"cannot write the state file {reason}") from None
 
 
-def load_state(path: str | os.PathLike[str], data: bytes | None = None) -> dict[str, Any]:
+NEW_STATE_ADVICE = "give --state a new path to start a new run"
+
+
+def load_state(path: str | os.PathLike[str], data: bytes | None = None, *,
+               advice: str = NEW_STATE_ADVICE) -> dict[str, Any]:
     """Read a state file written by :func:`save_state` (marker, format, version and checksum checked);
-    ``data``: its bytes, when already read."""
+    ``data``: its bytes, when already read; ``advice`` ends the message of a file that is no state."""
     if data is None:
         try:
             with open(path, "rb") as f:
@@ -126,10 +130,10 @@ def load_state(path: str | os.PathLike[str], data: bytes | None = None) -> dict[
             raise StateFileError(path, f"cannot read the state file ({error.strerror or error})") from None
     if data.startswith(PICKLED_MAGIC):
         raise StateFileError(path, "a state file of an earlier ipfi (a pickle, which this ipfi does not load); "
-                               "finish the run with that version, or give --state a new path to start a new run")
+                               "finish the run with that version" + (f", or {advice}" if advice else ""))
     if not data.startswith(MAGIC):
-        raise StateFileError(path, "not an ipfi explain state file (it does not start with the state marker); "
-                               "give --state a new path to start a new run")
+        raise StateFileError(path, "not an ipfi explain state file (it does not start with the state marker)"
+                               + (f"; {advice}" if advice else ""))
     try:
         payload = loads(data, format=FORMAT)
     except StateFormatError as error:

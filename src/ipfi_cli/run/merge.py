@@ -50,7 +50,7 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     if os.path.exists(output):
         raise StateError(f"{output}: exists; merge into a new file (nothing was changed)")
     contents = _distinct_files(paths)
-    states = [load_state(p, data) for p, data in zip(paths, contents)]
+    states = [load_state(p, data, advice="") for p, data in zip(paths, contents)]
     parts = _parts_once(paths, contents, states)
     first = states[0]
     for path, state in zip(paths, states):

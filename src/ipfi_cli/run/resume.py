@@ -178,7 +178,7 @@ class StateKeeper:
         saved = self.resumed["settings"]
         keys = [*now, *(key for key in _OMITTED_SETTINGS if key not in now)]
         differences = [f"{key}: the model file differs from the one the run started with" if key == "--model"
-                       else f"{key}: state {state!r}, now {value!r}"
+                       else f"{key}: state {_shown(state)}, now {_shown(value)}"
                        for key in keys
                        for state, value in [(saved.get(key, _OMITTED_SETTINGS.get(key)),
                                              now.get(key, _OMITTED_SETTINGS.get(key)))]
@@ -351,3 +351,18 @@ class StateKeeper:
         remove_other_models(self.path, model)
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1
+
+
+def _shown(value: Any) -> str:
+    """A setting as the options say it: none, on/off, ``--option value`` pairs, a list's items."""
+    if value is None:
+        return "none"
+    if value is False:
+        return "off"
+    if value is True:
+        return "on"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} {_shown(v)}" for k, v in value.items()) + "}" if value else "none"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    return repr(value) if isinstance(value, str) else str(value)
