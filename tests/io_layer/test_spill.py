@@ -40,3 +40,32 @@ def test_evicted_keys_are_on_disk_and_come_back_as_they_were(tmp_path):
     assert keyed.n_live == 2 and len(store) == 3
     assert len(list(Path(tmp_path).rglob("*.key"))) == 3
     assert [keyed.get(k).n for k in range(5)] == [6, 6, 6, 6, 6]
+
+
+def test_a_killed_runs_folder_is_removed_by_the_next_store_and_a_live_ones_kept(tmp_path):
+    """kill -9 during --max-keys left its folder (67 kB a key) for good; the next store removes the
+    folders whose lock nobody holds, and never one a live run holds (here a child process)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from ipfi_cli.io.spill import SpillStore; s = SpillStore(sys.argv[1]); "
+            "s[('k',)] = b'x' * 1000; print(s._folder.name, flush=True); time.sleep(60)")
+    killed = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    live = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        dead_folder, live_folder = killed.stdout.readline().strip(), live.stdout.readline().strip()
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=30)
+        unlocked = tmp_path / "ipfi-keys-old"  # a folder without a lock file (not ours to judge): kept
+        unlocked.mkdir()
+        store = SpillStore(folder=str(tmp_path))
+        assert not os.path.exists(dead_folder)
+        assert os.path.exists(live_folder) and list(Path(live_folder).glob("*.key"))
+        assert unlocked.exists()
+        store.close()
+    finally:
+        killed.kill()
+        live.kill()
+        live.wait(timeout=30)

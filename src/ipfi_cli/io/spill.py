@@ -5,6 +5,10 @@ temporary folder (removed when the store is closed, or at exit), so the memory a
 its evicted keys is one small index entry each, not their states. Keys stay in memory (the index);
 values are written whole and read back whole.
 
+A run killed with ``kill -9`` cannot remove its folder. Each store holds a lock (``flock``) on a
+file in its folder while it lives, and a new store removes the folders beside its own whose lock
+is free: their run has ended. A folder whose lock is held, or that has no lock file, is left alone.
+
 >>> store = SpillStore()
 >>> store[("eu",)] = b"state of eu"
 >>> store[("eu",)], len(store), ("us",) in store
@@ -16,16 +20,24 @@ values are written whole and read back whole.
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from collections.abc import Hashable, Iterator, MutableMapping
 from pathlib import Path
+from typing import Any
+
+PREFIX = "ipfi-keys-"
+LOCK = ".lock"
 
 
 class SpillStore(MutableMapping[Hashable, bytes]):
     """A mapping of keys to bytes kept in files (see the module docstring)."""
 
     def __init__(self, folder: str | None = None) -> None:
-        self._folder = tempfile.TemporaryDirectory(prefix="ipfi-keys-", dir=folder)
+        remove_stale_folders(folder)
+        self._folder = tempfile.TemporaryDirectory(prefix=PREFIX, dir=folder)
+        self._lock = _locked(Path(self._folder.name) / LOCK)
         self._files: dict[Hashable, Path] = {}
         self._count = 0
         self.bytes_written = 0
@@ -64,4 +76,53 @@ class SpillStore(MutableMapping[Hashable, bytes]):
     def close(self) -> None:
         """Remove the folder and every value in it."""
         self._files.clear()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
         self._folder.cleanup()
+
+
+def _locked(path: Path) -> Any:
+    """``path`` opened and locked (``flock``) for as long as the file stays open; ``None`` without
+    ``fcntl`` or when it cannot be locked (the folder is then never taken for a stale one)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    handle = open(path, "w")  # noqa: SIM115 - held open: the lock lasts as long as the file is open
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    return handle
+
+
+def remove_stale_folders(folder: str | None = None) -> list[str]:
+    """Remove the spill folders in ``folder`` (default: the temporary folder) left by runs that
+    ended without removing them (``kill -9``): this user's, with a lock file nobody holds. Returns
+    the folders removed."""
+    base = Path(folder or tempfile.gettempdir())
+    removed: list[str] = []
+    try:
+        candidates = [p for p in base.iterdir() if p.name.startswith(PREFIX)]
+    except OSError:
+        return removed
+    for path in candidates:
+        try:
+            if not path.is_dir() or path.is_symlink() or path.stat().st_uid != os.getuid():
+                continue
+            lock_file = path / LOCK
+            if not lock_file.is_file():
+                continue
+            lock = _locked(lock_file)
+        except OSError:
+            continue
+        if lock is None:  # held: the run lives
+            continue
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+        finally:
+            lock.close()
+    return removed
