@@ -219,6 +219,29 @@ def test_summary_and_meta_are_per_key(run, elec, tmp_path):
         "date", "period", "nswprice", "nswdemand", "vicprice", "vicdemand", "transfer"}
 
 
+def test_a_key_that_is_an_infinite_number_is_not_written_as_null(run, elec, tmp_path):
+    """A key column holding inf (or 1e400, read as inf): CSV writes the key as inf; JSONL, --meta and the
+    events file write the same text, not null (a missing key, which is a bad row)."""
+    from ipfi_cli.run.key_runs import KeyedEvent
+
+    lines = elec.read_text().splitlines()
+    zones = {"1": "inf", "2": "1e400", "3": "-inf"}  # the other days: 7
+    day = lines[0].split(",").index("day")
+    source = tmp_path / "zones.csv"
+    source.write_text("\n".join([lines[0] + ",zone"] + [
+        line + "," + zones.get(line.split(",")[day], "7") for line in lines[1:]]) + "\n")
+    base = ["--by", "zone", "--drop", "day"]
+    as_csv = list(csv.reader(io.StringIO(explain(run, source, *base))))[1:]
+    meta = tmp_path / "meta.json"
+    as_jsonl = [json.loads(line) for line in explain(run, source, *base, "-F", "jsonl", "--meta", meta).splitlines()]
+    assert [r[0] for r in as_csv] == [str(r["zone"]) for r in as_jsonl]  # the same records, the same keys
+    assert {r["zone"] for r in as_jsonl} == {"inf", "-inf", 7}
+    first_came = [{"zone": 7 if z == "7" else z} for z in dict.fromkeys(r[0] for r in as_csv)]
+    assert [k["key"] for k in json.loads(meta.read_text())["keys"]] == first_came
+    event = KeyedEvent({"key": {"zone": float("-inf"), "day": 2}, "row": 5})
+    assert event.to_dict() == {"key": {"zone": "-inf", "day": 2}, "row": 5}
+
+
 def test_python_explain_rows_by(elec, tmp_path):
     """The run layer's explain_rows takes by= and max_keys= as the command takes --by and --max-keys."""
     import joblib

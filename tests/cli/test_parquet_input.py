@@ -102,6 +102,23 @@ def test_real_data_with_text_and_missing_values(run, adult):
     same_stdout(run, ["batch", csv_path, *common, "-q"], ["batch", parquet, *common, "-q"])
 
 
+def test_by_a_partition_key_that_pyarrow_percent_encodes(run, agrawal_small, hgb, tmp_path):
+    """pq.write_to_dataset writes region=s%C3%BCd/ and region=a%20b/; the keys are those pandas reads."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = pd.read_csv(agrawal_small).iloc[:40]
+    frame["region"] = ["süd" if i % 2 else "a b" for i in range(len(frame))]
+    root = tmp_path / "by_region"
+    pq.write_to_dataset(pa.Table.from_pandas(frame, preserve_index=False), root, partition_cols=["region"])
+    assert sorted(p.name for p in root.iterdir()) == ["region=a%20b", "region=s%C3%BCd"]
+    result = run("explain", root, "-m", hgb, "-t", "class", "--by", "region", "-M", "1", "--no-live", "-q")
+    assert result.exit_code == 0, result.stderr
+    keys = {line.split(",", 1)[0] for line in result.stdout.splitlines()[1:]}
+    assert keys == set(pd.read_parquet(root)["region"].astype(str)) == {"süd", "a b"}
+
+
 def test_bad_rows_reported_and_skipped_alike(run, agrawal_small, hgb, tmp_path):
     """A missing label is a bad row in both formats; skipping it gives the same traces."""
     lines = agrawal_small.read_text().splitlines()

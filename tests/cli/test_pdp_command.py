@@ -168,3 +168,41 @@ def test_pdp_names_the_row_and_column_the_model_fails_on(run, agrawal_small, tmp
     due = [r for r in parse_csv(run("pdp", before, *common).stdout) if int(r["row"]) % 20 == 0]
     assert [int(r["row"]) for r in due] == [40] * 10  # row 20 is the warm-up's last
     assert parse_csv(result.stdout) == due
+
+
+def test_an_input_without_rows_is_said_as_the_other_commands_say_it(run, agrawal_small, hgb, tmp_path):
+    """An empty JSONL file said "no column 'class' (the --target); the columns are:" with no list; explain,
+    batch and compare say the input has no rows, and so does pdp now (also for a header without rows)."""
+    empty, header = tmp_path / "empty.jsonl", tmp_path / "header.csv"
+    empty.write_text("")
+    header.write_text(agrawal_small.read_text().splitlines()[0] + "\n")
+    for source in (empty, header):
+        for target in (["-t", "class"], []):
+            result = run("pdp", source, "-m", hgb, *target, "--feature", "salary", "--class", "1")
+            assert result.exit_code == 1 and result.stdout.strip() in ("", "row,feature,grid,pd")
+            assert result.stderr == f"ipfi: error: {source}: no curve point: the input has no rows\n", result.stderr
+        explained = run("explain", source, "-m", hgb, "-t", "class", "--no-live")
+        assert explained.exit_code == 1 and "the input has no rows" in explained.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"age":\n')
+    result = run("pdp", bad, "-m", hgb, "--feature", "age", "--class", "1")
+    assert result.exit_code == 1 and "row 1 (line 1): not valid JSON" in result.stderr
+
+
+def test_quiet_and_threads_as_in_the_other_commands(run, agrawal_small, hgb):
+    """pdp has -q/--quiet and --threads, the same options as explain's; its notes go to stderr unless quiet."""
+    import typer.main
+
+    from ipfi_cli.cli.app import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for name in ("quiet", "threads"):
+        mine, explains = ([(p.opts, p.secondary_opts, p.default, p.help) for p in commands[c].params if p.name == name]
+                          for c in ("pdp", "explain"))
+        assert mine and mine == explains, name
+    common = ["pdp", agrawal_small, "-m", hgb, "--feature", "age", "--class", "1", "--every", "100", "--drop", "class"]
+    said = run(*common)
+    assert said.exit_code == 0
+    assert said.stderr == ("ipfi: note: --drop class: not an input of the model, which never gets it anyway\n")
+    quiet = run(*common, "-q", "--threads", "1")
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == said.stdout

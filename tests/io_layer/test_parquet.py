@@ -82,6 +82,32 @@ def test_folder_of_hive_partitions_in_sorted_order(tmp_path):
     assert [r.values["a"] for r in glob] == [10, 11, 12, 13] and glob.columns == ["a"]
 
 
+def test_partition_folder_names_are_decoded_as_pyarrow_and_pandas_read_them(tmp_path):
+    """pyarrow percent-encodes partition values it writes (region=s%C3%BCd, region=a%20b); the rows
+    hold the values pyarrow (and so pandas) reads back, and a '+' stays a '+'."""
+    root = tmp_path / "data"
+    regions = ["süd", "a b", "x+y", "p/q", None]
+    pq.write_to_dataset(pa.table({"a": [1, 2, 3, 4, 5], "region": regions}), root, partition_cols=["region"])
+    assert (root / "region=s%C3%BCd").is_dir() and (root / "region=a%20b").is_dir()
+    table = pq.read_table(root)
+    expected = dict(zip(table["a"].to_pylist(), table["region"].to_pylist()))
+    assert expected == dict(zip([1, 2, 3, 4, 5], regions))
+    rows = list(open_rows(str(root)))
+    got = {r.values["a"]: r.values["region"] for r in rows}
+    assert {a: region for a, region in got.items() if region == region} == {a: expected[a] for a in (1, 2, 3, 4)}
+    assert math.isnan(got[5])  # __HIVE_DEFAULT_PARTITION__ is a missing value
+    # a key name is decoded too; a name that is not UTF-8 once decoded is refused as pyarrow refuses it
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "p.parquet")
+    (tmp_path / "k" / "r%C3%A9gion=%C3%A9").mkdir(parents=True)
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "k" / "r%C3%A9gion=%C3%A9" / "p.parquet")
+    reader = open_rows(str(tmp_path / "k"))
+    assert reader.columns == ["a", "région"] and [r.values for r in reader] == [{"a": 1, "région": "é"}]
+    (tmp_path / "bad" / "region=%FF").mkdir(parents=True)
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "bad" / "region=%FF" / "p.parquet")
+    with pytest.raises(InputError, match="the partition folder name '%FF' cannot be decoded"):
+        open_rows(str(tmp_path / "bad"))
+
+
 def test_a_column_whose_type_changes_between_files_gives_bad_rows_as_in_csv(tmp_path):
     folder = tmp_path / "d"
     folder.mkdir()

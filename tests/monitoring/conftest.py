@@ -148,9 +148,11 @@ class Receiver:
     """A webhook receiver (standard library) on 127.0.0.1: it records every POST body it accepts.
 
     ``fail_first``: answer the first N attempts of each body with 503; ``status``: answer with
-    this status always; ``gate``: an Event each request waits for (a receiver that hangs)."""
+    this status always (``reason``: with this reason phrase); ``gate``: an Event each request waits
+    for (a receiver that hangs); ``path``: the URL's path."""
 
-    def __init__(self, *, fail_first: int = 0, status: int = 200, delay: float = 0.0) -> None:
+    def __init__(self, *, fail_first: int = 0, status: int = 200, delay: float = 0.0, reason: str | None = None,
+                 path: str = "/hook") -> None:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -170,7 +172,7 @@ class Receiver:
                 code = 503 if seen <= fail_first else status
                 if code == 200:
                     receiver.bodies.append(body)
-                self.send_response(code)
+                self.send_response(code, reason if code == status else None)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -178,7 +180,7 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{path}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ipfi_cli.io.webhook import WebhookSender
+from ipfi_cli.io.webhook import WebhookSender, shown_url
 
 from .conftest import HGB, free_port, ipfi, sample_lines
 
@@ -47,6 +47,34 @@ def test_a_receiver_that_is_down_counts_failures_and_retries():
     stats = sender.close(wait=30)
     assert (stats.sent, stats.failed, stats.retries) == (0, 3, 6)
     assert "0 of 3 post(s) delivered" in stats.summary("http://x/")
+
+
+def test_the_end_of_run_line_says_why_the_last_attempt_failed(receiver_factory):
+    """A receiver answering 500 and a closed port gave the same line; now each says its reason, the
+    server's reason phrase escaped, and a token in the URL's path is never shown."""
+    failing = receiver_factory(status=500)
+    closed = f"http://127.0.0.1:{free_port()}/hook"
+    lines = {}
+    for name, url in (("500", failing.url), ("closed", closed)):
+        sender = WebhookSender(url, retries=1, backoff=0.01, timeout=5)
+        for i in range(2):
+            sender.send(f"{i}".encode())
+        stats = sender.close(wait=30)
+        assert (stats.sent, stats.failed, stats.retries) == (0, 2, 2)
+        lines[name] = stats.summary("http://x/")
+    assert lines["500"].endswith("; the last failed attempt: HTTP 500 Internal Server Error"), lines["500"]
+    assert lines["closed"].endswith("; the last failed attempt: connection refused"), lines["closed"]
+
+    secret = "/services/T0123/B0456/s3cretT0ken"
+    hostile = receiver_factory(status=404, reason=f"Not Found \x1b]52;c;aGk=\x07 {secret}", path=secret)
+    sender = WebhookSender(hostile.url, retries=3, backoff=0.01)
+    sender.send(b"x")
+    stats = sender.close(wait=30)
+    notifier_line = stats.summary(shown_url(hostile.url))
+    assert (stats.failed, stats.retries) == (1, 0)  # a refusal: not retried
+    assert "s3cretT0ken" not in notifier_line and "\x1b" not in notifier_line and "\x07" not in notifier_line
+    assert notifier_line.startswith(f"--webhook http://127.0.0.1:{hostile.url.split(':')[2].split('/')[0]}/***: ")
+    assert notifier_line.endswith("the last failed attempt: HTTP 404 Not Found \\x1b]52;c;aGk=\\x07 /***")
 
 
 def test_a_refusal_is_not_retried_and_the_unsent_are_dropped_at_the_deadline(receiver_factory):
@@ -126,7 +154,9 @@ def test_a_receiver_that_is_down_changes_nothing_but_the_count(drift_stream, pla
     assert result.returncode == 0, result.stderr
     assert result.stdout == traces
     assert f"0 of {len(events)} post(s) delivered" in result.stderr
-    assert f"{len(events)} failed after retries or refused" in result.stderr
+    assert f"{len(events)} failed after retries or refused; the last failed attempt: connection refused" \
+        in result.stderr
+    assert "/hook" not in result.stderr  # the URL's path (a webhook's token) is not shown
 
 
 def test_the_alertmanager_payload_is_one_alert_per_event():

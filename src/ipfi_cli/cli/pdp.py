@@ -21,6 +21,8 @@ from ipfi_cli.cli.options import (
     NoDefaultNaOpt,
     OutputFormatOpt,
     OutputOpt,
+    QuietOpt,
+    ThreadsOpt,
     TrustOpt,
     check_outputs,
     split_names,
@@ -47,6 +49,7 @@ def pdp(
         "A model that names its inputs gets just those anyway.", rich_help_panel=PANEL_MODEL, show_default=False,
         metavar="COLS")] = None,
     trust: TrustOpt = None,
+    threads: ThreadsOpt = None,
     grid_size: Annotated[int, typer.Option(
         "--grid-size", min=2, help="Points per curve, evenly spaced between the feature's streaming 5 % and 95 % "
         "quantiles.", rich_help_panel=PANEL_ESTIMATOR)] = 10,
@@ -71,13 +74,15 @@ def pdp(
     delimiter: DelimiterOpt = None,
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Incremental partial dependence (iPDP) of a static model.
 
     Per chosen feature: the model's mean prediction as the feature moves over a grid, folded in
     row by row. Records (long format: row, feature, grid, pd) go to stdout as CSV or JSONL, every
-    --every rows and after the last row. No label is needed.
+    --every rows and after the last row. No label is needed. Notes and warnings (the model's
+    versions, how its columns were matched) go to stderr; --quiet leaves only errors.
     """
     features = split_names(feature)
     if not features:
@@ -89,6 +94,7 @@ def pdp(
     grids = parse_grids(grid, features)
     check_outputs({"--output": output}, {"INPUT": data_files(input), "--model": model})
     with reporting(debug):
+        from ipfi_cli.cli.ui import TerminalReporter
         from ipfi_cli.io.values import reader_options
         from ipfi_cli.io.writers import write_records
         from ipfi_cli.run.pdp import PDP_FIELDS, PDPSettings, pdp_records
@@ -99,7 +105,8 @@ def pdp(
                                delimiter=delimiter, target=target, drop=split_names(drop), target_class=target_class,
                                grid_size=grid_size, grid=grids,
                                alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every)
-        write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings))
+        reporter = TerminalReporter(live=False, quiet=quiet)
+        write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings, say=reporter.message))
 
 
 def parse_grids(specs: list[str] | None, features: list[str]) -> dict[str, list[float]] | None:

@@ -17,7 +17,9 @@ every command treats them alike:
 * **Files**: a folder is searched recursively for ``*.parquet`` files (``_``/``.`` names, such as
   ``_SUCCESS``, left out), a glob (``logs/2024-*.parquet``) is expanded; the files are read in
   the order of their sorted paths. Hive partition folders (``region=eu/``) add their key as a
-  column (after the file's columns) with the value read by the CSV rules. Every file must have
+  column (after the file's columns) with the value read by the CSV rules, once pyarrow's
+  partitioning has decoded the folder name as pandas and pyarrow do (``region=s%C3%BCd/`` is
+  ``süd``, ``a%20b`` is ``a b``, ``__HIVE_DEFAULT_PARTITION__`` is missing). Every file must have
   the first file's columns: a file that lacks one (or has one more) is refused before any row
   is read.
 
@@ -118,7 +120,9 @@ def is_parquet_input(path: str | None, format: str | None = None) -> bool:
 
 def parquet_files(path: str) -> list[tuple[str, dict[str, str]]]:
     """The Parquet files of ``path`` (a file, a folder searched recursively, or a glob), in sorted
-    order, each with its Hive partition values (``{"region": "eu"}`` for ``.../region=eu/part.parquet``).
+    order, each with its Hive partition values as the folder names spell them (``{"region": "eu"}``
+    for ``.../region=eu/part.parquet``; ``{"region": "s%C3%BCd"}`` for ``region=s%C3%BCd/``: the
+    reader decodes them, see :func:`decode_partitions`).
 
     Raises :class:`~ipfi_cli.errors.InputError` when there is none.
     """
@@ -149,6 +153,45 @@ def _partition_values(relative: str) -> dict[str, str]:
         if sep and key:
             values[key] = value
     return values
+
+
+def decode_partitions(files: list[tuple[str, dict[str, str]]]) -> list[tuple[str, dict[str, str | None]]]:
+    """The Hive partition keys and values of ``files`` (from :func:`parquet_files`) decoded by
+    pyarrow's own Hive partitioning, as ``pyarrow.parquet.read_table`` and ``pandas.read_parquet``
+    read them: percent-escapes undone in the key and the value (``region=s%C3%BCd`` is ``süd``,
+    ``a%20b`` is ``a b``; a ``+`` stays), and :data:`HIVE_NULL` a missing value (``None``).
+
+    Raises :class:`~ipfi_cli.errors.InputError` for a folder name that is not UTF-8 once decoded
+    (pyarrow refuses it too).
+
+    >>> decode_partitions([("d/region=s%C3%BCd/x%20y=a+b/p.parquet", {"region": "s%C3%BCd", "x%20y": "a+b"})])
+    [('d/region=s%C3%BCd/x%20y=a+b/p.parquet', {'region': 'süd', 'x y': 'a+b'})]
+    """
+    if not any(parts for _, parts in files):
+        return [(file, dict(parts)) for file, parts in files]
+    pa = _pyarrow()
+    import pyarrow.dataset as ds
+
+    # one string field: each name and value is decoded as the value of a segment "k=<text>"
+    partitioning = ds.HivePartitioning(pa.schema([pa.field("k", pa.string())]), null_fallback=HIVE_NULL,
+                                       segment_encoding="uri")
+
+    def decoded(text: str, file: str) -> str | None:
+        try:
+            value: str | None = ds.get_partition_keys(partitioning.parse(f"k={text}/")).get("k")
+        except (pa.ArrowInvalid, ValueError) as error:
+            raise InputError(f"the partition folder name {text!r} cannot be decoded as pyarrow decodes it ({error})",
+                             source=file) from None
+        return value
+
+    out: list[tuple[str, dict[str, str | None]]] = []
+    for file, parts in files:
+        values: dict[str, str | None] = {}
+        for key, value in parts.items():
+            name = decoded(key, file)
+            values[key if name is None else name] = decoded(value, file)
+        out.append((file, values))
+    return out
 
 
 class ParquetRowReader:
@@ -183,7 +226,7 @@ class ParquetRowReader:
         self.name = path
         self.na_values = na_values
         self.batch_rows = int(batch_rows)
-        self._files = parquet_files(path)
+        self._files = decode_partitions(parquet_files(path))
         self._kinds: dict[str, int] = {}
         self._as_text: set[str] = set()
         self._open: Any = None  # the ParquetFile being read
@@ -263,7 +306,7 @@ class ParquetRowReader:
                 self._open = opened = pq.ParquetFile(file, pre_buffer=False)
                 wanted = [c for c in opened.schema_arrow.names if c not in self.unreadable]
                 batches = opened.iter_batches(batch_size=self.batch_rows, use_threads=False, columns=wanted)
-                partition = {k: parse_value(v if v != HIVE_NULL else "", self.na_values) for k, v in parts.items()}
+                partition = {k: parse_value("" if v is None else v, self.na_values) for k, v in parts.items()}
                 for batch in batches:
                     yield from self._batch_rows(batch, partition, source)
             except OSError as error:  # a file damaged inside (pyarrow raises OSError subclasses)

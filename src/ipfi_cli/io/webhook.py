@@ -7,19 +7,25 @@ exponential back-off, and giving up on one the receiver refused (other 4xx). A p
 ``dedup`` key was queued before is not queued again, and one whose ``cooldown`` key was
 queued less than ``cooldown`` seconds ago is suppressed (one page per feature and direction,
 not one per row of a flapping feature). :meth:`close` waits a bounded time for the queue to
-drain; what is still unsent then is counted as dropped. Standard library only.
+drain; what is still unsent then is counted as dropped. The end-of-run line says why the last
+failed attempt failed (:func:`failure_reason`: the HTTP status and its reason phrase, or the
+network error), one printable line that never holds the URL's secrets. Standard library only.
 """
 
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ipfi_cli.text import terminal_safe
 
 _STOP = object()
 #: statuses worth another try: the receiver may take the same post later
@@ -37,6 +43,7 @@ class WebhookStats:
     dropped: int = 0  # never attempted: the queue was full, or still unsent when the run ended
     suppressed: int = 0  # within the cooldown of the same key
     duplicates: int = 0  # the same event again
+    last_failure: str | None = None  # why the last failed attempt failed (see failure_reason)
 
     def summary(self, url: str) -> str | None:
         """One line for the end of a run (``None`` when there was nothing to post)."""
@@ -53,7 +60,88 @@ class WebhookStats:
             parts.append(f"{self.suppressed:,} suppressed by the cooldown")
         if self.duplicates:
             parts.append(f"{self.duplicates:,} duplicate(s) not sent again")
+        if self.last_failure and (self.retries or self.failed):
+            parts.append(f"the last failed attempt: {self.last_failure}")
         return f"--webhook {url}: " + "; ".join(parts)
+
+
+#: the longest reason shown (a server's reason phrase is its own text)
+_REASON_CHARS = 120
+
+
+def failure_reason(error: BaseException, url: str = "") -> str:
+    """Why a post failed, in one printable line: ``HTTP 500 Internal Server Error`` (the status and
+    the server's reason phrase, control characters shown escaped), ``connection refused``,
+    ``timed out``, or the network error's text. Any part of ``url`` that may be a secret (its
+    password, path and query: a Slack webhook's token is its path) is shown as ``***``.
+
+    >>> import urllib.error
+    >>> failure_reason(urllib.error.HTTPError("http://h/", 500, "Internal Server Error", None, None))
+    'HTTP 500 Internal Server Error'
+    >>> failure_reason(urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")))
+    'connection refused'
+    >>> failure_reason(urllib.error.HTTPError("http://h/", 502, "Bad\\x1b[2J Gateway", None, None))
+    'HTTP 502 Bad\\\\x1b[2J Gateway'
+    >>> failure_reason(ValueError("no host given in http://u:pw@h/services/T0/B0/tok"),
+    ...                "http://u:pw@h/services/T0/B0/tok")
+    'ValueError: no host given in http://u:***@h/***'
+    """
+    if isinstance(error, urllib.error.HTTPError):
+        phrase = error.reason if isinstance(error.reason, str) else ""
+        text = f"HTTP {error.code} {phrase}".strip()
+    else:
+        reason: Any = error.reason if isinstance(error, urllib.error.URLError) else error
+        if isinstance(reason, ConnectionRefusedError):
+            text = "connection refused"
+        elif isinstance(reason, TimeoutError):
+            text = "timed out"
+        elif isinstance(reason, OSError) and reason.strerror:
+            text = reason.strerror[:1].lower() + reason.strerror[1:]
+        elif isinstance(reason, BaseException):
+            text = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
+        else:
+            text = str(reason)
+    text = _without_secrets(terminal_safe(text), url)
+    return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: the scheme, host and port; its password, and its path and query
+    as ``***`` (a webhook's token is often its path, as Slack's and Discord's are).
+
+    >>> shown_url("https://hooks.slack.com/services/T0/B0/XXXX"), shown_url("http://127.0.0.1:8080/")
+    ('https://hooks.slack.com/***', 'http://127.0.0.1:8080/')
+    >>> shown_url("https://bot:s3cret@alerts.example.org/api/v2/alerts?token=abc")
+    'https://bot:***@alerts.example.org/***'
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "***"
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, host = netloc.rsplit("@", 1)
+        netloc = f"{user.split(':', 1)[0]}:***@{host}" if ":" in user else netloc
+    rest = "/***" if parts.path not in ("", "/") or parts.query or parts.fragment else parts.path
+    return terminal_safe(f"{parts.scheme}://{netloc}{rest}")
+
+
+def _without_secrets(text: str, url: str) -> str:
+    """``text`` with ``url`` as :func:`shown_url` shows it, and its password, path and query (where
+    they are more than a few characters) as ``***``."""
+    if not url:
+        return text
+    text = text.replace(url, shown_url(url))
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return text
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    for secret in sorted({parts.password or "", path, parts.query, urllib.parse.unquote(path)}, key=len,
+                         reverse=True):
+        if len(secret.strip("/")) >= 4:
+            text = text.replace(secret, "/***" if secret.startswith("/") else "***")
+    return re.sub(r"(://[^/:@\s]*):[^/@\s]*@", r"\1:***@", text)
 
 
 class WebhookSender:
@@ -171,6 +259,8 @@ class WebhookSender:
                 response.read()
             return "sent"
         except urllib.error.HTTPError as error:
+            self.stats.last_failure = failure_reason(error, self.url)
             return "retry" if error.code in RETRY_STATUSES else "refused"
-        except (OSError, ValueError):  # no connection, a timeout, a reset
+        except (OSError, ValueError) as error:  # no connection, a timeout, a reset
+            self.stats.last_failure = failure_reason(error, self.url)
             return "retry"

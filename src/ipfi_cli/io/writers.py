@@ -11,7 +11,10 @@ writer is made, so every record has the same fields in the same order.
 * JSONL: one flat JSON object per line, strict JSON: NaN and infinities become ``null``.
 
 With ``key_columns`` (``explain --by``) each record starts with its key's values, in fields
-named as the key columns, before ``row``; ``row`` then counts the key's own rows.
+named as the key columns, before ``row``; ``row`` then counts the key's own rows. A key that is
+a number but not finite (``inf``, ``1e400``) is written as the CSV writes it, ``inf``/``-inf``
+(as text in JSON, which has no such number: ``null`` would read as a missing key), see
+:func:`key_value`.
 
 Writers write bytes to a binary stream and flush on :meth:`TraceWriter.flush`; the
 caller flushes after each record or micro-batch, so ``tail -f`` follows the file and an
@@ -34,6 +37,7 @@ b'{"row":7,"age":null}\\n'
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -49,6 +53,24 @@ def trace_columns(names: Sequence[str], bounds: bool = False, key_columns: Seque
     if bounds:
         columns += [f"{name}_bound" for name in names]
     return columns
+
+
+def key_value(value: Any) -> Any:
+    """A key column's value (``explain --by``) as JSON outputs write it (the JSONL trace, ``--meta``,
+    the events file): a number that is not finite as the text the CSV trace writes for it (strict
+    JSON has no such number, and ``null`` would read as a missing key); any other value as it is.
+
+    >>> key_value(float("inf")), key_value(float("-inf")), key_value(7), key_value("eu")
+    ('inf', '-inf', 7, 'eu')
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(float(value))
+    return value
+
+
+def key_values(key: dict[str, Any]) -> dict[str, Any]:
+    """A key as ``{column: value}`` with each value as :func:`key_value` writes it."""
+    return {column: key_value(value) for column, value in key.items()}
 
 
 def _csv_field(text: str) -> str:
@@ -223,6 +245,7 @@ class JsonlTraceWriter(TraceWriter):
     def write(self, row: int, values: Sequence[float], bounds: Sequence[float] | None = None,
               key: Sequence[Any] = ()) -> None:
         keys, width = len(self.key_columns), len(self.names)
+        key = [key_value(v) for v in key]
         if self._safe is not None:
             key = [self._safe(v) if isinstance(v, str) else v for v in key]
         record: dict[str, Any] = dict(zip(self.columns[:keys], key))

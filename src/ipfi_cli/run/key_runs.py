@@ -10,6 +10,7 @@ from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.core.keyed import KeyedExplainers
+from ipfi_cli.io.writers import key_values
 from ipfi_cli.run.settings import Progress
 
 if TYPE_CHECKING:
@@ -161,7 +162,8 @@ class KeyedExplainer:
         for key in self.keys():
             run = self.peek(key)
             explainer = run.explainer
-            out.append({"key": dict(zip(by, key)), "rows": run.progress.rows, "explained": explainer.n_explained,
+            out.append({"key": key_values(dict(zip(by, key))), "rows": run.progress.rows,
+                        "explained": explainer.n_explained,
                         "importances": dict(zip(self.names, explainer.importance_array().tolist())),
                         "bounds": dict(zip(self.names, explainer.bound_array(delta).tolist())),
                         "mean_loss": explainer.mean_loss,
@@ -170,14 +172,18 @@ class KeyedExplainer:
 
 
 class KeyedEvent:
-    """A key's change event as the events file and ``--meta`` write it: ``{"key": {...}, **event}``."""
+    """A key's change event as the events file and ``--meta`` write it: ``{"key": {...}, **event}``
+    (a key value that is a number but not finite as its text, see :func:`~ipfi_cli.io.writers.key_value`)."""
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self.fields = fields
         self.row = fields.get("row")
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.fields)
+        fields = dict(self.fields)
+        if isinstance(fields.get("key"), dict):
+            fields["key"] = key_values(fields["key"])
+        return fields
 
 
 class KeyedWatch:

@@ -8,7 +8,7 @@ Each record is one point of one feature's curve after one row: ``row``, ``featur
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,9 +85,15 @@ def _class(predictor: Any, settings: PDPSettings) -> Any:
     return wanted
 
 
-def pdp_records(settings: PDPSettings) -> Iterator[dict[str, Any]]:
+def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | None = None
+                ) -> Iterator[dict[str, Any]]:
     """Load the model and open the input now (their errors come before any output), then return the
-    records: each row read is folded into the curves (see the module docstring)."""
+    records: each row read is folded into the curves (see the module docstring). ``say(text, kind)``
+    gets the notes and warnings (the model's, how its columns were matched), as explain says them.
+
+    An input with no rows (an empty JSONL file, or only bad lines: the first is the error) is
+    refused as explain, batch and compare refuse it: ``the input has no rows``.
+    """
     from ipfi_cli.core.pdp import IPDPEstimator
     from ipfi_cli.io.readers import open_rows
     from ipfi_cli.io.values import reader_options
@@ -96,11 +102,23 @@ def pdp_records(settings: PDPSettings) -> Iterator[dict[str, Any]]:
 
     s = settings
     loaded = load_predictor(s.model, trust=s.trust)
+    if say is not None:
+        for line in loaded.warnings:
+            say(line, "warning")
     reader = open_rows(s.input, format=s.format, **reader_options(s.na_values, s.no_default_na, s.delimiter))
     try:
         source = reader.name
+        if not reader.columns:  # no row gave columns: there is none, or only bad ones (pdp stops at the first)
+            first_bad = next((row.error for row in reader if row.error is not None), None)
+            if first_bad is not None:
+                raise first_bad
+            raise RunError(f"{source}: no curve point: the input has no rows")
+        notes: list[str] = []
         columns = model_columns(loaded, reader.columns, s.target or "", source, check_target=s.target is not None,
-                                drop=s.drop, choose="--drop")
+                                drop=s.drop, choose="--drop", notes=notes)
+        if say is not None:
+            for note in notes:
+                say(note, "note")
         check_readable(reader, [*columns, s.target])
         missing = [f for f in s.features if f not in columns]
         if missing:
@@ -145,8 +163,9 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str]) -> Iterator
         if last is not None and last[0] % s.every != 0 and pdp.n_explained:
             yield from _records(last[0], s.features, last[1], last[2])
         if not pdp.n_explained:
-            raise RunError(f"{source}: no curve point: the input has {pdp.n_seen} row(s), the warm-up takes "
-                           f"{s.warm_up}")
+            raise RunError(f"{source}: no curve point: " + (
+                f"the input has {pdp.n_seen} row(s), the warm-up takes {s.warm_up}" if pdp.n_seen
+                else "the input has no rows"))
     finally:
         reader.close()
 

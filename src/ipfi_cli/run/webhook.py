@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ipfi_cli.core.events import event_key
-from ipfi_cli.io.prometheus import safe_url
+from ipfi_cli.io.webhook import shown_url
 
 
 class WebhookSettings(Protocol):
@@ -132,4 +132,4 @@ class WebhookNotifier:
             return None
         self.closed = True
         stats = self.sender.close(wait)
-        return stats.summary(safe_url(self.settings.webhook or ""))
+        return stats.summary(shown_url(self.settings.webhook or ""))
