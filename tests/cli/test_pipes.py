@@ -326,3 +326,36 @@ def test_an_interrupted_learning_run_saves_the_model_it_has_learned(tmp_path):
     for x in later:
         x.pop("class")
         assert cut.predict_proba_one(x) == reference.predict_proba_one(x)
+
+
+def test_an_interrupted_pdp_writes_the_curves_of_the_last_rows_and_says_so(tmp_path):
+    """ipfi pdp on Ctrl-C left its curves at the last multiple of --every and said nothing."""
+    import joblib
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import Ridge
+
+    data = load_diabetes(as_frame=True)
+    joblib.dump(Ridge().fit(data.data, data.target), tmp_path / "ridge.joblib")
+    text = data.data.assign(target=data.target).head(250).to_csv(index=False)
+    process = subprocess.Popen([*ipfi_command(), "pdp", "-m", str(tmp_path / "ridge.joblib"), "-t", "target",
+                                "--feature", "bmi", "--every", "100"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=subprocess_env(), cwd=ROOT)
+    try:
+        process.stdin.write(text.encode())
+        process.stdin.flush()
+        lines = [process.stdout.readline()]
+        while not lines[-1].startswith(b"200,"):
+            assert lines[-1], "stdout closed early"
+            lines.append(process.stdout.readline())
+        time.sleep(1.0)  # rows 201-250 came in the same read
+        process.send_signal(signal.SIGINT)
+        rest = process.stdout.read()
+        err = process.stderr.read().decode()
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    rows = {line.split(",")[0] for line in (b"".join(lines) + rest).decode().splitlines()[1:]}
+    assert rows == {"100", "200", "250"}
+    assert "interrupted after 250 rows; every record written is complete" in err and "Traceback" not in err

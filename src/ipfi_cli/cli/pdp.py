@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ipfi_cli.cli.errors import reporting, usage_error
+from ipfi_cli.cli.errors import EXIT_INTERRUPTED, reporting, say, usage_error
 from ipfi_cli.cli.explainer_options import SmoothingOpt
 from ipfi_cli.cli.model_options import ModelOpt
 from ipfi_cli.cli.options import (
@@ -106,7 +106,13 @@ def pdp(
                                grid_size=grid_size, grid=grids,
                                alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every)
         reporter = TerminalReporter(live=False, quiet=quiet)
-        write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings, say=reporter.message))
+        try:
+            write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings, say=reporter.message))
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM
+            rows = getattr(stop, "rows", None)
+            say("interrupted" + (f" after {rows:,} rows" if rows is not None else "")
+                + "; every record written is complete")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def parse_grids(specs: list[str] | None, features: list[str]) -> dict[str, list[float]] | None:

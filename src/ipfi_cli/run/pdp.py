@@ -136,8 +136,8 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str]) -> Iterator
     import numpy as np
 
     source = reader.name
+    last: tuple[int, Any, Any] | None = None
     try:
-        last: tuple[int, Any, Any] | None = None
         for batch in reader.batches(s.batch_size):
             good = []
             for row in batch:
@@ -166,8 +166,20 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str]) -> Iterator
             raise RunError(f"{source}: no curve point: " + (
                 f"the input has {pdp.n_seen} row(s), the warm-up takes {s.warm_up}" if pdp.n_seen
                 else "the input has no rows"))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the curves after the last whole batch, as at the end
+        if last is not None and last[0] % s.every != 0 and pdp.n_explained:
+            yield from _records(last[0], s.features, last[1], last[2])
+        raise Interrupted(last[0] if last is not None else 0) from None
     finally:
         reader.close()
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was interrupted after ``rows`` input rows; their curves are written."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__(rows)
+        self.rows = rows
 
 
 def _due(s: PDPSettings, rows: list[Any], curves: Any, grids: Any, n_seen: int) -> Iterator[dict[str, Any]]:
