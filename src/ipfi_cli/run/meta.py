@@ -53,6 +53,13 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
     meta_settings = asdict(s)
     meta_settings["seed"] = seed
     meta_settings["http"] = s.http.for_meta() if s.http is not None else None  # never a header's value
+    monitor = meta_settings.get("monitor")
+    if isinstance(monitor, dict):  # a webhook's token is often its path (Slack's, Discord's); a URL's password
+        from ipfi_cli.io.webhook import shown_url
+
+        for key in ("webhook", "pushgateway"):
+            if monitor.get(key):
+                monitor[key] = shown_url(monitor[key])
     meta_settings["loss"] = plan.loss.name
     meta_settings["task"] = "classification" if plan.classification else "regression"
     finished = time.time()
