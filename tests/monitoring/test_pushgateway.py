@@ -89,3 +89,40 @@ def test_a_finite_explain_pushes_its_last_record(pushgateway, tmp_path):
     assert {dict(k)["feature"]: v for k, v in pushed.items()} == last
     assert list(samples(exposed, "ipfi_rows_explained_total").values()) == [299.0]
     assert {dict(k)["job"] for k in pushed} == {"ipfi"}
+
+
+#: Prometheus's documented example: user admin, password "test" (bcrypt)
+WEB_CONFIG = "basic_auth_users:\n  admin: $2b$12$hNf2lSsxfm0.i4a.1kVpSOVyBCfIB51VRjgBUyv6kdnyTlgWj81Ay\n"
+
+
+@pytest.mark.slow
+def test_a_pushgateway_behind_basic_auth_takes_the_urls_user_and_password(rows_file, tmp_path):
+    """``--pushgateway http://user:password@host`` used to fail with "Name or service not known": the
+    user and password went into the host name. Now they are sent as basic authentication (the
+    Pushgateway's --web.config.file) and never printed."""
+    import base64
+
+    from .conftest import Server, need, wait_for
+
+    binary = need("prometheus-pushgateway")
+    port = free_port()
+    (tmp_path / "web.yml").write_text(WEB_CONFIG)
+    server = Server([binary, f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={tmp_path / 'web.yml'}",
+                     f"--persistence.file={tmp_path / 'pg.data'}"], tmp_path / "pushgateway.log", tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    authorised = urllib.request.Request(url + "/metrics",
+                                        headers={"Authorization": "Basic " + base64.b64encode(b"admin:test").decode()})
+    try:
+        wait_for(lambda: urllib.request.urlopen(authorised, timeout=2).status == 200, 30,
+                 "the pushgateway to be ready", server.log)
+        result = ipfi(*BATCH, rows_file, "--pushgateway", f"http://admin:test@127.0.0.1:{port}/",
+                      "--push-job", "guarded")
+        assert result.returncode == 0, result.stderr
+        with urllib.request.urlopen(authorised, timeout=5) as response:
+            assert 'job="guarded"' in response.read().decode()
+        refused = ipfi(*BATCH, rows_file, "--pushgateway", f"http://admin:wrong@127.0.0.1:{port}/",
+                       "--push-job", "guarded")
+        assert refused.returncode == 1 and "the push failed (HTTP 401)" in refused.stderr
+        assert "wrong" not in refused.stderr and "admin:***@" in refused.stderr
+    finally:
+        server.stop()

@@ -180,11 +180,27 @@ def write_textfile(path: str, metrics: MetricSet) -> None:
 
 def push_add(url: str, metrics: MetricSet, job: str, grouping: Mapping[str, str], timeout: float = 10.0) -> None:
     """Push-add ``metrics`` to the Pushgateway at ``url`` under ``job`` and the grouping labels:
-    series of the same group are replaced, other groups and earlier pushes' other series stay."""
-    from prometheus_client import pushadd_to_gateway
+    series of the same group are replaced, other groups and earlier pushes' other series stay. A
+    ``user:password@`` in the URL is sent as HTTP basic authentication (the Pushgateway's
+    ``--web.config.file``), never printed."""
+    import urllib.parse
 
+    from prometheus_client import pushadd_to_gateway
+    from prometheus_client.exposition import basic_auth_handler, default_handler
+
+    parts = urllib.parse.urlsplit(url)
+    handler: Any = default_handler
+    target = url
+    if parts.username is not None:
+        user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+        target = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+        def handler(url: str, method: str, timeout: float | None, headers: list[tuple[str, str]],
+                    data: bytes) -> Any:
+            return basic_auth_handler(url, method, timeout, headers, data, user, password)
     try:
-        pushadd_to_gateway(url, job=job, registry=registry(metrics), grouping_key=dict(grouping), timeout=timeout)
+        pushadd_to_gateway(target, job=job, registry=registry(metrics), grouping_key=dict(grouping),
+                           timeout=timeout, handler=handler)
     except OSError as error:  # urllib's URLError and HTTPError are OSErrors
         raise OutputError(f"--pushgateway {safe_url(url)}: the push failed ({_reason(error)})") from None
 
