@@ -174,3 +174,15 @@ def test_the_state_saved_and_loaded_through_the_api_continues_exactly():
         got = second.explain_one(x, model(np.array([list(x.values())]))[0])
     assert got == expected and got["c"] > got["a"] > 0.5
     assert second.last_contribution == whole.last_contribution and set(second.last_contribution) == set("abc")
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"sampling": "recent"}, "unknown sampling 'recent'; choose one of uniform, geometric"),
+    ({"reservoir_size": 0}, "reservoir_size must be at least 1"),
+    ({"removal": "none"}, "choose one of marginal, conditional, both"),
+    ({"smoothing": "mean", "bounds_method": "realisations"}, "bounds_method='realisations' follows"),
+])
+def test_settings_are_refused_when_the_explainer_is_made_not_at_the_first_row(settings, message):
+    """Without columns the explainer was made at the first row, so a wrong setting passed until then."""
+    with pytest.raises(ValueError, match=message):
+        IncrementalPFI(lambda block: block[:, 0], **settings)

@@ -105,6 +105,8 @@ class IncrementalPFI:
         self._init_stream()
         if self.columns is not None:
             self._start(self.columns)
+        else:
+            self._check_settings()
 
     #: the core explainer's name in :func:`ipfi_cli.core.explainer.make_explainer`'s registry
     _method = "pfi"
@@ -117,6 +119,13 @@ class IncrementalPFI:
         self._keys: dict[str, Any] | None = None  # text name -> the rows' own key, when the keys are not text
         self._inferred = False  # the columns are the first row's keys
         self._warned_keys: set[str] = set()
+
+    def _check_settings(self) -> None:
+        """Settings refused now, not at the first row, when the columns come with it: an explainer
+        of one placeholder column is built and dropped (``features`` and ``groups`` wait for the
+        columns)."""
+        options = {**self.options, "features": None, "groups": None}
+        _build(self._method, self.model, ["_"], self.loss, options)
 
     def _start(self, columns: Sequence[Any], *, inferred: bool = False) -> Any:
         from ipfi_cli.errors import ModelError
@@ -351,6 +360,8 @@ class IncrementalSAGE(IncrementalPFI):
         self._init_stream()  # labels matched and refused as for PFI
         if self.columns is not None:
             self._start(self.columns)
+        else:
+            self._check_settings()
 
     def _sage(self, name: str) -> float:
         return float(getattr(self._core, name)) if self._core is not None else float("nan")

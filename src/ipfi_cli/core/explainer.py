@@ -102,7 +102,12 @@ ExplainerFactory = Callable[..., Explainer]
 def _both_or_one(cls: Any, predictor: Predictor, columns: Sequence[str], settings: dict[str, Any]) -> Explainer:
     """``removal="both"``: the marginal and the conditional explainer side by side (:mod:`ipfi_cli.core.paired`)."""
     if settings.get("removal") != "both":
-        return cls(predictor, columns, **settings)
+        try:
+            return cls(predictor, columns, **settings)
+        except ValueError as error:
+            if "unknown removal" in str(error):  # "both" is chosen here, before the explainer
+                raise ValueError(f"{error}, both") from None
+            raise
     from ipfi_cli.core.paired import BothRemovals
 
     marginal = cls(predictor, columns, **{**settings, "removal": "marginal"})

@@ -53,7 +53,7 @@ from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.losses import ABSOLUTE, SQUARED, ZERO_ONE, Loss, Output, get_loss
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.removal import REMOVALS, ConditionalSampler, make_conditional_sampler
-from ipfi_cli.core.samplers import Reservoir, make_sampler
+from ipfi_cli.core.samplers import SAMPLERS, Reservoir, make_sampler
 from ipfi_cli.core.smoothing import ExponentialMean, make_smoother
 from ipfi_cli.errors import InputError
 
@@ -188,6 +188,10 @@ class IPFIEstimator:
         self.n_repeats = int(n_repeats)
         self.sampling = sampling
         self.reservoir_size = int(reservoir_size)
+        if sampling not in SAMPLERS:  # the reservoirs are made at the first row: their settings are checked now
+            raise ValueError(f"unknown sampling {sampling!r}; choose one of {', '.join(SAMPLERS)}")
+        if self.reservoir_size < 1:
+            raise ValueError(f"reservoir_size must be at least 1, got {reservoir_size}")
         self.seed = seed
         self.groups = resolve_groups(self.columns, features, groups)
         self.names = list(self.groups)
