@@ -213,12 +213,22 @@ def test_explain_by_spread_keeps_equal_keys_together(run, scheduler, hgb, tmp_pa
     assert {line.split(",")[0] for line in alone.stdout.splitlines()[1:]} == {"7", "8"}
 
 
-@pytest.mark.parametrize("address", ["nonsense", "tcp://127.0.0.1:notaport"])
-def test_a_malformed_scheduler_address_is_one_line(run, hgb, agrawal_small, address):
+@pytest.mark.parametrize(("address", "says"), [
+    ("nonsense", "missing port"), ("tcp://127.0.0.1:notaport", "notaport"),
+    ("http://127.0.0.1:8787", "http://: unknown scheme"),  # the dashboard's address
+    ("tcp://127.0.0.1:99999", "port 99999 is not between 1 and 65535"), ("tcp://127.0.0.1:0", "port 0"),
+    ("tcp://:8786", "no host"), ("inproc://127.0.0.1/1/1", "inproc://: not usable"),
+    ("tls://127.0.0.1:8786", "tls:// needs Dask's TLS settings")])
+def test_a_malformed_scheduler_address_is_one_line(run, hgb, agrawal_small, address, says):
+    """Refused before anything is read or connected to (Dask raised, printed a traceback at exit and
+    hung 20 s on the dashboard's http://, and waited 10 s to say it could not connect to port 99999)."""
     for command in (["batch", agrawal_small, "-m", hgb, "-t", "class", "-M", "2", "-q"],
                     ["explain", agrawal_small, "-m", hgb, "-t", "class", "-q", "--by", "elevel"]):
+        start = time.monotonic()
         result = run(*command, "--scheduler", address)
-        assert result.exit_code == 2 and "tcp://HOST:PORT" in result.stderr, result.stderr
+        said = " ".join(result.stderr.replace("│", " ").split())
+        assert result.exit_code == 2 and "tcp://HOST:PORT" in said and says in said, result.stderr
+        assert time.monotonic() - start < 5  # nothing waited for
 
 
 def test_explain_by_spread_names_a_relative_input_as_given(run, scheduler, tmp_path, monkeypatch):

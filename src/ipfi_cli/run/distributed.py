@@ -25,6 +25,23 @@ _INSTALL_HINT = "needs Dask: pip install 'ipfi-cli[dask]'"
 CONNECT_TIMEOUT = 10
 
 
+def check_dask_options(workers: int | None, scheduler: str | None) -> None:
+    """Refuse, before any work, ``--workers`` with ``--scheduler``, a count below 1, Dask missing, or a
+    scheduler address Dask cannot connect to (see :func:`_check_address`)."""
+    if workers is None and scheduler is None:
+        return
+    if workers is not None and scheduler is not None:
+        raise UsageError("give --workers (a local cluster) or --scheduler (a running one), not both", "--workers")
+    if workers is not None and workers < 1:
+        raise UsageError(f"must be at least 1, got {workers}", "--workers")
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise UsageError(_INSTALL_HINT, "--scheduler" if scheduler else "--workers") from None
+    if scheduler is not None:
+        _check_address(scheduler)
+
+
 @contextlib.contextmanager
 def dask_client(workers: int | None = None, scheduler: str | None = None) -> Iterator[Any]:
     """A ``dask.distributed.Client`` for the options, closed (and a local cluster stopped) at the end;
@@ -32,18 +49,11 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
     if workers is None and scheduler is None:
         yield None
         return
-    if workers is not None and scheduler is not None:
-        raise UsageError("give --workers (a local cluster) or --scheduler (a running one), not both", "--workers")
-    if workers is not None and workers < 1:
-        raise UsageError(f"must be at least 1, got {workers}", "--workers")
-    try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError:
-        raise UsageError(_INSTALL_HINT, "--scheduler" if scheduler else "--workers") from None
+    check_dask_options(workers, scheduler)
     import logging
 
-    if scheduler is not None:
-        _check_address(scheduler)
+    from dask.distributed import Client, LocalCluster
+
     logging.getLogger("distributed").setLevel(logging.ERROR)  # its INFO lines would fill stderr
     cluster = None
     try:
@@ -53,10 +63,10 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                    dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
             client = Client(cluster, set_as_default=False)
-    except (OSError, TimeoutError) as error:
-        where = scheduler or "a local cluster"
-        raise RunError(f"cannot reach the Dask scheduler at {where} ({type(error).__name__}: "
-                       f"{str(error).splitlines()[0] if str(error) else 'no answer'})") from None
+    except Exception as error:  # noqa: BLE001 - Dask's own failures to connect are one line
+        why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no answer'}"
+        raise RunError(f"cannot reach the Dask scheduler at {scheduler} ({why})" if scheduler is not None
+                       else f"cannot start a local Dask cluster ({why})") from None
     try:
         yield client
     finally:
@@ -66,15 +76,50 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
 
 
 def _check_address(address: str) -> None:
-    """Refuse, before connecting, an address Dask cannot parse (it would raise, then hang on exit)."""
-    from distributed.comm import parse_address, parse_host_port
+    """Refuse, before connecting, an address Dask cannot connect to from here (Dask would raise, then
+    hang on exit): an unknown scheme (the dashboard's http://), no host, a port out of range, a
+    scheme this installation cannot use (tls:// without Dask's TLS settings, ucx:// without UCX)."""
+    from distributed.comm import parse_address, parse_host_port, registry
+
+    def refuse(why: str) -> UsageError:
+        return UsageError(f"not a scheduler address ({why}): give tcp://HOST:PORT as `dask scheduler` prints it "
+                          "(usually port 8786; 8787 is its dashboard)", "--scheduler")
 
     try:
         scheme, location = parse_address(address, strict=False)
-        if scheme in ("tcp", "tls"):
-            parse_host_port(location)
     except ValueError as error:
-        raise UsageError(f"not a scheduler address ({error}): give tcp://HOST:PORT", "--scheduler") from None
+        raise refuse(str(error)) from None
+    usable = [name for name in sorted(registry.backends) if name != "inproc" and _connects(name)]
+    if scheme not in usable:  # inproc: a cluster inside another process; ucx: without UCX installed
+        why = "not usable from here" if scheme in registry.backends else "unknown scheme"
+        raise refuse(f"{scheme}://: {why}; Dask connects over {', '.join(f'{u}://' for u in usable)}")
+    if scheme not in ("tcp", "tls", "ws", "wss"):
+        return
+    try:
+        host, port = parse_host_port(location)
+    except ValueError as error:
+        raise refuse(str(error)) from None
+    if not host:
+        raise refuse("no host")
+    if not 1 <= int(port) <= 65535:
+        raise refuse(f"port {port} is not between 1 and 65535")
+    if scheme in ("tls", "wss"):
+        from distributed.security import Security
+
+        if Security().get_connection_args("client")["ssl_context"] is None:
+            raise refuse(f"{scheme}:// needs Dask's TLS settings (distributed.comm.tls.ca-file and the client's "
+                         "certificate in the Dask configuration)")
+
+
+def _connects(scheme: str) -> bool:
+    """Whether Dask here can connect over ``scheme`` (ucx:// needs UCX, which may not be installed)."""
+    from distributed.comm import registry
+
+    try:
+        registry.get_backend(scheme).get_connector()
+    except Exception:  # noqa: BLE001 - a backend this installation lacks
+        return False
+    return True
 
 
 def dask_runner(client: Any) -> Any:

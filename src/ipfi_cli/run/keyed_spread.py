@@ -166,6 +166,9 @@ class SpreadKeyedSession(KeyedSession):
             raise UsageError("cannot be used with --state yet (the keys' states are on the workers)", option)
         if s.watch is not None and s.watch.stop_on_change:
             raise UsageError("cannot be used with --stop-on-change yet", option)
+        from ipfi_cli.run.distributed import check_dask_options
+
+        check_dask_options(s.workers, s.scheduler)  # a malformed address before the model is loaded
 
     def _stream(self, reader: Any) -> RunStatus:
         from ipfi_cli.run.distributed import dask_client, gather_tasks
