@@ -21,6 +21,20 @@ def dask_command() -> list[str]:
     return [str(script)] if script.exists() else [shutil.which("dask") or "dask"]
 
 
+def start_scheduler(info: Path, **popen) -> subprocess.Popen:
+    """A `dask scheduler` on 127.0.0.1 that has written its address to ``info``."""
+    process = subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                "--scheduler-file", str(info)], **popen)
+    deadline = time.monotonic() + 60
+    while not info.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    if not info.exists():
+        process.kill()
+        process.wait(timeout=20)
+        raise AssertionError("the scheduler did not start")
+    return process
+
+
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory):
     """A `dask scheduler` and a `dask worker` process with 2 single-thread workers, on 127.0.0.1."""
@@ -29,14 +43,8 @@ def scheduler(tmp_path_factory):
     folder = tmp_path_factory.mktemp("dask")
     info = folder / "scheduler.json"
     env = subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    started = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                 "--no-dashboard", "--scheduler-file", str(info)], env=env, cwd=folder,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    started = [start_scheduler(info, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
-        deadline = time.monotonic() + 60
-        while not info.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert info.exists(), "the scheduler did not start"
         started.append(subprocess.Popen([*dask_command(), "worker", "--scheduler-file", str(info), "--nworkers", "2",
                                          "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], env=env,
                                         cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -84,13 +92,8 @@ def two_workers(tmp_path):
     info = tmp_path / "scheduler.json"
     env = subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     quiet = {"env": env, "cwd": tmp_path, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    started = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                 "--no-dashboard", "--scheduler-file", str(info)], **quiet)]
+    started = [start_scheduler(info, **quiet)]
     try:
-        deadline = time.monotonic() + 60
-        while not info.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert info.exists(), "the scheduler did not start"
         for _ in range(2):
             started.append(subprocess.Popen([*dask_command(), "worker", "--scheduler-file", str(info), "--no-nanny",
                                              "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], **quiet))
@@ -249,3 +252,82 @@ def test_explain_by_spread_names_a_relative_input_as_given(run, scheduler, tmp_p
                                                                          "bad row(s); the first: "), spread.stderr
         assert str(tmp_path) not in spread.stderr
         assert [line for line in alone.stderr.splitlines() if "row 120" in line] == message
+
+
+# -- a cluster without workers; Ctrl-C and SIGTERM --------------------------------------------------------
+#: ``ipfi`` with the wait for a worker cut to 3 s (30 s in a real run)
+IPFI_WAITING_3_S = [sys.executable, "-c", "import sys, ipfi_cli.run.distributed as d; d.WORKER_WAIT = 3; "
+                    "from ipfi_cli.cli.app import app; app(prog_name='ipfi')"]
+
+
+def ipfi_env():
+    return subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def long_keyed_input(folder: Path) -> Path:
+    """The Elec2 excerpt six times over: 30,000 rows, about 15 s of work for two workers."""
+    lines = ELEC.read_text().splitlines()
+    data = folder / "elec_long.csv"
+    data.write_text("\n".join([lines[0], *(lines[1:] * 6)]) + "\n")
+    return data
+
+
+def keyed_command(data: Path, *options: str) -> list[str]:
+    return ["explain", str(data), "-m", str(ELEC_MODEL), "-t", "class", "--seed", "7", "--no-live", "--by", "day",
+            *options]
+
+
+@pytest.fixture
+def lonely_scheduler(tmp_path):
+    """A `dask scheduler` on 127.0.0.1 without workers: (its address, its scheduler file, the env)."""
+    import json
+
+    info = tmp_path / "scheduler.json"
+    env = ipfi_env()
+    process = start_scheduler(info, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield json.loads(info.read_text())["address"], info, env
+    finally:
+        process.kill()
+        process.wait(timeout=20)
+
+
+@pytest.mark.slow  # a scheduler, a worker killed mid-run and three waits of 3 s: about 40 s
+def test_a_cluster_without_workers_is_one_line_after_a_bounded_wait(tmp_path, hgb, agrawal_small, lonely_scheduler):
+    """No worker at the start (batch said "unexpected TimeoutError: No valid workers found"; explain --by
+    waited for ever), or none left mid-run (both waited for ever): one line naming the scheduler, exit 1."""
+    from distributed import Client
+
+    address, info, env = lonely_scheduler
+    for command in (["batch", str(agrawal_small), "-m", hgb, "-t", "class", "-M", "2", "-q"],
+                    keyed_command(ELEC, "-q")):
+        start = time.monotonic()
+        result = subprocess.run([*IPFI_WAITING_3_S, *command, "--scheduler", address],
+                                capture_output=True, text=True, env=env, timeout=120)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 1 and len(lines) == 1, result.stderr
+        assert lines[0] == (f"ipfi: error: the scheduler at {address} has no workers (waited 3 s): start one with "
+                            f"`dask worker {address}`")
+        assert time.monotonic() - start < 60
+    worker = subprocess.Popen([*dask_command(), "worker", "--scheduler-file", str(info), "--no-nanny", "--nthreads",
+                               "1", "--no-dashboard", "--host", "127.0.0.1"], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with Client(scheduler_file=str(info), timeout=30) as client:
+            client.wait_for_workers(1, timeout=90)
+            run = subprocess.Popen([*IPFI_WAITING_3_S, *keyed_command(long_keyed_input(tmp_path), "-q"),
+                                    "--scheduler", address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=env)
+            deadline = time.monotonic() + 120
+            while not any(client.processing().values()) and run.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert run.poll() is None, "the run ended before its worker could be killed"
+            worker.kill()
+            out, err = run.communicate(timeout=120)
+    finally:
+        worker.kill()
+        worker.wait(timeout=20)
+    assert run.returncode == 1 and err.strip().splitlines() == [
+        f"ipfi: error: the scheduler at {address} has no workers (waited 3 s): start one with "
+        f"`dask worker {address}`"], err
+    assert out.count("\n") == 1  # the traces' header: no record is written before every shard is done

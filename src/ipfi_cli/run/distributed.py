@@ -15,6 +15,7 @@ model and run ipfi's functions.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,10 @@ from ipfi_cli.errors import RunError, UsageError
 _INSTALL_HINT = "needs Dask: pip install 'ipfi-cli[dask]'"
 #: seconds to wait for a scheduler to answer
 CONNECT_TIMEOUT = 10
+#: seconds a running cluster may have no worker (at the start or mid-run) before the run stops
+WORKER_WAIT = 30
+#: seconds between looks at the tasks while they run
+POLL = 0.1
 
 
 def check_dask_options(workers: int | None, scheduler: str | None) -> None:
@@ -45,7 +50,8 @@ def check_dask_options(workers: int | None, scheduler: str | None) -> None:
 @contextlib.contextmanager
 def dask_client(workers: int | None = None, scheduler: str | None = None) -> Iterator[Any]:
     """A ``dask.distributed.Client`` for the options, closed (and a local cluster stopped) at the end;
-    ``None`` when neither is given (one process)."""
+    ``None`` when neither is given (one process). A running cluster's scheduler must
+    have a worker within :data:`WORKER_WAIT` seconds."""
     if workers is None and scheduler is None:
         yield None
         return
@@ -55,24 +61,52 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
     from dask.distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.ERROR)  # its INFO lines would fill stderr
-    cluster = None
+    cluster = client = None
     try:
+        try:
+            if scheduler is not None:
+                client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+            else:
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+                client = Client(cluster, set_as_default=False)
+        except Exception as error:  # noqa: BLE001 - Dask's own failures to connect are one line
+            why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no answer'}"
+            raise RunError(f"cannot reach the Dask scheduler at {scheduler} ({why})" if scheduler is not None
+                           else f"cannot start a local Dask cluster ({why})") from None
         if scheduler is not None:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-        else:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-            client = Client(cluster, set_as_default=False)
-    except Exception as error:  # noqa: BLE001 - Dask's own failures to connect are one line
-        why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no answer'}"
-        raise RunError(f"cannot reach the Dask scheduler at {scheduler} ({why})" if scheduler is not None
-                       else f"cannot start a local Dask cluster ({why})") from None
-    try:
+            _wait_for_a_worker(client)
         yield client
     finally:
-        client.close()
+        if client is not None:
+            client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _where(client: Any) -> str:
+    """The cluster, as the user named it: the scheduler's address, or the local cluster."""
+    return "the local Dask cluster" if client.cluster is not None else \
+        f"the scheduler at {client.scheduler.address}"
+
+
+def _no_workers(client: Any) -> RunError:
+    start = "" if client.cluster is not None else f": start one with `dask worker {client.scheduler.address}`"
+    return RunError(f"{_where(client)} has no workers (waited {WORKER_WAIT:g} s){start}")
+
+
+def _workers(client: Any) -> int:
+    """How many workers the scheduler has now."""
+    return len(client.nthreads())
+
+
+def _wait_for_a_worker(client: Any) -> None:
+    """Return once the scheduler has a worker; :func:`_no_workers` after :data:`WORKER_WAIT` seconds."""
+    deadline = time.monotonic() + WORKER_WAIT
+    while not _workers(client):
+        if time.monotonic() > deadline:
+            raise _no_workers(client)
+        time.sleep(0.5)
 
 
 def _check_address(address: str) -> None:
@@ -132,7 +166,10 @@ def dask_runner(client: Any) -> Any:
     """
 
     def run(function: Any, shared: Any, tasks: Any) -> list[Any]:
-        everywhere = client.scatter(list(shared), broadcast=True, hash=False)
+        try:
+            everywhere = client.scatter(list(shared), broadcast=True, hash=False)
+        except TimeoutError:  # "No valid workers found": every worker left since the start
+            raise _no_workers(client) from None
         try:
             return gather_tasks(client, function, [(*task, *everywhere) for task in tasks])
         finally:
@@ -143,11 +180,13 @@ def dask_runner(client: Any) -> Any:
 
 def gather_tasks(client: Any, function: Any, tasks: Any) -> list[Any]:
     """``[function(*task) for task in tasks]`` on ``client``'s workers, in order; a lost worker's tasks
-    run again on the others, a task that keeps killing workers is one line."""
+    run again on the others, a task that keeps killing workers is one line, and so is a cluster left
+    without workers for :data:`WORKER_WAIT` seconds."""
     from distributed import KilledWorker
 
     futures = [client.submit(function, *task, pure=False) for task in tasks]
     try:
+        _wait(client, futures)
         return list(client.gather(futures))
     except KilledWorker as error:
         raise RunError(f"Dask workers died running one task, {error.args[0]!r}, again and again: is the "
@@ -156,3 +195,32 @@ def gather_tasks(client: Any, function: Any, tasks: Any) -> list[Any]:
         raise RunError(f"the Dask cluster failed ({type(error).__name__}: {error})") from None
     finally:
         client.cancel(futures)
+
+
+def _wait(client: Any, futures: list[Any]) -> None:
+    """Return once every future is done or one failed (raising its error); :func:`_no_workers` when the
+    cluster has had no worker for :data:`WORKER_WAIT` seconds."""
+    alone_since: float | None = None
+    looked = time.monotonic()
+    while True:
+        pending = False
+        for future in futures:
+            if future.status == "error":
+                future.result()  # raises the task's error
+            if future.status in ("cancelled", "lost"):
+                raise RunError(f"the Dask cluster failed ({_where(client)} dropped a task: {future.status})")
+            pending = pending or future.status != "finished"
+        if not pending:
+            return
+        if client.status in ("closing", "closed"):
+            raise RunError(f"the Dask cluster failed ({_where(client)} no longer answers)")
+        now = time.monotonic()
+        if now - looked >= 1:
+            looked = now
+            if _workers(client):
+                alone_since = None
+            elif alone_since is None:
+                alone_since = now
+            elif now - alone_since > WORKER_WAIT:
+                raise _no_workers(client)
+        time.sleep(POLL)
