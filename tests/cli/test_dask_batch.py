@@ -331,3 +331,71 @@ def test_a_cluster_without_workers_is_one_line_after_a_bounded_wait(tmp_path, hg
         f"ipfi: error: the scheduler at {address} has no workers (waited 3 s): start one with "
         f"`dask worker {address}`"], err
     assert out.count("\n") == 1  # the traces' header: no record is written before every shard is done
+
+
+def interrupted_cleanly(returncode: int, err: str) -> None:
+    assert returncode == 130, err
+    for raw in ("Traceback", "Task exception was never retrieved", "AllExit", "leaked semaphore"):
+        assert raw not in err, err
+    assert ("ipfi: interrupted before the Dask workers were done: no records written (a run spread over workers "
+            "writes them once every shard is done)") in err.splitlines(), err
+
+
+@pytest.mark.slow  # runs explain --by on the module's cluster until its workers are busy: about 15 s
+def test_ctrl_c_during_a_run_on_a_running_cluster_stops_it_cleanly(scheduler, tmp_path):
+    """Ctrl-C while the workers explain their shards: exit 130, one true line (it said "interrupted after
+    0 rows; every record written is complete" after two raw AllExit tracebacks), the tasks cancelled."""
+    import signal
+
+    from distributed import Client
+
+    env = ipfi_env()
+    with Client(scheduler, timeout=30) as client:
+        run = subprocess.Popen([sys.executable, "-m", "ipfi_cli", *keyed_command(long_keyed_input(tmp_path)),
+                                "--scheduler", scheduler], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+        deadline = time.monotonic() + 120
+        while not any(client.processing().values()) and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert run.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(1)
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=120)
+        interrupted_cleanly(run.returncode, err)
+        assert out.count("\n") == 1
+        deadline = time.monotonic() + 30  # the shards were cancelled: the workers are free again
+        while any(client.processing().values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(client.processing().values())
+
+
+@pytest.mark.slow  # starts a local cluster of two workers and stops it: about 20 s
+def test_sigterm_during_a_run_on_a_local_cluster_stops_it_and_its_workers(tmp_path):
+    """SIGTERM (as Ctrl-C) with --workers 2: exit 130, one true line, no raw traceback or leaked
+    semaphores, and no worker process left behind."""
+    import signal
+
+    run = subprocess.Popen([sys.executable, "-m", "ipfi_cli", *keyed_command(long_keyed_input(tmp_path), "-v"),
+                            "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=ipfi_env(), start_new_session=True)
+    said = []
+    for line in run.stderr:  # the cluster is up and the shards submitted
+        said.append(line)
+        if "shard(s) on Dask workers" in line:
+            break
+    assert run.poll() is None, "".join(said)
+    time.sleep(2)
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=120)
+    interrupted_cleanly(run.returncode, "".join(said) + err)
+    assert out.count("\n") == 1
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = subprocess.run(["ps", "-o", "pid=,stat=,args=", "-s", str(run.pid)], capture_output=True,
+                              text=True).stdout.splitlines()
+        if not left:
+            break
+        time.sleep(0.5)
+    for line in left:
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert not left, f"processes outlived the run: {left}"

@@ -20,13 +20,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from ipfi_cli.errors import RunError, UsageError
+from ipfi_cli.run.signals import BatchGuard, defer_signals
 
 _INSTALL_HINT = "needs Dask: pip install 'ipfi-cli[dask]'"
 #: seconds to wait for a scheduler to answer
 CONNECT_TIMEOUT = 10
+#: seconds to close the client, and to stop a local cluster
+CLOSE_TIMEOUT = 20
 #: seconds a running cluster may have no worker (at the start or mid-run) before the run stops
 WORKER_WAIT = 30
-#: seconds between looks at the tasks while they run
+#: seconds between looks at the tasks while they run (Ctrl-C is heard between two looks)
 POLL = 0.1
 
 
@@ -49,8 +52,8 @@ def check_dask_options(workers: int | None, scheduler: str | None) -> None:
 
 @contextlib.contextmanager
 def dask_client(workers: int | None = None, scheduler: str | None = None) -> Iterator[Any]:
-    """A ``dask.distributed.Client`` for the options, closed (and a local cluster stopped) at the end;
-    ``None`` when neither is given (one process). A running cluster's scheduler must
+    """A ``dask.distributed.Client`` for the options, closed (and a local cluster stopped) at the end,
+    Ctrl-C included; ``None`` when neither is given (one process). A running cluster's scheduler must
     have a worker within :data:`WORKER_WAIT` seconds."""
     if workers is None and scheduler is None:
         yield None
@@ -64,12 +67,14 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
     cluster = client = None
     try:
         try:
-            if scheduler is not None:
-                client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-            else:
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-                client = Client(cluster, set_as_default=False)
+            with _starting():
+                if scheduler is not None:
+                    client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+                else:
+                    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                           host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                           silence_logs=logging.ERROR)
+                    client = Client(cluster, set_as_default=False)
         except Exception as error:  # noqa: BLE001 - Dask's own failures to connect are one line
             why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no answer'}"
             raise RunError(f"cannot reach the Dask scheduler at {scheduler} ({why})" if scheduler is not None
@@ -78,10 +83,48 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
             _wait_for_a_worker(client)
         yield client
     finally:
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
+        _shut(client, cluster)
+
+
+@contextlib.contextmanager
+def _starting() -> Iterator[None]:
+    """Ctrl-C or SIGTERM while Dask starts the local cluster or connects waits until it has (a cluster
+    stopped half-started fails at exit with a traceback), then stops the run; a second one stops at once."""
+    guard = BatchGuard(force_on_second=True)
+    guard.busy = True
+    signals = defer_signals(guard)
+    try:
+        yield
+    except Exception:
+        if guard.stop_requested:  # the signal reached Dask's processes too (Ctrl-C, a service's stop)
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        if signals is not None:
+            signals.restore()
+    guard.batch_done()  # a stop asked for while starting happens now
+
+
+def _shut(client: Any, cluster: Any) -> None:
+    """Close the client and stop the local cluster (its worker processes), whatever ended the run, in
+    at most :data:`CLOSE_TIMEOUT` seconds each. Ctrl-C or SIGTERM meanwhile (a second one, often) waits
+    for the end (a cluster stopped half-closed fails at exit with a traceback), then stops the run;
+    a failure to close is not the run's outcome."""
+    guard = BatchGuard()
+    guard.busy = True
+    signals = defer_signals(guard)
+    try:
+        for thing in (client, cluster):
+            if thing is None:
+                continue
+            try:
+                thing.close(timeout=CLOSE_TIMEOUT)
+            except Exception:  # noqa: BLE001, S110 - the run's own outcome is what the user hears
+                pass
+    finally:
+        if signals is not None:
+            signals.restore()
+    guard.batch_done()
 
 
 def _where(client: Any) -> str:
@@ -181,7 +224,10 @@ def dask_runner(client: Any) -> Any:
 def gather_tasks(client: Any, function: Any, tasks: Any) -> list[Any]:
     """``[function(*task) for task in tasks]`` on ``client``'s workers, in order; a lost worker's tasks
     run again on the others, a task that keeps killing workers is one line, and so is a cluster left
-    without workers for :data:`WORKER_WAIT` seconds."""
+    without workers for :data:`WORKER_WAIT` seconds.
+
+    The tasks are watched from this thread (not through a blocking gather), so Ctrl-C stops the wait
+    at once and leaves no Dask task behind to print its traceback when the client closes."""
     from distributed import KilledWorker
 
     futures = [client.submit(function, *task, pure=False) for task in tasks]
@@ -194,7 +240,8 @@ def gather_tasks(client: Any, function: Any, tasks: Any) -> list[Any]:
     except (OSError, TimeoutError) as error:
         raise RunError(f"the Dask cluster failed ({type(error).__name__}: {error})") from None
     finally:
-        client.cancel(futures)
+        with contextlib.suppress(Exception):
+            client.cancel(futures)
 
 
 def _wait(client: Any, futures: list[Any]) -> None:
