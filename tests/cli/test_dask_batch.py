@@ -21,6 +21,20 @@ def dask_command() -> list[str]:
     return [str(script)] if script.exists() else [shutil.which("dask") or "dask"]
 
 
+def start_scheduler(info: Path, **popen) -> subprocess.Popen:
+    """A `dask scheduler` on 127.0.0.1 that has written its address to ``info``."""
+    process = subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                "--scheduler-file", str(info)], **popen)
+    deadline = time.monotonic() + 60
+    while not info.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    if not info.exists():
+        process.kill()
+        process.wait(timeout=20)
+        raise AssertionError("the scheduler did not start")
+    return process
+
+
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory):
     """A `dask scheduler` and a `dask worker` process with 2 single-thread workers, on 127.0.0.1."""
@@ -29,14 +43,8 @@ def scheduler(tmp_path_factory):
     folder = tmp_path_factory.mktemp("dask")
     info = folder / "scheduler.json"
     env = subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    started = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                 "--no-dashboard", "--scheduler-file", str(info)], env=env, cwd=folder,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    started = [start_scheduler(info, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
-        deadline = time.monotonic() + 60
-        while not info.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert info.exists(), "the scheduler did not start"
         started.append(subprocess.Popen([*dask_command(), "worker", "--scheduler-file", str(info), "--nworkers", "2",
                                          "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], env=env,
                                         cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -84,13 +92,8 @@ def two_workers(tmp_path):
     info = tmp_path / "scheduler.json"
     env = subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     quiet = {"env": env, "cwd": tmp_path, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    started = [subprocess.Popen([*dask_command(), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                 "--no-dashboard", "--scheduler-file", str(info)], **quiet)]
+    started = [start_scheduler(info, **quiet)]
     try:
-        deadline = time.monotonic() + 60
-        while not info.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert info.exists(), "the scheduler did not start"
         for _ in range(2):
             started.append(subprocess.Popen([*dask_command(), "worker", "--scheduler-file", str(info), "--no-nanny",
                                              "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], **quiet))
@@ -213,12 +216,22 @@ def test_explain_by_spread_keeps_equal_keys_together(run, scheduler, hgb, tmp_pa
     assert {line.split(",")[0] for line in alone.stdout.splitlines()[1:]} == {"7", "8"}
 
 
-@pytest.mark.parametrize("address", ["nonsense", "tcp://127.0.0.1:notaport"])
-def test_a_malformed_scheduler_address_is_one_line(run, hgb, agrawal_small, address):
+@pytest.mark.parametrize(("address", "says"), [
+    ("nonsense", "missing port"), ("tcp://127.0.0.1:notaport", "notaport"),
+    ("http://127.0.0.1:8787", "http://: unknown scheme"),  # the dashboard's address
+    ("tcp://127.0.0.1:99999", "port 99999 is not between 1 and 65535"), ("tcp://127.0.0.1:0", "port 0"),
+    ("tcp://:8786", "no host"), ("inproc://127.0.0.1/1/1", "inproc://: not usable"),
+    ("tls://127.0.0.1:8786", "tls:// needs Dask's TLS settings")])
+def test_a_malformed_scheduler_address_is_one_line(run, hgb, agrawal_small, address, says):
+    """Refused before anything is read or connected to (Dask raised, printed a traceback at exit and
+    hung 20 s on the dashboard's http://, and waited 10 s to say it could not connect to port 99999)."""
     for command in (["batch", agrawal_small, "-m", hgb, "-t", "class", "-M", "2", "-q"],
                     ["explain", agrawal_small, "-m", hgb, "-t", "class", "-q", "--by", "elevel"]):
+        start = time.monotonic()
         result = run(*command, "--scheduler", address)
-        assert result.exit_code == 2 and "tcp://HOST:PORT" in result.stderr, result.stderr
+        said = " ".join(result.stderr.replace("│", " ").split())
+        assert result.exit_code == 2 and "tcp://HOST:PORT" in said and says in said, result.stderr
+        assert time.monotonic() - start < 5  # nothing waited for
 
 
 def test_explain_by_spread_names_a_relative_input_as_given(run, scheduler, tmp_path, monkeypatch):
@@ -239,3 +252,150 @@ def test_explain_by_spread_names_a_relative_input_as_given(run, scheduler, tmp_p
                                                                          "bad row(s); the first: "), spread.stderr
         assert str(tmp_path) not in spread.stderr
         assert [line for line in alone.stderr.splitlines() if "row 120" in line] == message
+
+
+# -- a cluster without workers; Ctrl-C and SIGTERM --------------------------------------------------------
+#: ``ipfi`` with the wait for a worker cut to 3 s (30 s in a real run)
+IPFI_WAITING_3_S = [sys.executable, "-c", "import sys, ipfi_cli.run.distributed as d; d.WORKER_WAIT = 3; "
+                    "from ipfi_cli.cli.app import app; app(prog_name='ipfi')"]
+
+
+def ipfi_env():
+    return subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def long_keyed_input(folder: Path) -> Path:
+    """The Elec2 excerpt six times over: 30,000 rows, about 15 s of work for two workers."""
+    lines = ELEC.read_text().splitlines()
+    data = folder / "elec_long.csv"
+    data.write_text("\n".join([lines[0], *(lines[1:] * 6)]) + "\n")
+    return data
+
+
+def keyed_command(data: Path, *options: str) -> list[str]:
+    return ["explain", str(data), "-m", str(ELEC_MODEL), "-t", "class", "--seed", "7", "--no-live", "--by", "day",
+            *options]
+
+
+@pytest.fixture
+def lonely_scheduler(tmp_path):
+    """A `dask scheduler` on 127.0.0.1 without workers: (its address, its scheduler file, the env)."""
+    import json
+
+    info = tmp_path / "scheduler.json"
+    env = ipfi_env()
+    process = start_scheduler(info, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield json.loads(info.read_text())["address"], info, env
+    finally:
+        process.kill()
+        process.wait(timeout=20)
+
+
+@pytest.mark.slow  # a scheduler, a worker killed mid-run and three waits of 3 s: about 40 s
+def test_a_cluster_without_workers_is_one_line_after_a_bounded_wait(tmp_path, hgb, agrawal_small, lonely_scheduler):
+    """No worker at the start (batch said "unexpected TimeoutError: No valid workers found"; explain --by
+    waited for ever), or none left mid-run (both waited for ever): one line naming the scheduler, exit 1."""
+    from distributed import Client
+
+    address, info, env = lonely_scheduler
+    for command in (["batch", str(agrawal_small), "-m", hgb, "-t", "class", "-M", "2", "-q"],
+                    keyed_command(ELEC, "-q")):
+        start = time.monotonic()
+        result = subprocess.run([*IPFI_WAITING_3_S, *command, "--scheduler", address],
+                                capture_output=True, text=True, env=env, timeout=120)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 1 and len(lines) == 1, result.stderr
+        assert lines[0] == (f"ipfi: error: the scheduler at {address} has no workers (waited 3 s): start one with "
+                            f"`dask worker {address}`")
+        assert time.monotonic() - start < 60
+    worker = subprocess.Popen([*dask_command(), "worker", "--scheduler-file", str(info), "--no-nanny", "--nthreads",
+                               "1", "--no-dashboard", "--host", "127.0.0.1"], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with Client(scheduler_file=str(info), timeout=30) as client:
+            client.wait_for_workers(1, timeout=90)
+            run = subprocess.Popen([*IPFI_WAITING_3_S, *keyed_command(long_keyed_input(tmp_path), "-q"),
+                                    "--scheduler", address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=env)
+            deadline = time.monotonic() + 120
+            while not any(client.processing().values()) and run.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert run.poll() is None, "the run ended before its worker could be killed"
+            worker.kill()
+            out, err = run.communicate(timeout=120)
+    finally:
+        worker.kill()
+        worker.wait(timeout=20)
+    assert run.returncode == 1 and err.strip().splitlines() == [
+        f"ipfi: error: the scheduler at {address} has no workers (waited 3 s): start one with "
+        f"`dask worker {address}`"], err
+    assert out.count("\n") == 1  # the traces' header: no record is written before every shard is done
+
+
+def interrupted_cleanly(returncode: int, err: str) -> None:
+    assert returncode == 130, err
+    for raw in ("Traceback", "Task exception was never retrieved", "AllExit", "leaked semaphore"):
+        assert raw not in err, err
+    assert ("ipfi: interrupted before the Dask workers were done: no records written (a run spread over workers "
+            "writes them once every shard is done)") in err.splitlines(), err
+
+
+@pytest.mark.slow  # runs explain --by on the module's cluster until its workers are busy: about 15 s
+def test_ctrl_c_during_a_run_on_a_running_cluster_stops_it_cleanly(scheduler, tmp_path):
+    """Ctrl-C while the workers explain their shards: exit 130, one true line (it said "interrupted after
+    0 rows; every record written is complete" after two raw AllExit tracebacks), the tasks cancelled."""
+    import signal
+
+    from distributed import Client
+
+    env = ipfi_env()
+    with Client(scheduler, timeout=30) as client:
+        run = subprocess.Popen([sys.executable, "-m", "ipfi_cli", *keyed_command(long_keyed_input(tmp_path)),
+                                "--scheduler", scheduler], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+        deadline = time.monotonic() + 120
+        while not any(client.processing().values()) and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert run.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(1)
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=120)
+        interrupted_cleanly(run.returncode, err)
+        assert out.count("\n") == 1
+        deadline = time.monotonic() + 30  # the shards were cancelled: the workers are free again
+        while any(client.processing().values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(client.processing().values())
+
+
+@pytest.mark.slow  # starts a local cluster of two workers and stops it: about 20 s
+def test_sigterm_during_a_run_on_a_local_cluster_stops_it_and_its_workers(tmp_path):
+    """SIGTERM (as Ctrl-C) with --workers 2: exit 130, one true line, no raw traceback or leaked
+    semaphores, and no worker process left behind."""
+    import signal
+
+    run = subprocess.Popen([sys.executable, "-m", "ipfi_cli", *keyed_command(long_keyed_input(tmp_path), "-v"),
+                            "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=ipfi_env(), start_new_session=True)
+    said = []
+    for line in run.stderr:  # the cluster is up and the shards submitted
+        said.append(line)
+        if "shard(s) on Dask workers" in line:
+            break
+    assert run.poll() is None, "".join(said)
+    time.sleep(2)
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=120)
+    interrupted_cleanly(run.returncode, "".join(said) + err)
+    assert out.count("\n") == 1
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = subprocess.run(["ps", "-o", "pid=,stat=,args=", "-s", str(run.pid)], capture_output=True,
+                              text=True).stdout.splitlines()
+        if not left:
+            break
+        time.sleep(0.5)
+    for line in left:
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert not left, f"processes outlived the run: {left}"

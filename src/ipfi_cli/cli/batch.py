@@ -165,6 +165,10 @@ def batch(
 
         inputs = input_spec(data, input_format, na_values, no_default_na, delimiter, text, decimal)
         chosen = selection(target, task, loss, features, drop, group)
+        if value(method) != "sage":
+            from ipfi_cli.run.distributed import check_dask_options
+
+            check_dask_options(workers, scheduler)  # a malformed address before the data is read
         seed = draw_seed(seed)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,

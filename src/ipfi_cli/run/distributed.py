@@ -15,66 +15,188 @@ model and run ipfi's functions.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from ipfi_cli.errors import RunError, UsageError
+from ipfi_cli.run.signals import BatchGuard, defer_signals
 
 _INSTALL_HINT = "needs Dask: pip install 'ipfi-cli[dask]'"
 #: seconds to wait for a scheduler to answer
 CONNECT_TIMEOUT = 10
+#: seconds to close the client, and to stop a local cluster
+CLOSE_TIMEOUT = 20
+#: seconds a running cluster may have no worker (at the start or mid-run) before the run stops
+WORKER_WAIT = 30
+#: seconds between looks at the tasks while they run (Ctrl-C is heard between two looks)
+POLL = 0.1
 
 
-@contextlib.contextmanager
-def dask_client(workers: int | None = None, scheduler: str | None = None) -> Iterator[Any]:
-    """A ``dask.distributed.Client`` for the options, closed (and a local cluster stopped) at the end;
-    ``None`` when neither is given (one process)."""
+def check_dask_options(workers: int | None, scheduler: str | None) -> None:
+    """Refuse, before any work, ``--workers`` with ``--scheduler``, a count below 1, Dask missing, or a
+    scheduler address Dask cannot connect to (see :func:`_check_address`)."""
     if workers is None and scheduler is None:
-        yield None
         return
     if workers is not None and scheduler is not None:
         raise UsageError("give --workers (a local cluster) or --scheduler (a running one), not both", "--workers")
     if workers is not None and workers < 1:
         raise UsageError(f"must be at least 1, got {workers}", "--workers")
     try:
-        from dask.distributed import Client, LocalCluster
+        import distributed  # noqa: F401
     except ImportError:
         raise UsageError(_INSTALL_HINT, "--scheduler" if scheduler else "--workers") from None
-    import logging
-
     if scheduler is not None:
         _check_address(scheduler)
+
+
+@contextlib.contextmanager
+def dask_client(workers: int | None = None, scheduler: str | None = None) -> Iterator[Any]:
+    """A ``dask.distributed.Client`` for the options, closed (and a local cluster stopped) at the end,
+    Ctrl-C included; ``None`` when neither is given (one process). A running cluster's scheduler must
+    have a worker within :data:`WORKER_WAIT` seconds."""
+    if workers is None and scheduler is None:
+        yield None
+        return
+    check_dask_options(workers, scheduler)
+    import logging
+
+    from dask.distributed import Client, LocalCluster
+
     logging.getLogger("distributed").setLevel(logging.ERROR)  # its INFO lines would fill stderr
-    cluster = None
+    cluster = client = None
     try:
+        try:
+            with _starting():
+                if scheduler is not None:
+                    client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+                else:
+                    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                           host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                           silence_logs=logging.ERROR)
+                    client = Client(cluster, set_as_default=False)
+        except Exception as error:  # noqa: BLE001 - Dask's own failures to connect are one line
+            why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no answer'}"
+            raise RunError(f"cannot reach the Dask scheduler at {scheduler} ({why})" if scheduler is not None
+                           else f"cannot start a local Dask cluster ({why})") from None
         if scheduler is not None:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-        else:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-            client = Client(cluster, set_as_default=False)
-    except (OSError, TimeoutError) as error:
-        where = scheduler or "a local cluster"
-        raise RunError(f"cannot reach the Dask scheduler at {where} ({type(error).__name__}: "
-                       f"{str(error).splitlines()[0] if str(error) else 'no answer'})") from None
-    try:
+            _wait_for_a_worker(client)
         yield client
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        _shut(client, cluster)
+
+
+@contextlib.contextmanager
+def _starting() -> Iterator[None]:
+    """Ctrl-C or SIGTERM while Dask starts the local cluster or connects waits until it has (a cluster
+    stopped half-started fails at exit with a traceback), then stops the run; a second one stops at once."""
+    guard = BatchGuard(force_on_second=True)
+    guard.busy = True
+    signals = defer_signals(guard)
+    try:
+        yield
+    except Exception:
+        if guard.stop_requested:  # the signal reached Dask's processes too (Ctrl-C, a service's stop)
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        if signals is not None:
+            signals.restore()
+    guard.batch_done()  # a stop asked for while starting happens now
+
+
+def _shut(client: Any, cluster: Any) -> None:
+    """Close the client and stop the local cluster (its worker processes), whatever ended the run, in
+    at most :data:`CLOSE_TIMEOUT` seconds each. Ctrl-C or SIGTERM meanwhile (a second one, often) waits
+    for the end (a cluster stopped half-closed fails at exit with a traceback), then stops the run;
+    a failure to close is not the run's outcome."""
+    guard = BatchGuard()
+    guard.busy = True
+    signals = defer_signals(guard)
+    try:
+        for thing in (client, cluster):
+            if thing is None:
+                continue
+            try:
+                thing.close(timeout=CLOSE_TIMEOUT)
+            except Exception:  # noqa: BLE001, S110 - the run's own outcome is what the user hears
+                pass
+    finally:
+        if signals is not None:
+            signals.restore()
+    guard.batch_done()
+
+
+def _where(client: Any) -> str:
+    """The cluster, as the user named it: the scheduler's address, or the local cluster."""
+    return "the local Dask cluster" if client.cluster is not None else \
+        f"the scheduler at {client.scheduler.address}"
+
+
+def _no_workers(client: Any) -> RunError:
+    start = "" if client.cluster is not None else f": start one with `dask worker {client.scheduler.address}`"
+    return RunError(f"{_where(client)} has no workers (waited {WORKER_WAIT:g} s){start}")
+
+
+def _workers(client: Any) -> int:
+    """How many workers the scheduler has now."""
+    return len(client.nthreads())
+
+
+def _wait_for_a_worker(client: Any) -> None:
+    """Return once the scheduler has a worker; :func:`_no_workers` after :data:`WORKER_WAIT` seconds."""
+    deadline = time.monotonic() + WORKER_WAIT
+    while not _workers(client):
+        if time.monotonic() > deadline:
+            raise _no_workers(client)
+        time.sleep(0.5)
 
 
 def _check_address(address: str) -> None:
-    """Refuse, before connecting, an address Dask cannot parse (it would raise, then hang on exit)."""
-    from distributed.comm import parse_address, parse_host_port
+    """Refuse, before connecting, an address Dask cannot connect to from here (Dask would raise, then
+    hang on exit): an unknown scheme (the dashboard's http://), no host, a port out of range, a
+    scheme this installation cannot use (tls:// without Dask's TLS settings, ucx:// without UCX)."""
+    from distributed.comm import parse_address, parse_host_port, registry
+
+    def refuse(why: str) -> UsageError:
+        return UsageError(f"not a scheduler address ({why}): give tcp://HOST:PORT as `dask scheduler` prints it "
+                          "(usually port 8786; 8787 is its dashboard)", "--scheduler")
 
     try:
         scheme, location = parse_address(address, strict=False)
-        if scheme in ("tcp", "tls"):
-            parse_host_port(location)
     except ValueError as error:
-        raise UsageError(f"not a scheduler address ({error}): give tcp://HOST:PORT", "--scheduler") from None
+        raise refuse(str(error)) from None
+    usable = [name for name in sorted(registry.backends) if name != "inproc" and _connects(name)]
+    if scheme not in usable:  # inproc: a cluster inside another process; ucx: without UCX installed
+        why = "not usable from here" if scheme in registry.backends else "unknown scheme"
+        raise refuse(f"{scheme}://: {why}; Dask connects over {', '.join(f'{u}://' for u in usable)}")
+    if scheme not in ("tcp", "tls", "ws", "wss"):
+        return
+    try:
+        host, port = parse_host_port(location)
+    except ValueError as error:
+        raise refuse(str(error)) from None
+    if not host:
+        raise refuse("no host")
+    if not 1 <= int(port) <= 65535:
+        raise refuse(f"port {port} is not between 1 and 65535")
+    if scheme in ("tls", "wss"):
+        from distributed.security import Security
+
+        if Security().get_connection_args("client")["ssl_context"] is None:
+            raise refuse(f"{scheme}:// needs Dask's TLS settings (distributed.comm.tls.ca-file and the client's "
+                         "certificate in the Dask configuration)")
+
+
+def _connects(scheme: str) -> bool:
+    """Whether Dask here can connect over ``scheme`` (ucx:// needs UCX, which may not be installed)."""
+    from distributed.comm import registry
+
+    try:
+        registry.get_backend(scheme).get_connector()
+    except Exception:  # noqa: BLE001 - a backend this installation lacks
+        return False
+    return True
 
 
 def dask_runner(client: Any) -> Any:
@@ -87,7 +209,10 @@ def dask_runner(client: Any) -> Any:
     """
 
     def run(function: Any, shared: Any, tasks: Any) -> list[Any]:
-        everywhere = client.scatter(list(shared), broadcast=True, hash=False)
+        try:
+            everywhere = client.scatter(list(shared), broadcast=True, hash=False)
+        except TimeoutError:  # "No valid workers found": every worker left since the start
+            raise _no_workers(client) from None
         try:
             return gather_tasks(client, function, [(*task, *everywhere) for task in tasks])
         finally:
@@ -98,11 +223,16 @@ def dask_runner(client: Any) -> Any:
 
 def gather_tasks(client: Any, function: Any, tasks: Any) -> list[Any]:
     """``[function(*task) for task in tasks]`` on ``client``'s workers, in order; a lost worker's tasks
-    run again on the others, a task that keeps killing workers is one line."""
+    run again on the others, a task that keeps killing workers is one line, and so is a cluster left
+    without workers for :data:`WORKER_WAIT` seconds.
+
+    The tasks are watched from this thread (not through a blocking gather), so Ctrl-C stops the wait
+    at once and leaves no Dask task behind to print its traceback when the client closes."""
     from distributed import KilledWorker
 
     futures = [client.submit(function, *task, pure=False) for task in tasks]
     try:
+        _wait(client, futures)
         return list(client.gather(futures))
     except KilledWorker as error:
         raise RunError(f"Dask workers died running one task, {error.args[0]!r}, again and again: is the "
@@ -110,4 +240,34 @@ def gather_tasks(client: Any, function: Any, tasks: Any) -> list[Any]:
     except (OSError, TimeoutError) as error:
         raise RunError(f"the Dask cluster failed ({type(error).__name__}: {error})") from None
     finally:
-        client.cancel(futures)
+        with contextlib.suppress(Exception):
+            client.cancel(futures)
+
+
+def _wait(client: Any, futures: list[Any]) -> None:
+    """Return once every future is done or one failed (raising its error); :func:`_no_workers` when the
+    cluster has had no worker for :data:`WORKER_WAIT` seconds."""
+    alone_since: float | None = None
+    looked = time.monotonic()
+    while True:
+        pending = False
+        for future in futures:
+            if future.status == "error":
+                future.result()  # raises the task's error
+            if future.status in ("cancelled", "lost"):
+                raise RunError(f"the Dask cluster failed ({_where(client)} dropped a task: {future.status})")
+            pending = pending or future.status != "finished"
+        if not pending:
+            return
+        if client.status in ("closing", "closed"):
+            raise RunError(f"the Dask cluster failed ({_where(client)} no longer answers)")
+        now = time.monotonic()
+        if now - looked >= 1:
+            looked = now
+            if _workers(client):
+                alone_since = None
+            elif alone_since is None:
+                alone_since = now
+            elif now - alone_since > WORKER_WAIT:
+                raise _no_workers(client)
+        time.sleep(POLL)

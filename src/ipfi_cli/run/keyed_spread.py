@@ -17,7 +17,8 @@ that row's micro-batch may go a little further).
 
 Not yet: standard input (the workers read the input themselves), ``--state`` and
 ``--stop-on-change`` (refused before the first row); the records are written when every shard is
-done, so Ctrl-C leaves the traces with the header only.
+done, so Ctrl-C before then leaves the traces with the header only, says so, and stops
+the workers' tasks (and a local cluster).
 """
 
 from __future__ import annotations
@@ -166,6 +167,9 @@ class SpreadKeyedSession(KeyedSession):
             raise UsageError("cannot be used with --state yet (the keys' states are on the workers)", option)
         if s.watch is not None and s.watch.stop_on_change:
             raise UsageError("cannot be used with --stop-on-change yet", option)
+        from ipfi_cli.run.distributed import check_dask_options
+
+        check_dask_options(s.workers, s.scheduler)  # a malformed address before the model is loaded
 
     def _stream(self, reader: Any) -> RunStatus:
         from ipfi_cli.run.distributed import dask_client, gather_tasks
@@ -188,6 +192,7 @@ class SpreadKeyedSession(KeyedSession):
                                                           [(shard_settings, i, shards) for i in range(shards)])
             _as_given(results, shard_settings.input, s.input)
             failure = self._merge(results, parts)
+            self._merged = True
             self.refresh()  # the display hears of the rows (its summary shows what it last heard)
             if failure is None:
                 self._write_last(parts)
@@ -206,6 +211,17 @@ class SpreadKeyedSession(KeyedSession):
         if failure is not None:
             raise failure
         return self._report(plan, parts)
+
+    #: whether the shards' results came back (a run interrupted before has written no record)
+    _merged = False
+
+    def _end_notes(self, plan: Any, parts: RunParts) -> list[tuple[str, str | None]]:
+        notes = super()._end_notes(plan, parts)
+        if self.status is RunStatus.INTERRUPTED and not self._merged:
+            notes = [(text, kind) for text, kind in notes if not (kind == "status" and text.startswith("interrupted"))]
+            notes.append(("interrupted before the Dask workers were done: no records written (a run spread over "
+                          "workers writes them once every shard is done)", "status"))
+        return notes
 
     def _merge(self, results: list[ShardResult], parts: RunParts) -> IpfiError | None:
         """Write the shards' records and events in the input's order, up to the first failing row; take
