@@ -199,7 +199,8 @@ def test_meta_keeps_no_webhook_token(run, static_csv, hgb, tmp_path):
     token = "T0TOKEN/B0/Zsecretsecret"
     meta = tmp_path / "meta.json"
     result = run("explain", static_csv, "-m", hgb, "-t", "class", "-M", "1", "--seed", "0", "-q", "--no-live",
-                 "--webhook", f"https://hooks.example.com/services/{token}", "--meta", meta, "-o", tmp_path / "out.csv", "--every", "100000")
+                 "--webhook", f"https://hooks.example.com/services/{token}", "--meta", meta,
+                 "-o", tmp_path / "out.csv", "--every", "100000")
     text = meta.read_text()
     assert result.exit_code == 0 and token not in text, result.stderr
     assert json.loads(text)["settings"]["monitor"]["webhook"] == "https://hooks.example.com/***"
