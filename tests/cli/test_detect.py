@@ -82,6 +82,42 @@ def test_stop_on_change_stops_and_a_resumed_run_reports_the_same_events(run, hgb
     assert traces.read_text() == (tmp_path / "whole.csv").read_text()
 
 
+@pytest.mark.skipif(not adwin_saves_as_data(), reason="this river's ADWIN cannot be saved as plain data")
+def test_a_run_resumed_with_stop_on_change_stops_at_its_next_change_only(run, hgb, tmp_path):
+    """Resumed with --stop-on-change, a run used to stop again after one micro-batch, exit 3, naming the
+    change it had already stopped at: a supervisor restarting on exit 3 was paged at every restart. The
+    stream: the drift at row 10,001 (rows 8,001-10,000 of the first concept, then the second), then the
+    first concept again at row 4,001 of this file."""
+    data = tmp_path / "back_and_forth.csv"
+    lines = head_lines(SAMPLE / "agrawal_drift.csv", 4000, start=8000).splitlines(keepends=True)
+    data.write_text("".join(lines + lines[1:2001]))  # 6,000 rows: the concept changes at 2,001 and at 4,001
+    whole = tmp_path / "whole.jsonl"
+    assert run("explain", data, "-m", hgb, *BASE, "--events", whole, "-o", tmp_path / "whole.csv",
+               "--batch-size", "100").exit_code == 0
+    changes = sorted({e["row"] for e in events_of(whole)})
+    assert changes[0] < 2600 and changes[-1] > 4000  # both changes are found
+    state, events, traces = tmp_path / "run.state", tmp_path / "events.jsonl", tmp_path / "traces.csv"
+    common = ["explain", data, "-m", hgb, *BASE, "--events", events, "-o", traces, "--state", state,
+              "--batch-size", "100", "--stop-on-change"]
+    first = run(*common)
+    assert first.exit_code == 3 and f"stopped at the first change (row {changes[0]:,})" in " ".join(
+        first.stderr.split())
+    stops = [changes[0]]
+    for _ in range(len(changes)):  # each run goes on to the first change after the rows already written
+        written = int(parse_csv(traces.read_text())[-1]["row"])
+        result = run(*common)
+        if result.exit_code == 0:
+            break
+        said = " ".join(result.stderr.split())
+        expected = min(row for row in changes if row > written)
+        assert result.exit_code == 3 and f"stopped at the next change (row {expected:,})" in said, said
+        stops.append(expected)
+    assert result.exit_code == 0, result.stderr
+    assert any(row > 4000 for row in stops)  # it stopped at the second drift too, not only at the first
+    assert events.read_text() == whole.read_text()
+    assert traces.read_text() == (tmp_path / "whole.csv").read_text()
+
+
 def test_a_reference_ranking_that_departs_is_an_event(run, hgb, stationary, tmp_path):
     """A reference that ranks elevel and car first (as `ipfi batch` writes it): the model relies on
     salary and age, so once the checks start (after 1,000 rows) the ranking departs, once."""

@@ -31,6 +31,7 @@ class RunEndMixin(_SessionBase):
 
     _ended: bool  # the observers heard of the end
     between_batches: bool  # an interruption came between micro-batches
+    events_before: int  # changes the watch held when this run began
     _mismatch_checked: bool  # the labels were checked against the model's outputs
 
     def _close(self, plan: RunPlan, parts: RunParts) -> None:
@@ -147,8 +148,9 @@ class RunEndMixin(_SessionBase):
             for line in watch.summary_lines(explainer.importance_array()):
                 say(line)
         if status is RunStatus.STOPPED_ON_CHANGE and watch is not None:
-            first, last = watch.events[0].row, parts.progress.last_written
-            say(f"stopped at the first change (row {first:,}); every record written is complete"
+            first, last = watch.events[self.events_before].row, parts.progress.last_written
+            which = "next" if self.events_before else "first"  # a resumed run stops at its next change
+            say(f"stopped at the {which} change (row {first:,}); every record written is complete"
                 + (f" (the traces run to row {last:,}, the end of the change's micro-batch; --batch-size 1 stops "
                    "at the change's row)" if last > first else "")
                 + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),

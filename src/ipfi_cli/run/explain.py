@@ -121,6 +121,7 @@ class ExplainSession(RunEndMixin):
         self.status = RunStatus.STARTING
         self.error: str | None = None
         self.between_batches = True  # an interruption came between micro-batches (not a forced one)
+        self.events_before = 0  # changes the watch held when this run began (a resumed run's earlier ones)
         self.started = time.time()
         self.first_row_time: float | None = None
         self.meter = RateMeter()
@@ -370,6 +371,8 @@ class ExplainSession(RunEndMixin):
         assert plan is not None and parts is not None and steps is not None
         self.status = RunStatus.RUNNING
         # Ctrl-C/SIGTERM wait for the end of the micro-batch: the explainer and the records agree then
+        # a resumed run's earlier changes are in its watch: it stops at a new one (--stop-on-change)
+        self.events_before = len(parts.watch.events) if parts.watch is not None else 0
         guard: Any = state if state is not None else BatchGuard(force_on_second=True)
         signals = defer_signals(guard)
         try:
@@ -391,7 +394,7 @@ class ExplainSession(RunEndMixin):
                 else:
                     guard.batch_done()
                 self.refresh()
-                if parts.watch is not None and parts.watch.events and s.watch is not None \
+                if parts.watch is not None and len(parts.watch.events) > self.events_before and s.watch is not None \
                         and s.watch.stop_on_change:
                     raise StopOnChange
             if state is not None:

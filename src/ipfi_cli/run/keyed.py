@@ -243,9 +243,11 @@ class KeyedSessionMixin(_SessionBase):
                 say(f"no change detected in {quiet_keys:,} of {len(keyed.keys()):,} key(s) (delta {s.watch.delta}, "
                     f"min change {s.watch.min_change})")
         watch = parts.watch
-        if status is RunStatus.STOPPED_ON_CHANGE and isinstance(watch, KeyedWatch) and watch.events:
-            first = watch.events[0].fields
-            say(f"stopped at the first change (key {key_label(plan.by, tuple(first['key'].values()))}, its row "
+        if status is RunStatus.STOPPED_ON_CHANGE and isinstance(watch, KeyedWatch) \
+                and len(watch.events) > self.events_before:
+            first = watch.events[self.events_before].fields
+            which = "next" if self.events_before else "first"
+            say(f"stopped at the {which} change (key {key_label(plan.by, tuple(first['key'].values()))}, its row "
                 f"{first.get('row', 0):,}); every record written is complete"
                 + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
                 "status")
