@@ -16,6 +16,8 @@ average and the model ``noise``.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -246,3 +248,16 @@ def test_a_feature_the_model_never_reads_gets_zero_with_the_empty_coalition_impu
     mean_unused, mean_se = values["mean"][0][2:], values["mean"][1][2:]
     if loss == "absolute":
         assert np.all(mean_unused < -5 * mean_se), (mean_unused, mean_se)
+
+
+@pytest.mark.parametrize("loss, named", [("log", "the log loss (the probability of the true label only)"),
+                                         ("prediction-shift", "the prediction-shift loss")])
+def test_a_probability_loss_is_refused_naming_the_loss_asked_for(loss, named):
+    """--loss prediction-shift was refused with a message about the log loss, which nobody asked for."""
+    from ipfi_cli.core.losses import get_loss, prediction_shift
+    from ipfi_cli.core.sage_game import check_loss
+    from ipfi_cli.errors import UsageError
+
+    chosen = get_loss("log") if loss == "log" else prediction_shift(True, [0, 1], True)
+    with pytest.raises(UsageError, match=re.escape(named)):
+        check_loss(chosen)

@@ -49,8 +49,10 @@ def check_loss(loss: Loss) -> None:
     if loss.output is Output.PROBA:
         from ipfi_cli.errors import UsageError
 
-        raise UsageError("SAGE needs the model's marginal prediction, which the log loss (the probability of "
-                         "the true label only) does not give: use the zero-one, absolute or squared loss", "--loss")
+        why = ("the log loss (the probability of the true label only)" if loss.name == "log"
+               else f"the {loss.name} loss (on predicted probabilities)")
+        raise UsageError(f"SAGE needs the model's marginal prediction, which {why} does not give: use the zero-one, "
+                         "absolute or squared loss", "--loss")
 
 
 class MarginalPrediction:
