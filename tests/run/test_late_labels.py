@@ -200,3 +200,18 @@ def test_labels_of_rows_already_given_up_do_not_stop_the_join(tmp_path):
     assert join.given_up == 25 and join.late == 25
     said = " ".join(join.summary())
     assert "25 row(s) got no label" in said and "25 label(s) came after their row had been given up" in said
+
+
+def test_a_missing_label_is_a_bad_row_located_in_the_labels_file(tmp_path):
+    """An empty label in the labels file was blamed on the features file (its row, a column it does not
+    have); the bad row now names the labels file's row and line, and the other rows go on."""
+    features = "id,x\n" + "".join(f"{i},{i * 0.5}\n" for i in range(10))
+    labels = tmp_path / "labels.csv"
+    order = [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]  # reversed: the labels file's rows are not the features'
+    labels.write_text("id,y\n" + "".join(f"{i},{'' if i == 7 else i % 2}\n" for i in order))
+    join = joined(features, labels, "20")
+    rows = [row for batch in join.batches(4) for row in batch]
+    join.close()
+    bad = [row for row in rows if row.error is not None]
+    assert len(rows) == 10 and len(bad) == 1 and bad[0].number == 8  # the features' row of id 7
+    assert str(bad[0].error) == f"{labels}: row 3 (line 4), column 'y': missing label"

@@ -18,6 +18,13 @@ from ipfi_cli.io.readers import RowReader
 END = object()
 
 
+class MissingLabel:
+    """A label the labels source gives as missing: its row becomes a bad row, located in the labels source."""
+
+    def __init__(self, error: InputError) -> None:
+        self.error = error
+
+
 class FollowedFile:
     """A regular file read as it grows (``tail -f``): at its end, reading waits for more until :meth:`stop`."""
 
@@ -95,7 +102,11 @@ class LabelStream:
                     raise InputError("the id is missing", source=self.path, row=row.number, line=row.line,
                                      column=self.id_column)
                 self.rows += 1
-                self.queue.put((str(ident), values[self.target]))
+                label = values[self.target]
+                if label is None or label == "" or label != label:  # located here, not in the features file
+                    label = MissingLabel(InputError("missing label", source=self.path, row=row.number,
+                                                    line=row.line, column=self.target))
+                self.queue.put((str(ident), label))
         except Exception as error:  # noqa: BLE001 - handed to the session, which reports it
             self.queue.put(error)
         self.queue.put(END)

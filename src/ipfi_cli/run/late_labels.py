@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipfi_cli.errors import InputError, UsageError
-from ipfi_cli.io.labels import END, LabelStream
+from ipfi_cli.io.labels import END, LabelStream, MissingLabel
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.io.values import Row
 
@@ -268,6 +268,9 @@ class JoinedReader:
             row, ident, label, _ = self._pending.popleft()
             if ident is None:  # a bad row: the checker reports it, in its place
                 out.append(row)
+                continue
+            if isinstance(label, MissingLabel):  # a bad row, named where the label is missing
+                out.append(Row(row.number, row.line, None, label.error))
                 continue
             values = dict(row.values)
             values[self.target] = label
