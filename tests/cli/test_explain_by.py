@@ -260,3 +260,18 @@ def test_python_explain_rows_by(elec, tmp_path):
     assert outputs[0] == outputs[1]
     assert outputs[0].startswith("day,row,date,") and {line.split(",")[0] for line in outputs[0].splitlines()[1:]} \
         == {str(row["day"]) for row in rows} == {f"{d}.0" for d in range(1, 8)}
+
+
+def test_a_keyed_sage_run_gives_each_keys_explained_loss_which_its_values_add_up_to(run, drift_shards, hgb,
+                                                                                       tmp_path):
+    """With --by, SAGE's explained loss was reported nowhere, so no key's values could be checked."""
+    meta = tmp_path / "meta.json"
+    result = run("explain", drift_shards, "-m", hgb, "-t", "class", "--seed", "3", "--no-live", "-q", "--by",
+                 "shard", "--method", "sage", "--smoothing", "mean", "--meta", meta)
+    assert result.exit_code == 0, result.stderr
+    keys = json.loads(meta.read_text())["keys"]
+    assert [k["key"]["shard"] for k in keys] == ["a", "b", "c"]
+    for key in keys:
+        assert key["explained_loss"] == pytest.approx(sum(key["importances"].values()), abs=1e-12)
+        assert key["explained_loss"] == pytest.approx(key["marginal_loss"] - key["model_loss"], abs=1e-12)
+        assert key["explained_loss"] > 0

@@ -168,6 +168,9 @@ class KeyedExplainer:
                         "bounds": dict(zip(self.names, explainer.bound_array(delta).tolist())),
                         "mean_loss": explainer.mean_loss,
                         "changes": [] if run.watch is None else [e.to_dict() for e in run.watch.events]})
+            if getattr(explainer, "explained_loss", None) is not None:  # SAGE: what the key's values add up to
+                out[-1].update(explained_loss=explainer.explained_loss, marginal_loss=explainer.marginal_loss,
+                               model_loss=explainer.model_loss)
         return out
 
 
