@@ -209,3 +209,19 @@ def test_merging_shards_of_geometric_sampling_says_what_it_measures(run, timed, 
         assert result.exit_code == 0, result.stderr
         warned = "the shards used geometric sampling" in " ".join(result.stderr.split())
         assert warned == (sampling == "geometric"), result.stderr
+
+
+def test_the_time_column_is_no_input_of_a_model_that_does_not_name_its_inputs(run, timed, hoeffding, tmp_path):
+    """A river model got the --time-column as one more feature (text, a new value every row): a worse
+    model, ten times slower, with no note. It is left out as --by and --id columns are."""
+    options = ["-t", "class", "--time-column", "ts", "--half-life", "1h", "-M", "2", "--seed", "4", "--learn",
+               "--no-live", "-q"]
+    timed_run = run("explain", timed["a"], "-m", hoeffding, *options)
+    dropped = run("explain", timed["a"], "-m", hoeffding, *options, "--drop", "ts")
+    assert timed_run.exit_code == 0 and dropped.exit_code == 0, timed_run.stderr + dropped.stderr
+    assert timed_run.stdout.splitlines()[0] == "row,salary,commission,age,elevel,car,zipcode,hvalue,hyears,loan"
+    assert timed_run.stdout == dropped.stdout
+    refused = run("explain", timed["a"], "-m", hoeffding, "-t", "class", "--time-column", "class",
+                  "--half-life", "1h", "-q")
+    said = " ".join(refused.stderr.replace("│", "").split())
+    assert refused.exit_code == 2 and "cannot be the event time too" in said

@@ -190,6 +190,13 @@ class ExplainSession(RunEndMixin):
         if s.labels and s.id_column and not loaded.predictor.columns and s.id_column not in (selection.drop or []):
             # an id is not an input (unless the model names it)
             selection = replace(selection, drop=[*(selection.drop or []), s.id_column])
+        if s.time_column is not None:
+            if s.time_column == s.target:
+                raise UsageError(f"the target {s.target!r} cannot be the event time too", "--time-column")
+            if not loaded.predictor.columns and s.time_column not in (selection.drop or []) \
+                    and s.time_column not in (selection.features or []):
+                # the event time is not an input either (unless the model names it, or --features does)
+                selection = replace(selection, drop=[*(selection.drop or []), s.time_column])
         self.plan, self.reader = plan_run(
             loaded, inputs, selection, learn=s.learn, say=self.reporter.message, on_bad_row=s.on_bad_row,
             before_rows=self.state.continue_reader if self.state is not None else None,
