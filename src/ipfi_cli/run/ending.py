@@ -115,8 +115,14 @@ class RunEndMixin(_SessionBase):
         explained = {explainer.columns[i] for cols in explainer.groups.values() for i in cols} if fit else set()
         weak = [name for name, r2 in fit.items() if name in explained and r2 == r2 and r2 < 0.1]
         if weak:
+            remover = getattr(explainer, "_remover", None) or getattr(getattr(explainer, "conditional", None),
+                                                                         "_remover", None)
+            gaussian = getattr(remover, "name", None) == "gaussian"
             notes.append((f"the conditional sampler's R^2 is below 0.1 for {', '.join(weak)}: the others barely "
-                          "predict them, so their conditional values are close to marginal ones", "note"))
+                          "predict them, so their conditional values are close to marginal ones"
+                          + (" for a feature near Gaussian (the draw is from the fitted Gaussian, not the feature's "
+                             "own values: a uniform or discrete feature's can differ by some percent)"
+                             if gaussian else ""), "note"))
         return notes
 
     def _end(self, notes: list[tuple[str, str | None]]) -> None:
