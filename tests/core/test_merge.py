@@ -86,6 +86,17 @@ def test_durations_and_times():
     assert event_time("2024-01-01T00:00:00Z") == event_time("2024-01-01 00:00:00") == 1704067200.0
 
 
+def test_seconds_as_text_are_seconds_and_milliseconds_are_refused():
+    """In a column of ISO text, a value in seconds was "not a time"; epoch milliseconds passed as
+    seconds (the year 55,000), so every row weighed alike."""
+    assert event_time("1704067200") == event_time(" 1704067200.0 ") == event_time("2024-01-01 00:00:00")
+    with pytest.raises(ValueError, match="after the year 9999 .* milliseconds"):
+        event_time(1704067200000)
+    with pytest.raises(ValueError, match="after the year 9999"):
+        event_time("1704067200000")
+    assert event_time(253402300799) == event_time("9999-12-31T23:59:59Z")  # the last second there is
+
+
 def test_reservoir_merge_takes_each_shard_in_proportion_to_its_rows():
     """Shard A saw 300 rows (all 0), shard B 100 (all 1); a merged reservoir of 100 is a uniform
     sample of the 400: a quarter of 1s. Over 200 realisations the share's standard error is

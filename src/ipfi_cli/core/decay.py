@@ -68,18 +68,36 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+#: 9999-12-31 23:59:59 UTC in seconds since 1970 (the last second ISO 8601 text can give)
+_LAST_SECOND = 253402300799.0
+
+
 def event_time(value: Any) -> float:
     """A row's event time in seconds: a number (seconds since the epoch) or ISO 8601 text
     (``2024-05-01 13:00:00``, ``2024-05-01T13:00:00+02:00``; without an offset: UTC).
 
+    Seconds given as text (a column whose other values are ISO text) are seconds too. A time after
+    the year 9999 is refused: epoch milliseconds or microseconds taken for seconds would weigh
+    every row alike.
+
     >>> event_time("1970-01-01 01:00:00"), event_time(90), event_time("1970-01-01T02:00:00+01:00")
     (3600.0, 90.0, 3600.0)
+    >>> event_time("1714568430.5")
+    1714568430.5
     """
     import datetime
 
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            pass
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value != value or math.isinf(value):
             raise ValueError("the event time is missing")
+        if abs(value) > _LAST_SECOND:
+            raise ValueError(f"the event time {value!r} is after the year 9999 as seconds since 1970: are these "
+                             "milliseconds? give seconds")
         return float(value)
     if isinstance(value, str):
         try:
