@@ -145,8 +145,9 @@ def test_time_options_and_bad_times(run, timed, hgb, tmp_path):
     assert "row 3 (line 4), column 'ts': not a time: 'yesterday'" in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize("smoothing", [("--running-mean",), ("--time-column", "ts", "--half-life", "1h")],
-                         ids=["running-mean", "half-life"])
+@pytest.mark.parametrize("smoothing", [("--running-mean",), ("--time-column", "ts", "--half-life", "1h"),
+                                       ("--smoothing", "mean")],
+                         ids=["running-mean", "half-life", "smoothing-mean"])
 def test_the_normal_bound_is_the_normal_one_with_mergeable_smoothing(run, timed, hgb, tmp_path, smoothing):
     """--bounds-method normal with --running-mean or --half-life: z(1 - delta/2) standard errors, i.e.
     the Chebyshev half-width times z * sqrt(delta) (before, the Chebyshev one was written)."""

@@ -23,9 +23,13 @@ def check_bounds_options(*, bounds: bool, bounds_method: str, delta: float, repe
     if bounds_method == "realisations" and repeats < 2:
         raise usage_error("realisations measures the spread of the M realisations: it needs --repeats 2 or more",
                           "--bounds-method")
-    if bounds_method != "chebyshev" and (method != "pfi" or smoothing != "exponential"):
-        raise usage_error(f"{bounds_method} is measured for --method pfi with --smoothing exponential; other "
-                          "methods and smoothings give the Chebyshev bound", "--bounds-method")
+    if bounds_method == "realisations" and (method != "pfi" or smoothing != "exponential"):
+        raise usage_error("realisations is measured for --method pfi with --smoothing exponential; other "
+                          "methods and smoothings give the Chebyshev or the normal bound", "--bounds-method")
+    if bounds_method == "normal" and method != "pfi":
+        # iPFI's, smoothed either way (--smoothing mean is the running mean --running-mean merges)
+        raise usage_error("normal is measured for --method pfi; other methods give the Chebyshev bound",
+                          "--bounds-method")
     if ((bounds or bounds_method == "realisations") and smoothing == "exponential"
             and not running_mean and half_life is None):
         try:
