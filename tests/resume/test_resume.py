@@ -161,6 +161,9 @@ def test_other_settings_are_refused_naming_them(ipfi, rows_csv, river_model, tmp
     one_error(result, "--na-values: state none, now ['-1']")
     result = ipfi(rows_csv, "-m", river_model, *LEARN, "--text", "zipcode", "-o", out, "--state", state)
     one_error(result, "--text: state none, now ['zipcode']")
+    # the default removal, which a state leaves out, is named (it was "state none")
+    result = ipfi(rows_csv, "-m", river_model, *LEARN, "--removal", "conditional", "-o", out, "--state", state)
+    one_error(result, "--removal: state 'marginal', now 'conditional'")
     assert (out.read_bytes(), state.read_bytes()) == before  # nothing touched
 
 

@@ -52,6 +52,7 @@ OPTION_NAMES = {"n_repeats": "--repeats", "empty": "--empty-coalition"}
 #: did); a state without one has it at this value
 _OMITTED_SETTINGS: dict[str, Any] = {
     "--bounds-method": "chebyshev",
+    "--removal": "marginal",  # the explainer's params leave the paper's removal out
     "--empty-coalition": "mean",  # SAGE's states of before the choice scored it by the mean prediction
     # how the input is read: another reading of the same rows is another run
     "--na-values": None, "--no-default-na": False, "--delimiter": None, "--decimal": None, "--text": None,
