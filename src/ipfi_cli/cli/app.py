@@ -9,10 +9,11 @@ at module level (heavy libraries inside the command body), so ``ipfi --help`` st
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, cast
 
 import typer
+from typer.core import TyperGroup
 
 from ipfi_cli import __version__
 from ipfi_cli.cli.errors import EXIT_CODES_HELP
@@ -46,7 +47,53 @@ def _no_type_for_flags() -> None:
 
 _no_type_for_flags()
 
+
+def _one_line(error: Any) -> str:
+    """A usage error as one line: its message (pydantic's ``Value error,`` prefix dropped, which
+    newer Typer puts before a bad choice) and where to read the options."""
+    message = error.format_message().replace("Value error, ", "")
+    ctx = getattr(error, "ctx", None)
+    where = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
+    return " ".join(message.split()).rstrip(".") + where
+
+
+class _OneLineUsageErrors(TyperGroup):
+    """The ``ipfi`` group: a usage error is one ``ipfi: usage error: ...`` line on stderr and exit 2
+    (Typer draws a usage line, a hint and a boxed message), so scripts can grep and log it."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
+             **extra: Any) -> Any:
+        def run_group() -> Any:
+            return super(_OneLineUsageErrors, self).main(args, prog_name, complete_var, False, windows_expand_args,
+                                                         **extra)
+
+        if not standalone_mode:
+            return run_group()
+        # Typer's own click (vendored in Typer 0.26+): its classes are on BadParameter's line
+        usage_error, click_exception = (
+            cast("type[Exception]", next(kind for kind in typer.BadParameter.__mro__ if kind.__name__ == name))
+            for name in ("UsageError", "ClickException"))
+        try:
+            result = run_group()
+        except usage_error as error:
+            if type(error).__name__ == "NoArgsIsHelpError":  # the help was shown already
+                sys.exit(getattr(error, "exit_code", 2))
+            from ipfi_cli.cli.errors import say
+
+            say(_one_line(error), "usage error")
+            sys.exit(getattr(error, "exit_code", 2))
+        except click_exception as error:
+            error.show()  # type: ignore[attr-defined]
+            sys.exit(getattr(error, "exit_code", 1))
+        except typer.Abort:
+            print("Aborted!", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
 app = typer.Typer(
+    cls=_OneLineUsageErrors,
     name="ipfi",
     help="Incremental permutation feature importance (iPFI) for models on data streams.\n\n"
          "Run 'ipfi COMMAND --help' for a command's options. " + PICKLE_WARNING,

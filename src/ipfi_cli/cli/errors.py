@@ -2,7 +2,7 @@
 
 Every command runs its body inside :func:`reporting`: an :class:`~ipfi_cli.errors.IpfiError`
 becomes one ``ipfi: error: ...`` line on stderr and exit 1, a
-:class:`~ipfi_cli.errors.UsageError` Typer's usage message and exit 2, a closed output pipe
+:class:`~ipfi_cli.errors.UsageError` one ``ipfi: usage error: ...`` line and exit 2, a closed output pipe
 a quiet exit 1, anything unexpected one line naming its type (the traceback with ``--debug``).
 """
 
@@ -34,11 +34,9 @@ EXIT_CODES_HELP = (
 
 
 def usage_error(message: str, option: str | None = None) -> typer.BadParameter:
-    """An exception to raise for a bad option value (Typer prints it; exit 2). The message may
-    quote data (column names): its control characters and Rich markup are escaped."""
-    from ipfi_cli.cli.ui import rich_safe
-
-    return typer.BadParameter(rich_safe(message), param_hint=f"'{option}'" if option else None)
+    """An exception to raise for a bad option value: the app prints it as one line, its control
+    characters escaped (it may quote data, such as column names), and exits 2."""
+    return typer.BadParameter(message, param_hint=f"'{option}'" if option else None)
 
 
 def say(message: str, kind: str | None = None) -> None:
