@@ -64,6 +64,27 @@ def test_head_exits_quietly(tmp_path):
     assert stderr.strip() == "status=1"  # quiet, and no summary table
 
 
+def wait_until_full(pipe, timeout: float = 120) -> None:
+    """Wait until the writer has filled ``pipe`` (the bytes waiting are within two pages of its
+    capacity, which writes that do not end on a page boundary leave, and stay so): the writer is then
+    blocked on it, however slowly it got there."""
+    import array
+    import fcntl
+    import termios
+
+    fd = pipe.fileno()
+    capacity = fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ (Linux)
+    deadline = time.monotonic() + timeout
+    waiting, before = array.array("i", [0]), -1
+    while time.monotonic() < deadline:
+        fcntl.ioctl(fd, termios.FIONREAD, waiting)
+        if waiting[0] > capacity - 2 * 4096 and waiting[0] == before:
+            return
+        before = waiting[0]
+        time.sleep(0.2)
+    raise AssertionError(f"the writer did not fill the pipe in {timeout} s ({waiting[0]} of {capacity} bytes)")
+
+
 def test_unbuffered_python_writes_every_byte_to_a_slow_reader_and_sees_it_close(tmp_path):
     """Under ``PYTHONUNBUFFERED`` stdout is a raw stream whose write may take part of the bytes
     (a full pipe whose reader closes, a signal): the rest is written, or the run says the pipe
@@ -80,12 +101,12 @@ def test_unbuffered_python_writes_every_byte_to_a_slow_reader_and_sees_it_close(
     assert whole.returncode == 0 and whole.stdout.count(b"\n") > 2900
     slow = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert slow.stdout is not None
-    time.sleep(3)  # the explainer is done and blocked on the full pipe
+    wait_until_full(slow.stdout)  # the explainer is blocked on the full pipe
     chunks = []
     while chunk := slow.stdout.read(4096):
         chunks.append(chunk)
         time.sleep(0.001)
-    assert slow.wait(timeout=60) == 0
+    assert slow.wait(timeout=120) == 0
     assert b"".join(chunks) == whole.stdout
     # 600 rows in one micro-batch: ~100 kB of traces in one write, the run's last, which the pipe
     # takes in part when its reader closes (before, that part passed for the whole: exit 0)
@@ -94,10 +115,10 @@ def test_unbuffered_python_writes_every_byte_to_a_slow_reader_and_sees_it_close(
     closing = subprocess.Popen(command_for(small, "--batch-size", "1000"), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env=env)
     assert closing.stdout is not None
-    time.sleep(3)
+    wait_until_full(closing.stdout)  # the last write is under way, the pipe took part of it
     closing.stdout.read(1000)
     closing.stdout.close()  # a reader that stops early, as head does
-    assert closing.wait(timeout=60) == 1
+    assert closing.wait(timeout=120) == 1
     assert b"Traceback" not in closing.stderr.read()
 
 
