@@ -82,6 +82,28 @@ def test_folder_of_hive_partitions_in_sorted_order(tmp_path):
     assert [r.values["a"] for r in glob] == [10, 11, 12, 13] and glob.columns == ["a"]
 
 
+def test_a_glob_over_hive_folders_adds_their_keys_as_pyarrow_reads_them(tmp_path):
+    """A glob's matches get the partition keys of the folders below its fixed part, as pyarrow's
+    dataset of the same files with that base folder has them (before, a glob dropped them)."""
+    import glob as globbing
+
+    import pyarrow.dataset as ds
+
+    root = tmp_path / "logs"
+    pq.write_to_dataset(pa.table({"a": [1, 2, 3, 4], "region": ["eu", "us", "eu", "süd"], "day": [1, 1, 2, 2]}),
+                        root, partition_cols=["region", "day"])
+    pattern = str(root / "region=*" / "*" / "*.parquet")
+    files = sorted(globbing.glob(pattern))
+    expected = ds.dataset(files, partitioning="hive", partition_base_dir=str(root)).to_table().to_pylist()
+    reader = open_rows(pattern)
+    assert reader.columns == ["a", "region", "day"]
+    assert sorted((r.values["a"], r.values["region"], r.values["day"]) for r in reader) == sorted(
+        (e["a"], e["region"], e["day"]) for e in expected)
+    assert {e["region"] for e in expected} == {"eu", "us", "süd"}  # decoded, as pyarrow reads it
+    inside = open_rows(str(root / "region=eu" / "*" / "*.parquet"))  # the fixed part's own key is not added
+    assert inside.columns == ["a", "day"] and sorted(r.values["a"] for r in inside) == [1, 3]
+
+
 def test_partition_folder_names_are_decoded_as_pyarrow_and_pandas_read_them(tmp_path):
     """pyarrow percent-encodes partition values it writes (region=s%C3%BCd, region=a%20b); the rows
     hold the values pyarrow (and so pandas) reads back, and a '+' stays a '+'."""

@@ -16,7 +16,8 @@ every command treats them alike:
   reading goes on.
 * **Files**: a folder is searched recursively for ``*.parquet`` files (``_``/``.`` names, such as
   ``_SUCCESS``, left out), a glob (``logs/2024-*.parquet``) is expanded; the files are read in
-  the order of their sorted paths. Hive partition folders (``region=eu/``) add their key as a
+  the order of their sorted paths. Hive partition folders (``region=eu/``, below the folder or
+  below a glob's fixed part: ``logs/*/*.parquet``) add their key as a
   column (after the file's columns) with the value read by the CSV rules, once pyarrow's
   partitioning has decoded the folder name as pandas and pyarrow do (``region=s%C3%BCd/`` is
   ``süd``, ``a%20b`` is ``a b``, ``__HIVE_DEFAULT_PARTITION__`` is missing). Every file must have
@@ -120,7 +121,8 @@ def is_parquet_input(path: str | None, format: str | None = None) -> bool:
 
 def parquet_files(path: str) -> list[tuple[str, dict[str, str]]]:
     """The Parquet files of ``path`` (a file, a folder searched recursively, or a glob), in sorted
-    order, each with its Hive partition values as the folder names spell them (``{"region": "eu"}``
+    order, each with its Hive partition values (from the folders below the folder or the glob's
+    fixed part) as the folder names spell them (``{"region": "eu"}``
     for ``.../region=eu/part.parquet``; ``{"region": "s%C3%BCd"}`` for ``region=s%C3%BCd/``: the
     reader decodes them, see :func:`decode_partitions`).
 
@@ -142,8 +144,24 @@ def parquet_files(path: str) -> list[tuple[str, dict[str, str]]]:
         matches = sorted(f for f in glob.glob(path, recursive=True) if os.path.isfile(f))
         if not matches:
             raise InputError("no file matches the pattern", source=path)
-        return [(f, {}) for f in matches]
+        base = _fixed_folder(path)
+        return [(f, _partition_values(os.path.relpath(os.path.dirname(f), base))) for f in matches]
     raise InputError("no such file", source=path)
+
+
+def _fixed_folder(pattern: str) -> str:
+    """The folder a glob's matches all lie in: its leading components without a wildcard. Hive
+    folders below it name partitions (``logs/*/*.parquet`` with ``logs/region=eu/a.parquet``).
+
+    >>> _fixed_folder("logs/region=*/day=*/*.parquet"), _fixed_folder("*.parquet")
+    ('logs', '.')
+    """
+    fixed: list[str] = []
+    for part in pattern.split(os.sep)[:-1]:
+        if _GLOB_CHARS & set(part):
+            break
+        fixed.append(part)
+    return os.sep.join(fixed) or (os.sep if pattern.startswith(os.sep) else ".")
 
 
 def _partition_values(relative: str) -> dict[str, str]:
