@@ -193,6 +193,31 @@ def test_a_merged_state_and_one_of_its_shards_are_refused_together(run, timed, h
     assert not (tmp_path / "again.state").exists()
 
 
+def test_a_shard_continued_after_its_merge_is_refused_with_the_merge(run, timed, hgb, tmp_path):
+    """A shard's state continued with new rows after a merge made from it is another file, but its
+    rows up to the merge are in the merge too: merged again, they would count twice (exit 0 before).
+    Its latest state merges with the other shards' as it should."""
+    states = []
+    for name in "ab":
+        state = tmp_path / f"{name}.state"
+        result = run("explain", timed[name], "-m", hgb, *TIMED, "--seed", "1", "--state", state,
+                     "-o", tmp_path / f"{name}.csv")
+        assert result.exit_code == 0, result.stderr
+        states.append(state)
+    merged = tmp_path / "ab.state"
+    assert run("merge", *states, "-o", merged).exit_code == 0
+    result = run("explain", timed["later"], "-m", hgb, *TIMED, "--state", states[0], "--no-skip-seen",
+                 "-o", tmp_path / "a.csv")  # shard a goes on after the merge
+    assert result.exit_code == 0, result.stderr
+    for given in ((merged, states[0]), (states[0], merged)):
+        result = run("merge", *given, "-o", tmp_path / "again.state")
+        assert result.exit_code == 1, result.stderr
+        assert "hold the same shard's run" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "again.state").exists()
+    result = run("merge", states[0], states[1], "-o", tmp_path / "latest.state")
+    assert result.exit_code == 0, result.stderr
+
+
 def test_merging_shards_of_geometric_sampling_says_what_it_measures(run, timed, hgb, tmp_path):
     """Geometric sampling draws each shard's recent rows, which reach further back in time than the whole
     stream's: a feature that trends over time comes out more important (measured on elec2: date 0.042

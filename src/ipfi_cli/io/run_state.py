@@ -115,6 +115,14 @@ def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
         raise StateFileError(path, f"cannot write the state file {reason}") from None
 
 
+def state_digest(payload: dict[str, Any]) -> str:
+    """The SHA-256 of ``payload`` as :func:`save_state` would write it (a state's identity)."""
+    try:
+        return hashlib.sha256(dumps({"format": FORMAT, "version": VERSION, **payload}, format=FORMAT)).hexdigest()
+    except TypeError as error:
+        raise StateError(f"the state cannot be saved as plain data ({error})") from None
+
+
 NEW_STATE_ADVICE = "give --state a new path to start a new run"
 
 

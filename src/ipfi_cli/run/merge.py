@@ -51,7 +51,7 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
         raise StateError(f"{output}: exists; merge into a new file (nothing was changed)")
     contents = _distinct_files(paths)
     states = [load_state(p, data, advice="") for p, data in zip(paths, contents)]
-    parts = _parts_once(paths, contents, states)
+    parts, lineages = _parts_once(paths, contents, states)
     first = states[0]
     for path, state in zip(paths, states):
         if "keyed" in state["explainer"]:
@@ -96,6 +96,7 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
         "last_written": None, "last": None, "records": 0, "kinds": kinds, "last_print": None,
         "output": {"size": 0, "crc": 0, "path": None}, "input": " + ".join(r["input"] for r in runs),
         "saved": time.time(), "merged": list(paths), "parts": parts,
+        "lineages": lineages,
     }
     settings = {**first["settings"], "--seed": merged_seed}
     save_state(output, {"ipfi": __version__, "settings": settings, "explainer": explainer, "model": None,
@@ -105,12 +106,16 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     return {**run, "explained": int(explainer["tracker"]["count"]), "notes": notes}
 
 
-def _parts_once(paths: Sequence[str], contents: Sequence[bytes | None], states: Sequence[dict[str, Any]]) -> list[str]:
-    """The digests of the shard states the merged state is made of (each input's own, and the parts
-    of an input that is itself a merge); a state given with a merge made from it is refused."""
+def _parts_once(paths: Sequence[str], contents: Sequence[bytes | None],
+                states: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The digests and the lineages of the shard states the merged state is made of (each input's own,
+    and the parts of an input that is itself a merge). Refused: a state given with a merge made from
+    it, and a shard's state continued after a merge that holds it (same lineage), whose rows up to
+    the merge would count twice."""
     import hashlib
 
     owner: dict[str, str] = {}
+    lineage_owner: dict[str, str] = {}
     for path, data, state in zip(paths, contents, states):
         own = hashlib.sha256(data or b"").hexdigest()
         held = state["run"].get("parts") or [own]
@@ -119,7 +124,15 @@ def _parts_once(paths: Sequence[str], contents: Sequence[bytes | None], states: 
                 raise StateError(f"{path} and {owner[digest]} both hold the same shard's state (one is merged from "
                                  "it); a state merged twice would count its rows twice")
             owner[digest] = path
-    return sorted(owner)
+        lineage = state["run"].get("lineage")
+        held_lineages = state["run"].get("lineages") if state["run"].get("parts") else [lineage]
+        for line in filter(None, held_lineages or ()):
+            if line in lineage_owner:
+                raise StateError(f"{path} and {lineage_owner[line]} hold the same shard's run (one continues a "
+                                 "state the other is merged from), so the rows they share would count twice; "
+                                 "merge the shard's latest state with the other shards' instead")
+            lineage_owner[line] = path
+    return sorted(owner), sorted(lineage_owner)
 
 
 def _distinct_files(paths: Sequence[str]) -> list[bytes | None]:

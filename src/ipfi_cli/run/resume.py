@@ -107,6 +107,9 @@ class StateKeeper:
         self.stop_requested = False
         self._run: tuple[ExplainSettings, int, RowReader, Any] | None = None  # what begin() was told
         self.lock: Any = None  # the StateLock held while the run uses the state
+        # the run's lineage: the digest of its first checkpoint, kept by every later one and by the runs
+        # that continue it, so a merge knows a shard state continued after it was merged
+        self.lineage: str | None = None if resumed is None else resumed["run"].get("lineage")
 
     @classmethod
     def open(cls, path: str, *, skip_seen: bool) -> StateKeeper:
@@ -319,7 +322,7 @@ class StateKeeper:
     # -- saving ---------------------------------------------------------------------------------
     def checkpoint(self, parts: RunParts) -> None:
         """Save the state: traces flushed and synced first, so it never claims a record not in the file."""
-        from ipfi_cli.io.run_state import remove_other_models, save_model_beside, save_state
+        from ipfi_cli.io.run_state import remove_other_models, save_model_beside, save_state, state_digest
         from ipfi_cli.version import __version__
 
         assert self._run is not None
@@ -340,15 +343,19 @@ class StateKeeper:
         }
         if self.resumed is not None and self.resumed["run"].get("parts"):  # a merge continued: still made of them
             run["parts"] = self.resumed["run"]["parts"]
+            run["lineages"] = self.resumed["run"].get("lineages", [])
         if parts.events_file is not None and parts.watch is not None:
             parts.watch.written = parts.events_file.written
         # the learned model is the one part that is not plain data: a pickle beside the state, which
         # the state vouches for by its SHA-256 (written first, so the state never refers to a missing file)
         model = save_model_beside(self.path, pickle.dumps(loaded.model, protocol=pickle.HIGHEST_PROTOCOL)) \
             if s.learn else None
-        save_state(self.path, {"ipfi": __version__, "settings": self.settings,
-                               "explainer": parts.explainer.state_dict(), "model": model, "run": run,
-                               "watch": None if parts.watch is None else parts.watch.state_dict()})
+        payload = {"ipfi": __version__, "settings": self.settings, "explainer": parts.explainer.state_dict(),
+                   "model": model, "run": run, "watch": None if parts.watch is None else parts.watch.state_dict()}
+        if self.lineage is None:
+            self.lineage = state_digest(payload)
+        run["lineage"] = self.lineage
+        save_state(self.path, payload)
         remove_other_models(self.path, model)
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1
