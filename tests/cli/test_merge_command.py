@@ -206,10 +206,12 @@ def test_a_shard_continued_after_its_merge_is_refused_with_the_merge(run, timed,
         states.append(state)
     merged = tmp_path / "ab.state"
     assert run("merge", *states, "-o", merged).exit_code == 0
+    early = tmp_path / "a-early.state"
+    early.write_bytes(states[0].read_bytes())
     result = run("explain", timed["later"], "-m", hgb, *TIMED, "--state", states[0], "--no-skip-seen",
                  "-o", tmp_path / "a.csv")  # shard a goes on after the merge
     assert result.exit_code == 0, result.stderr
-    for given in ((merged, states[0]), (states[0], merged)):
+    for given in ((merged, states[0]), (states[0], merged), (early, states[0])):  # also two checkpoints of a
         result = run("merge", *given, "-o", tmp_path / "again.state")
         assert result.exit_code == 1, result.stderr
         assert "hold the same shard's run" in result.stderr and len(result.stderr.splitlines()) == 1
