@@ -43,6 +43,33 @@ def test_int_keyed_rows_are_explained_as_their_text_keyed_copy():
     assert got[3] > 0.5  # Friedman's x3 is in the target with weight 10: a real comparison
 
 
+@pytest.mark.parametrize("shows_keys", [True, False], ids=["river-model", "model-hiding-its-features"])
+def test_a_state_of_int_keyed_rows_loads_without_columns(shows_keys):
+    """The state spells the columns as text: loaded into an explainer given no columns, int-keyed
+    rows go on as in the explainer that saved it (before: refused, the model 'learned none of the
+    keys'). The int keys are found from the river model, or else from the next row."""
+    from river import linear_model, preprocessing
+
+    rows = friedman_rows(900)
+    model = preprocessing.StandardScaler() | linear_model.LinearRegression()
+    for x, y in rows[:300]:
+        model.learn_one(x, y)
+
+    class Hidden:  # a model whose learned features cannot be seen
+        def predict_one(self, x):
+            return model.predict_one(x)
+
+    saving = IncrementalPFI(model, loss="squared", n_repeats=2, seed=0)
+    for x, y in rows[300:600]:
+        saving.explain_one(x, y)
+    loading = IncrementalPFI(model if shows_keys else Hidden(), loss="squared", n_repeats=2, seed=0)
+    loading.load_state_dict(saving.state_dict())
+    for x, y in rows[600:]:
+        got, expected = loading.explain_one(x, y), saving.explain_one(x, y)
+    assert list(got) == list(range(10)) and got == expected
+    assert got[3] > 0.5  # x3 carries the target: the model reads the renamed rows
+
+
 def test_rows_keyed_otherwise_than_the_model_learned_are_refused():
     from river import linear_model
 

@@ -145,6 +145,18 @@ class IncrementalPFI:
         self._core = _build(self._method, self.model, self.columns, self.loss, self.options, self._keys)
         return self._core
 
+    def _adopt_keys(self, core: Any, x: Mapping[Any, Any]) -> Any:
+        """Columns from a state are text; rows keyed by ints (river's synth streams) then get the
+        model's predictor that renames them back, and the state carries over."""
+        keys = {str(key): key for key in x}
+        if not set(core.columns) <= set(keys):
+            return core
+        self._keys = {name: keys[name] for name in core.columns}
+        state = core.state_dict()
+        self._core = _build(self._method, self.model, self.columns or [], self.loss, self.options, self._keys)
+        self._core.load_state_dict(state)
+        return self._core
+
     def _named(self, values: dict[str, Any]) -> dict[Any, Any]:
         """``values`` keyed as the rows are (their int keys, when they had them)."""
         keys = self._keys
@@ -189,6 +201,8 @@ class IncrementalPFI:
         self._rows += 1
         self._check_row(x)
         core = self._core if self._core is not None else self._start(list(x.keys()), inferred=True)
+        if self._keys is None and not all(isinstance(k, str) for k in x):
+            core = self._adopt_keys(core, x)
         if self._keys is not None:
             x = {str(k): v for k, v in x.items()}
         if self._inferred:
@@ -254,12 +268,17 @@ class IncrementalPFI:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s data, in this process or another; the settings must
         be this explainer's (a :class:`ValueError` names the first that differs). Without
-        ``columns`` the state's are taken."""
+        ``columns`` the state's are taken (int keys, as river's synthetic streams have, are found
+        from the model, or from the next row)."""
         if self._core is None:
             columns = state.get("settings", {}).get("columns")
             if not columns:
                 raise ValueError("the state names no columns: pass columns=")
-            self._start(columns)
+            # the state spells keys as text; a river model that learned int keys names them
+            from ipfi_cli.models.introspect import learned_features
+
+            native = {str(k): k for k in learned_features(self.model) if not isinstance(k, str)}
+            self._start([native.get(c, c) for c in columns])
         self._core.load_state_dict(state)
 
     @property
