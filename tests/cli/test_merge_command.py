@@ -28,6 +28,19 @@ def timed(tmp_path_factory):
     return paths
 
 
+def shard_states(run, timed, hgb, folder, *options, seeds=("1", "1"), prefix=""):
+    """Explain shards a and b of ``timed`` with ``options`` (default TIMED), each into its own state;
+    returns the two state paths."""
+    states = []
+    for name, seed in zip("ab", seeds):
+        state = folder / f"{prefix}{name}.state"
+        result = run("explain", timed[name], "-m", hgb, *(options or TIMED), "--seed", seed, "--state", state,
+                     "-o", folder / f"{prefix}{name}.traces.csv")
+        assert result.exit_code == 0, result.stderr
+        states.append(state)
+    return states
+
+
 def last_record(path):
     row = parse_csv(path.read_text())[-1]
     return {k: float(v) for k, v in row.items() if k != "row"}
@@ -36,13 +49,7 @@ def last_record(path):
 def test_shards_merge_and_the_merged_state_continues(run, timed, hgb, tmp_path):
     whole = tmp_path / "whole.csv"
     assert run("explain", timed["whole"], "-m", hgb, *TIMED, "--seed", "1", "-o", whole).exit_code == 0
-    states = []
-    for name, seed in (("a", "1"), ("b", "2")):
-        state = tmp_path / f"{name}.state"
-        result = run("explain", timed[name], "-m", hgb, *TIMED, "--seed", seed, "--state", state,
-                     "-o", tmp_path / f"{name}.traces.csv")
-        assert result.exit_code == 0, result.stderr
-        states.append(state)
+    states = shard_states(run, timed, hgb, tmp_path, seeds=("1", "2"))
     merged = tmp_path / "merged.state"
     result = run("merge", *states, "-o", merged)
     assert result.exit_code == 0, result.stderr
@@ -78,11 +85,7 @@ def test_shards_merge_and_the_merged_state_continues(run, timed, hgb, tmp_path):
 def test_shards_with_the_normal_bound_merge(run, timed, hgb, tmp_path):
     # the merging smoothings take the chebyshev or the normal bound (not realisations: refused)
     bounds = ("--bounds", "--bounds-method", "normal")
-    states = [tmp_path / "a.state", tmp_path / "b.state"]
-    for name, state in zip("ab", states):
-        result = run("explain", timed[name], "-m", hgb, *TIMED, *bounds, "--seed", "1", "--state", state,
-                     "-o", tmp_path / f"{name}.csv")
-        assert result.exit_code == 0, result.stderr
+    states = shard_states(run, timed, hgb, tmp_path, *TIMED, *bounds)
     merged = tmp_path / "merged.state"
     assert run("merge", *states, "-o", merged).exit_code == 0
     out = tmp_path / "later.csv"
@@ -172,13 +175,7 @@ def test_the_normal_bound_is_the_normal_one_with_mergeable_smoothing(run, timed,
 
 def test_a_merged_state_and_one_of_its_shards_are_refused_together(run, timed, hgb, tmp_path):
     """Merged with a state made from it, a shard's rows would count twice (a merge of AB and A exited 0)."""
-    states = []
-    for name in "ab":
-        state = tmp_path / f"{name}.state"
-        result = run("explain", timed[name], "-m", hgb, *TIMED, "--seed", "1", "--state", state,
-                     "-o", tmp_path / f"{name}.csv")
-        assert result.exit_code == 0, result.stderr
-        states.append(state)
+    states = shard_states(run, timed, hgb, tmp_path)
     merged = tmp_path / "ab.state"
     assert run("merge", *states, "-o", merged).exit_code == 0
     for given in ((merged, states[0]), (states[1], merged)):
@@ -197,19 +194,13 @@ def test_a_shard_continued_after_its_merge_is_refused_with_the_merge(run, timed,
     """A shard's state continued with new rows after a merge made from it is another file, but its
     rows up to the merge are in the merge too: merged again, they would count twice (exit 0 before).
     Its latest state merges with the other shards' as it should."""
-    states = []
-    for name in "ab":
-        state = tmp_path / f"{name}.state"
-        result = run("explain", timed[name], "-m", hgb, *TIMED, "--seed", "1", "--state", state,
-                     "-o", tmp_path / f"{name}.csv")
-        assert result.exit_code == 0, result.stderr
-        states.append(state)
+    states = shard_states(run, timed, hgb, tmp_path)
     merged = tmp_path / "ab.state"
     assert run("merge", *states, "-o", merged).exit_code == 0
     early = tmp_path / "a-early.state"
     early.write_bytes(states[0].read_bytes())
     result = run("explain", timed["later"], "-m", hgb, *TIMED, "--state", states[0], "--no-skip-seen",
-                 "-o", tmp_path / "a.csv")  # shard a goes on after the merge
+                 "-o", tmp_path / "a.traces.csv")  # shard a goes on after the merge
     assert result.exit_code == 0, result.stderr
     for given in ((merged, states[0]), (states[0], merged), (early, states[0])):  # also two checkpoints of a
         result = run("merge", *given, "-o", tmp_path / "again.state")
@@ -226,13 +217,7 @@ def test_merging_shards_of_geometric_sampling_says_what_it_measures(run, timed, 
     merged against 0.024 whole), so the merge warns; uniform sampling does not."""
     for sampling in ("geometric", "uniform"):
         options = [o if o != "uniform" else sampling for o in TIMED]
-        states = []
-        for name in "ab":
-            state = tmp_path / f"{sampling}-{name}.state"
-            result = run("explain", timed[name], "-m", hgb, *options, "--seed", "1", "--state", state,
-                         "-o", tmp_path / f"{sampling}-{name}.csv")
-            assert result.exit_code == 0, result.stderr
-            states.append(state)
+        states = shard_states(run, timed, hgb, tmp_path, *options, prefix=f"{sampling}-")
         result = run("merge", *states, "-o", tmp_path / f"{sampling}.state")
         assert result.exit_code == 0, result.stderr
         warned = "the shards used geometric sampling" in " ".join(result.stderr.split())
