@@ -33,6 +33,50 @@ PAPER = {
 }
 
 
+def elec2_rows(data: Path, rows: int | None = None) -> tuple[list, list[str]]:
+    """``elec2.csv``'s first ``rows`` rows (all when None) as ``(features, class)`` pairs, and its feature columns."""
+    import pandas as pd
+
+    frame = pd.read_csv(data / "elec2.csv")
+    if rows is not None:
+        frame = frame.iloc[:rows]
+    columns = [c for c in frame.columns if c != "class"]
+    clean = [(dict(zip(columns, values)), label)
+             for values, label in zip(frame[columns].itertuples(index=False, name=None), frame["class"])]
+    return clean, columns
+
+
+def drift_stream(clean: list, feature: str, partner: str, drift_at: int, rows: int, seed: int, *,
+                 shuffle: bool, width: int = 0) -> list:
+    """One run's stream: ``feature`` swapped with ``partner`` from row ``drift_at`` on.
+
+    Without ``shuffle``, ``clean`` as it is; with it, the stream of the paper's published code:
+    ``drift_at`` rows drawn at random (with ``seed``) in random order, then the same rows again,
+    ``rows`` rows in all; ``width`` > 0 (with ``shuffle``) makes the swap a sigmoid that wide.
+    """
+    import numpy as np
+
+    from ipfi_cli.evaluation.drift import gradual_drift, swap_features
+
+    columns = list(clean[0][0]) if clean else []
+    if feature not in columns or partner not in columns or partner == feature:
+        raise ValueError(f"the swapped features must be two columns of the data: {', '.join(columns)}")
+    if width and not shuffle:
+        raise ValueError("a gradual swap (width) needs the shuffled stream")
+    if shuffle and not 0 < rows - drift_at <= drift_at:
+        raise ValueError("the shuffled stream replays the rows before the drift after it: rows must be more than "
+                         "drift_at and at most twice it")
+    stream = clean
+    if shuffle and width:  # the paper's code: both streams read the same sample from its start
+        sample = [clean[i] for i in np.random.default_rng(seed).permutation(len(clean))[:rows]]
+        swapped = swap_features(sample, {feature: partner}, 0)
+        return gradual_drift(sample, swapped, drift_at, width, seed)[:rows]
+    if shuffle:  # as the paper's code: one seeded sample in random order, replayed after the drift
+        sample = [clean[i] for i in np.random.default_rng(seed).permutation(len(clean))[:drift_at]]
+        stream = sample + sample[: rows - drift_at]
+    return swap_features(stream, {feature: partner}, drift_at)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with elec2.csv")
@@ -168,24 +212,17 @@ def main() -> None:
         write_page()
         return
     need_files(args.data, ["elec2.csv"])
-    import numpy as np
-    import pandas as pd
     from river import forest
 
-    from ipfi_cli.evaluation.drift import gradual_drift, pick_swap_partner, swap_features
+    from ipfi_cli.evaluation.drift import pick_swap_partner
 
-    frame = pd.read_csv(args.data / "elec2.csv")
-    if not args.shuffle:
-        frame = frame.iloc[: args.rows]
-    columns = [c for c in frame.columns if c != "class"]
-    drift_at = args.drift_at if args.drift_at is not None else min(args.rows, len(frame)) // 2
+    clean, columns = elec2_rows(args.data, None if args.shuffle else args.rows)
+    drift_at = args.drift_at if args.drift_at is not None else min(args.rows, len(clean)) // 2
     if args.width and not args.shuffle:
         parser.error("--width needs --shuffle (the paper's stream)")
     if args.shuffle and not 0 < args.rows - drift_at <= drift_at:
         parser.error("--shuffle replays the rows before the drift after it: --rows must be more than --drift-at "
                      "and at most twice it")
-    clean = [(dict(zip(columns, values)), label)
-             for values, label in zip(frame[columns].itertuples(index=False, name=None), frame["class"])]
     for seed in seeds:
         if store.done("elec2", seed):
             log(f"elec2, seed {seed}: done before, kept")
@@ -193,16 +230,8 @@ def main() -> None:
         partner = args.partner or pick_swap_partner(columns, args.feature, seed=seed)
         if partner not in columns or partner == args.feature:
             parser.error(f"--partner must be another column of elec2.csv: {', '.join(columns)}")
-        stream = clean
-        if args.shuffle and args.width:  # the paper's code: both streams read the same sample from its start
-            sample = [clean[i] for i in np.random.default_rng(seed).permutation(len(clean))[:args.rows]]
-            swapped = swap_features(sample, {args.feature: partner}, 0)
-            rows = gradual_drift(sample, swapped, drift_at, args.width, seed)[:args.rows]
-        else:
-            if args.shuffle:  # as the paper's code: one seeded sample in random order, replayed after the drift
-                sample = [clean[i] for i in np.random.default_rng(seed).permutation(len(clean))[:drift_at]]
-                stream = sample + sample[: args.rows - drift_at]
-            rows = swap_features(stream, {args.feature: partner}, drift_at)
+        rows = drift_stream(clean, args.feature, partner, drift_at, args.rows, seed, shuffle=args.shuffle,
+                            width=args.width)
         log(f"elec2, seed {seed}: {len(rows)} rows, {args.feature} swapped with {partner} at row {drift_at}")
         entry = run_scenario(
             "experiment_c", f"elec2, feature drift ({args.feature}<->{partner} at row {drift_at:,}), ARF",
