@@ -9,6 +9,14 @@ import pytest
 from tests.cli.conftest import parse_csv
 
 
+def _sklearn_takes_a_grid() -> bool:
+    import inspect
+
+    from sklearn.inspection import partial_dependence
+
+    return "custom_values" in inspect.signature(partial_dependence).parameters
+
+
 def test_pdp_records_are_the_core_curves(run, agrawal_small, hgb):
     import joblib
 
@@ -206,3 +214,53 @@ def test_quiet_and_threads_as_in_the_other_commands(run, agrawal_small, hgb):
     assert said.stderr == ("ipfi: note: --drop class: not an input of the model, which never gets it anyway\n")
     quiet = run(*common, "-q", "--threads", "1")
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == said.stdout
+
+
+@pytest.fixture
+def linear_csv(tmp_path):
+    """The trial's set-up, smaller: a, b, c ~ N(0, 1), y = 3 a + 2 b - c + noise, a least-squares fit."""
+    import joblib
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(600, 3)), columns=["a", "b", "c"])
+    frame["y"] = 3 * frame.a + 2 * frame.b - frame.c + 0.5 * rng.normal(size=len(frame))
+    model = LinearRegression().fit(frame[["a", "b", "c"]], frame.y)
+    path, model_path = tmp_path / "lin.csv", tmp_path / "lin.joblib"
+    frame.to_csv(path, index=False)
+    joblib.dump(model, model_path)
+    return path, model_path, frame, model
+
+
+@pytest.mark.skipif(not _sklearn_takes_a_grid(), reason="partial_dependence takes custom_values from scikit-learn 1.7")
+def test_every_record_is_sklearns_partial_dependence_with_the_smoothings_weights(run, linear_csv):
+    """The trial: with the default grid, a's curve had slope 3.35 at row 150 for a coefficient of 2.99 and its
+    low end was 1.08 from scikit-learn's PD at that grid value, exit 0. Now every record's curve is a line of
+    slope the coefficient (rel 1e-9: rounding) and equals scikit-learn's brute-force PD at the printed grid on
+    rows 21..row weighted (1 - alpha) ** age, as exponential smoothing weighs them (abs 1e-9)."""
+    from sklearn.inspection import partial_dependence
+
+    path, model_path, frame, model = linear_csv
+    result = run("pdp", path, "-m", model_path, "-t", "y", "--feature", "a,b", "--every", "50", "-q", "--alpha", "0.01")
+    assert result.exit_code == 0, result.output
+    records = pd.DataFrame(parse_csv(result.stdout)).astype({"row": int, "grid": float, "pd": float})
+    assert sorted(set(records.row)) == list(range(50, 601, 50))
+    X = frame[["a", "b", "c"]]
+    for (row, feature), curve in records.groupby(["row", "feature"]):
+        grid, pd_values = curve.grid.to_numpy(), curve.pd.to_numpy()
+        slope = model.coef_[["a", "b"].index(feature)]
+        assert np.diff(pd_values) / np.diff(grid) == pytest.approx(np.full(9, slope), rel=1e-9), (row, feature)
+        rows = X.iloc[20:row]
+        weights = 0.99 ** np.arange(len(rows))[::-1]
+        reference = partial_dependence(model, rows, [feature], custom_values={feature: grid}, kind="average",
+                                       method="brute", sample_weight=weights)["average"][0]
+        assert pd_values == pytest.approx(reference, abs=1e-9), (row, feature)
+
+
+def test_a_grid_from_quantiles_needs_a_warm_up_of_two_rows(run, agrawal_small, hgb):
+    result = run("pdp", agrawal_small, "-m", hgb, "--feature", "age,salary", "--class", "1", "--warm-up", "1",
+                 "--grid", "age=20,40")
+    assert result.exit_code == 2 and "--warm-up" in result.stderr and "at least 2" in " ".join(result.stderr.split())
+    result = run("pdp", agrawal_small, "-m", hgb, "--feature", "age", "--class", "1", "--warm-up", "0",
+                 "--grid", "age=20,40")
+    assert result.exit_code == 0, result.output

@@ -402,9 +402,10 @@ class IncrementalPDP:
     """Incremental partial dependence (iPDP): a PD curve per chosen feature, on a stream.
 
     Per row, the model is evaluated with the feature set to each grid value, and each grid
-    point's value is folded into a smoothed mean. The grid spans streaming quantiles of the
-    feature. No target needed: a curve's spread (:attr:`spreads`) is a label-free signal of
-    change. See :mod:`ipfi_cli.core.pdp`.
+    point's value is folded into a smoothed mean. The grid spans quantiles of the feature in
+    the warm-up rows and then stays, so each value is the partial dependence at its grid value
+    over the rows after the warm-up, weighted as the smoothing weighs them. No target needed:
+    a curve's spread (:attr:`spreads`) is a label-free signal of change. See :mod:`ipfi_cli.core.pdp`.
 
     Parameters
     ----------
@@ -415,12 +416,13 @@ class IncrementalPDP:
         The numeric columns whose curves are tracked.
     grid_size : int, default=10
     quantiles : (float, float), default=(0.05, 0.95)
+        A feature's grid spans these quantiles of its values in the warm-up rows.
     grid : dict of str to list of float, default=None
-        Fixed grids (all of one length).
+        Given grids (all of one length), instead of ones from the warm-up rows.
     alpha : float, default=0.001
     smoothing : {"exponential", "mean"}, default="exponential"
     warm_up : int, default=20
-        Rows that only feed the quantiles.
+        Rows that only set the grid (at least 2 for a feature without a given grid).
     target_class : default=None
         For a classifier: the curve is the probability of this class.
 

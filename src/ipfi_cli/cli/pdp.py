@@ -51,19 +51,20 @@ def pdp(
     trust: TrustOpt = None,
     threads: ThreadsOpt = None,
     grid_size: Annotated[int, typer.Option(
-        "--grid-size", min=2, help="Points per curve, evenly spaced between the feature's streaming 5 % and 95 % "
-        "quantiles.", rich_help_panel=PANEL_ESTIMATOR)] = 10,
+        "--grid-size", min=2, help="Points per curve, evenly spaced between the feature's 5 % and 95 % quantiles "
+        "in the warm-up rows; the grid then stays.", rich_help_panel=PANEL_ESTIMATOR)] = 10,
     grid: Annotated[Optional[list[str]], typer.Option(
         "--grid", help="Fixed grid values for a feature, FEATURE=V1,V2,... (repeatable; every fixed grid has the "
-        "same length, which is then the grid size). A fixed grid does not move with the quantiles, which on a "
-        "short stream flatten a curve.", rich_help_panel=PANEL_ESTIMATOR, show_default=False,
+        "same length, which is then the grid size) instead of one from the warm-up rows' quantiles.",
+        rich_help_panel=PANEL_ESTIMATOR, show_default=False,
         metavar="FEATURE=VALUES")] = None,
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1].",
         rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
     smoothing: SmoothingOpt = "exponential",
     warm_up: Annotated[int, typer.Option(
-        "--warm-up", min=0, help="Rows that only feed the quantiles before the first curve point.",
+        "--warm-up", min=0, help="Rows that only set the grid (their 5 % and 95 % quantiles) before the first "
+        "curve point; at least 2 for a feature without --grid.",
         rich_help_panel=PANEL_ESTIMATOR)] = 20,
     every: Annotated[int, typer.Option(
         "--every", "-e", min=1, help="Write the curves every N rows (and after the last row).",
@@ -92,6 +93,9 @@ def pdp(
     if model is None:
         raise usage_error("give the model", "--model")
     grids = parse_grids(grid, features)
+    if warm_up < 2 and any(f not in (grids or {}) for f in features):
+        raise usage_error(f"a feature's grid comes from the warm-up rows' quantiles: give at least 2, got {warm_up} "
+                          "(or the grid, with --grid)", "--warm-up")
     check_outputs({"--output": output}, {"INPUT": data_files(input), "--model": model})
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter

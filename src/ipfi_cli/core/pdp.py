@@ -3,12 +3,19 @@
 For each new row ``x`` and each chosen feature ``j``, the model is evaluated on ``x`` with
 ``x_j`` set to each of ``grid_size`` grid values (the row's ICE curve); each grid point's
 value is folded into an exponentially weighted (or running) mean, like iPFI's estimates.
-The grid spans streaming quantiles of the feature (by default its 5 % and 95 %, as
-scikit-learn's ``partial_dependence`` and iPDP use), estimated with river's P-square
-``stats.Quantile``: ``O(1)`` per row, no reservoir re-sorted per row (iPDP's reference code
-recomputes the quantiles from its whole reservoir every row). A point's PD thus averages
-ICE values at the grid positions of their time; once the quantiles settle (a few hundred
-rows) the grid barely moves. Give ``grid`` to fix it.
+
+The grid does not move once curves are folded in: every value is then the partial
+dependence at its grid value, exactly: the weighted mean, over the rows after the warm-up,
+of the model's prediction with ``x_j`` set to that value (scikit-learn's brute-force
+``partial_dependence`` on those rows with ``sample_weight`` the smoothing's weights). A
+feature's grid is either given (``grid``) or spans the quantiles (by default 5 % and 95 %,
+as scikit-learn's ``partial_dependence`` and iPDP use; numpy's linear interpolation) of the
+feature's values in the warm-up rows, set when the warm-up ends. iPDP's reference code
+instead moves the grid with the quantiles of a reservoir and smooths the grid positions too:
+a point's value is then a mean of predictions at positions that moved, the partial
+dependence at the smoothed position only for a model linear in the feature. A grid set from
+a short warm-up is where the curve is looked at, not a bias: a longer ``warm_up`` gives a grid
+nearer the stream's quantiles.
 
 The spread of a curve (the variance of its points around their mean) is iPDP's label-free
 importance: it needs no target, so a change in it signals a change in the model without
@@ -55,14 +62,15 @@ class IPDPEstimator:
     grid_size
         Points per curve (iPDP: 10).
     quantiles
-        The grid spans these streaming quantiles of each feature.
+        A feature's grid spans these quantiles of its values in the warm-up rows.
     grid
-        Fixed grid values per feature (the others' grids still follow the quantiles); their
+        Given grid values per feature (the others' grids come from the warm-up rows); their
         length is then the grid size.
     alpha, smoothing
         As for iPFI: ``exponential`` with rate ``alpha``, or ``mean``.
     warm_up
-        Rows that only feed the quantiles before the first curve point (iPDP: 20).
+        Rows that only set the grid (its quantiles) before the first curve point (iPDP: 20);
+        at least 2 when a feature has no given grid.
     target_class
         For a classifier: the curve is the probability of this class (``None``: the
         predicted value, for a regressor).
@@ -72,8 +80,6 @@ class IPDPEstimator:
                  grid_size: int = 10, quantiles: tuple[float, float] = (0.05, 0.95),
                  grid: Mapping[str, Sequence[float]] | None = None, alpha: float = 0.001,
                  smoothing: str = "exponential", warm_up: int = 20, target_class: Any = None) -> None:
-        from river import stats
-
         self.model = model
         self.columns = [str(c) for c in columns]
         self.features = [str(f) for f in features]
@@ -93,18 +99,27 @@ class IPDPEstimator:
         self.grid_size = sizes.pop() if sizes else int(grid_size)
         self._fixed = fixed
         self._index = [self.columns.index(f) for f in self.features]
-        self._quantiles = {f: (stats.Quantile(low), stats.Quantile(high)) for f in self.features if f not in fixed}
+        self.quantiles = (float(low), float(high))
         self.warm_up = int(warm_up)
+        if self.warm_up < 2 and any(f not in fixed for f in self.features):
+            raise ValueError(f"a grid from quantiles needs a warm-up of at least 2 rows, got {self.warm_up}; give "
+                             "the grid, or a longer warm-up")
+        #: the warm-up rows' values of the features whose grid they set; ``None`` once it is set
+        self._warm: list[np.ndarray] | None = None if len(fixed) == len(self.features) else []
         self.target_class = target_class
         self.output = Output.VALUE if target_class is None else Output.PROBA
         self._tracker = make_smoother(smoothing, alpha, len(self.features) * self.grid_size)
-        self._grids = np.zeros((len(self.features), self.grid_size))
+        self._grids = np.full((len(self.features), self.grid_size), np.nan)  # NaN: not set yet
+        for i, name in enumerate(self.features):
+            if name in fixed:
+                self._grids[i] = fixed[name]
         self.n_seen = 0
 
     # -- results --------------------------------------------------------------------------
     @property
     def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per feature: ``(grid values, PD values)`` as they are now (NaN before the first point)."""
+        """Per feature: ``(grid values, PD values)`` as they are now (NaN before the first point;
+        a grid from the warm-up rows is NaN until the warm-up ends)."""
         values = np.asarray(self._tracker.mean, dtype=np.float64).reshape(len(self.features), self.grid_size)
         return {f: (self._grids[i].copy(), values[i].copy()) for i, f in enumerate(self.features)}
 
@@ -140,7 +155,7 @@ class IPDPEstimator:
             raise ValueError(f"row {int(t)} (0-based in this call): {self.features[int(i)]!r} is "
                              f"{value_rows[t, self._index[i]]}, not a finite number; a curve's grid needs "
                              "finite values")
-        saved = copy.deepcopy((self._tracker, self._quantiles, self._grids, self.n_seen))
+        saved = copy.deepcopy((self._tracker, self._warm, self._grids, self.n_seen))
         out = np.empty((len(value_rows), len(self.features), self.grid_size))
         out_grids = np.empty_like(out)
         try:
@@ -166,19 +181,24 @@ class IPDPEstimator:
                     out_grids[start + t] = grids[t]
                 self._grids = grids[-1]
         except Exception:
-            self._tracker, self._quantiles, self._grids, self.n_seen = saved
+            self._tracker, self._warm, self._grids, self.n_seen = saved
             raise
         return (out, out_grids) if return_grids else out
 
     def _update_grid(self, row: np.ndarray) -> None:
-        for i, (name, column) in enumerate(zip(self.features, self._index)):
-            if name in self._fixed:
-                self._grids[i] = self._fixed[name]
-                continue
-            low, high = self._quantiles[name]
-            low.update(float(row[column]))
-            high.update(float(row[column]))
-            self._grids[i] = np.linspace(float(low.get() or 0.0), float(high.get() or 0.0), self.grid_size)
+        """Before the row is counted: a warm-up row's values are kept; the first row after the
+        warm-up sets the grid from them (and every later row leaves it as it is)."""
+        if self._warm is None:
+            return
+        if self.n_seen < self.warm_up:
+            self._warm.append(row[self._index].copy())
+            return
+        values = np.array(self._warm).reshape(-1, len(self.features))
+        for i, name in enumerate(self.features):
+            if name not in self._fixed:
+                low, high = np.quantile(values[:, i], self.quantiles)
+                self._grids[i] = np.linspace(float(low), float(high), self.grid_size)
+        self._warm = None
 
     def _block(self, row: np.ndarray) -> np.ndarray:
         block = np.repeat(row[None, :], len(self.features) * self.grid_size, axis=0)
