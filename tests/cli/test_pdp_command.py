@@ -155,7 +155,8 @@ def test_pdp_drop_leaves_out_a_column_a_model_fitted_on_an_array_does_not_take(r
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # the forest's own cast
 def test_pdp_names_the_row_and_column_the_model_fails_on(run, agrawal_small, tmp_path):
     """A value the model refuses (1e300: a forest takes float32) was an unexpected ValueError, then the model's
-    error with no row; it is the row and column, after the records due before it, as a run that ends there."""
+    error with no row; it is the row and column, after the records due before it and the last good row's, as a
+    run that ends there."""
     import joblib
     from sklearn.ensemble import RandomForestClassifier
 
@@ -173,9 +174,9 @@ def test_pdp_names_the_row_and_column_the_model_fails_on(run, agrawal_small, tmp
     errors = [line for line in result.stderr.splitlines() if line.startswith("ipfi: error:")]
     assert errors == [f"ipfi: error: {path}: row 50 (line 51), column 'salary': 1e+300 is too large for this model "
                       "(ValueError: Input X contains infinity or a value too large for dtype('float32').)"]
-    due = [r for r in parse_csv(run("pdp", before, *common).stdout) if int(r["row"]) % 20 == 0]
-    assert [int(r["row"]) for r in due] == [40] * 10  # row 20 is the warm-up's last
-    assert parse_csv(result.stdout) == due
+    whole = parse_csv(run("pdp", before, *common).stdout)   # the run on the 49 rows before: its end too
+    assert [int(r["row"]) for r in whole] == [40] * 10 + [49] * 10  # row 20 is the warm-up's last
+    assert parse_csv(result.stdout) == whole
 
 
 def test_an_input_without_rows_is_said_as_the_other_commands_say_it(run, agrawal_small, hgb, tmp_path):
@@ -198,13 +199,14 @@ def test_an_input_without_rows_is_said_as_the_other_commands_say_it(run, agrawal
 
 
 def test_quiet_and_threads_as_in_the_other_commands(run, agrawal_small, hgb):
-    """pdp has -q/--quiet and --threads, the same options as explain's; its notes go to stderr unless quiet."""
+    """pdp has -q/--quiet, --threads and --on-bad-row, the same options as explain's; its notes go to stderr unless
+    quiet."""
     import typer.main
 
     from ipfi_cli.cli.app import app
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    for name in ("quiet", "threads"):
+    for name in ("quiet", "threads", "on_bad_row"):
         mine, explains = ([(p.opts, p.secondary_opts, p.default, p.help) for p in commands[c].params if p.name == name]
                           for c in ("pdp", "explain"))
         assert mine and mine == explains, name
@@ -264,3 +266,130 @@ def test_a_grid_from_quantiles_needs_a_warm_up_of_two_rows(run, agrawal_small, h
     result = run("pdp", agrawal_small, "-m", hgb, "--feature", "age", "--class", "1", "--warm-up", "0",
                  "--grid", "age=20,40")
     assert result.exit_code == 0, result.output
+
+
+def _weighted_pd(model, frame, feature, grid, rows, alpha=0.001):
+    """The closed form of a linear model's partial dependence at ``grid`` over ``rows`` weighted
+    ``(1 - alpha) ** age``: the intercept, the others' weighted means times their coefficients, and
+    the feature's coefficient times the grid value."""
+    X = frame[["a", "b", "c"]].to_numpy()[rows]
+    means = np.average(X, axis=0, weights=(1 - alpha) ** np.arange(len(X))[::-1])
+    f = ["a", "b", "c"].index(feature)
+    return model.intercept_ + means @ model.coef_ - means[f] * model.coef_[f] + model.coef_[f] * np.asarray(grid)
+
+
+def _with_text_at(linear_csv, row):
+    path, _, frame, _ = linear_csv
+    lines = path.read_text().splitlines()
+    fields = lines[row].split(",")
+    fields[2] = "abc"   # column c of row `row` (line row + 1)
+    lines[row] = ",".join(fields)
+    bad = path.with_name("bad.csv")
+    bad.write_text("\n".join(lines) + "\n")
+    return bad
+
+
+def test_a_bad_row_keeps_the_curves_before_it_in_the_output_file(run, linear_csv, tmp_path):
+    """The trial: row 650 with 'abc' in c stopped pdp naming it (exit 1), but -o's file was never made and
+    stdout had only the header: the curves of rows 100..600 were lost. Now the file holds the records due
+    before the bad row and the last good row's, as explain's output does; their values are the weighted
+    PD over the rows before (closed form, abs 1e-9)."""
+    _, model_path, frame, model = linear_csv
+    bad = _with_text_at(linear_csv, 450)
+    out = tmp_path / "out.csv"
+    result = run("pdp", bad, "-m", model_path, "-t", "y", "--feature", "a", "--grid-size", "3", "--every", "100",
+                 "-o", out)
+    assert result.exit_code == 1
+    assert f"{bad}: row 450 (line 451), column 'c': expected a number" in " ".join(result.stderr.split())
+    records = pd.read_csv(out)
+    assert sorted(set(records.row)) == [100, 200, 300, 400, 449]
+    for row, curve in records.groupby("row"):
+        expected = _weighted_pd(model, frame, "a", curve.grid, slice(20, row))
+        assert curve.pd.to_numpy() == pytest.approx(expected, abs=1e-9), row
+    on_stdout = run("pdp", bad, "-m", model_path, "-t", "y", "--feature", "a", "--grid-size", "3", "--every", "100")
+    assert on_stdout.stdout == out.read_text()
+
+
+def test_on_bad_row_skip_leaves_bad_rows_out_and_says_how_many(run, linear_csv):
+    """--on-bad-row skip, as explain, batch and compare have it: the unreadable row 450 and a row with no
+    value of b (row 475) are left out of the curves (closed form over the other rows, abs 1e-9), the run
+    goes on to the end (exit 0) and says how many it skipped and the first."""
+    path, model_path, frame, model = linear_csv
+    bad = _with_text_at(linear_csv, 450)
+    lines = bad.read_text().splitlines()
+    fields = lines[475].split(",")
+    fields[1] = ""
+    lines[475] = ",".join(fields)
+    bad.write_text("\n".join(lines) + "\n")
+    result = run("pdp", bad, "-m", model_path, "-t", "y", "--feature", "a,b", "--grid-size", "3", "--every", "100",
+                 "--on-bad-row", "skip")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (f"ipfi: warning: skipped 2 bad row(s); the first: {bad}: row 450 (line 451), column "
+                             "'c': expected a number (the column held numbers before), got 'abc'\n")
+    records = pd.DataFrame(parse_csv(result.stdout)).astype({"row": int, "grid": float, "pd": float})
+    assert sorted(set(records.row)) == [100, 200, 300, 400, 500, 600]
+    kept = np.array([i for i in range(len(frame)) if i not in (449, 474)])   # rows 450 and 475, 0-based
+    for (row, feature), curve in records.groupby(["row", "feature"]):
+        rows = kept[(kept >= 20) & (kept < row)]
+        expected = _weighted_pd(model, frame, feature, curve.grid, rows)
+        assert curve.pd.to_numpy() == pytest.approx(expected, abs=1e-9), (row, feature)
+
+
+def test_an_interrupted_pdp_keeps_its_output_file(run, linear_csv, tmp_path, monkeypatch):
+    """Ctrl-C said "every record written is complete", but with -o the file was thrown away (written
+    aside and renamed at the end). Interrupted during its second batch of 1,000 rows, the file has the
+    records due in the first and row 1,000's, which are the weighted PD over rows 21..1000 (closed form)."""
+    from ipfi_cli.core.pdp import IPDPEstimator
+
+    _, model_path, frame, model = linear_csv
+    frame = pd.concat([frame, frame], ignore_index=True)
+    path = tmp_path / "twice.csv"
+    frame.to_csv(path, index=False)
+    calls = []
+    explain_many = IPDPEstimator.explain_many
+
+    def interrupted_second_time(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return explain_many(self, *args, **kwargs)
+
+    monkeypatch.setattr(IPDPEstimator, "explain_many", interrupted_second_time)
+    out = tmp_path / "out.csv"
+    result = run("pdp", path, "-m", model_path, "-t", "y", "--feature", "a", "--grid-size", "3", "--every", "300",
+                 "-o", out)
+    assert result.exit_code == 130 and "interrupted after 1,000 rows" in result.stderr
+    records = pd.read_csv(out)
+    assert sorted(set(records.row)) == [300, 600, 900, 1000]
+    last = records[records.row == 1000]
+    assert last.pd.to_numpy() == pytest.approx(_weighted_pd(model, frame, "a", last.grid, slice(20, 1000)), abs=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # the forest's own cast
+def test_on_bad_row_skip_leaves_out_a_row_the_model_fails_on(run, agrawal_small, tmp_path):
+    """A forest takes float32, so 1e300 in row 50 fails the model call: with --on-bad-row skip that row is
+    left out and said, and the rest are folded in: the last curve is the forest's mean probability of class 1
+    over rows 21..end but row 50, with age set to each grid value (computed here, rel 1e-12)."""
+    import joblib
+    from sklearn.ensemble import RandomForestClassifier
+
+    frame = pd.read_csv(agrawal_small)
+    features = [c for c in frame.columns if c != "class"]
+    forest = RandomForestClassifier(n_estimators=3, random_state=0).fit(frame[features], frame["class"])
+    model = tmp_path / "forest.joblib"
+    joblib.dump(forest, model)
+    frame.loc[49, "salary"] = 1e300
+    path = tmp_path / "huge.csv"
+    frame.to_csv(path, index=False)
+    result = run("pdp", path, "-m", model, "-t", "class", "--feature", "age", "--class", "1", "--every", "20",
+                 "--grid-size", "4", "--smoothing", "mean", "--on-bad-row", "skip")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(f"ipfi: warning: skipped 1 bad row(s); the first: {path}: row 50 (line 51), "
+                                    "column 'salary': 1e+300 is too large for this model")
+    records = parse_csv(result.stdout)
+    last = [r for r in records if int(r["row"]) == len(frame)]
+    assert len(last) == 4
+    rows = frame.drop(index=49).iloc[20:][features]
+    for record in last:
+        probability = forest.predict_proba(rows.assign(age=float(record["grid"])))[:, 1].mean()
+        assert float(record["pd"]) == pytest.approx(probability, rel=1e-12)

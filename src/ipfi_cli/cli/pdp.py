@@ -19,6 +19,7 @@ from ipfi_cli.cli.options import (
     InputArg,
     NaValuesOpt,
     NoDefaultNaOpt,
+    OnBadRowOpt,
     OutputFormatOpt,
     OutputOpt,
     QuietOpt,
@@ -75,6 +76,7 @@ def pdp(
     delimiter: DelimiterOpt = None,
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
+    on_bad_row: OnBadRowOpt = "fail",
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -82,8 +84,9 @@ def pdp(
 
     Per chosen feature: the model's mean prediction as the feature moves over a grid, folded in
     row by row. Records (long format: row, feature, grid, pd) go to stdout as CSV or JSONL, every
-    --every rows and after the last row. No label is needed. Notes and warnings (the model's
-    versions, how its columns were matched) go to stderr; --quiet leaves only errors.
+    --every rows and after the last row (also when a bad row stops the run). No label is needed.
+    Notes and warnings (the model's versions, how its columns were matched) go to stderr; --quiet
+    leaves only errors.
     """
     features = split_names(feature)
     if not features:
@@ -108,10 +111,12 @@ def pdp(
                                format=value(format), na_values=na_values, no_default_na=no_default_na,
                                delimiter=delimiter, target=target, drop=split_names(drop), target_class=target_class,
                                grid_size=grid_size, grid=grids,
-                               alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every)
+                               alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every,
+                               on_bad_row=value(on_bad_row))
         reporter = TerminalReporter(live=False, quiet=quiet)
         try:
-            write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings, say=reporter.message))
+            write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings, say=reporter.message),
+                          keep_on_error=True)
         except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM
             rows = getattr(stop, "rows", None)
             say("interrupted" + (f" after {rows:,} rows" if rows is not None else "")

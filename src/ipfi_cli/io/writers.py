@@ -338,16 +338,32 @@ class RecordWriter:
 
 
 def write_records(output: str | None, fmt: str | None, fields: Sequence[str],
-                  records: Iterable[dict[str, Any]]) -> None:
+                  records: Iterable[dict[str, Any]], *, keep_on_error: bool = False) -> None:
     """Write records to ``output`` (a file, atomically; the format from its name unless ``fmt``)
-    or to stdout (``None`` or ``-``). Raises :class:`~ipfi_cli.errors.OutputError`."""
-    from ipfi_cli.errors import OutputError
+    or to stdout (``None`` or ``-``). Raises :class:`~ipfi_cli.errors.OutputError`.
+
+    ``keep_on_error``: when ``records`` stops with an :class:`~ipfi_cli.errors.IpfiError` (a bad
+    row) or ``KeyboardInterrupt``, the records before it are still written to ``output`` (as a
+    whole file, as explain's output keeps them), and then the error is raised; otherwise an
+    error leaves ``output`` as it was."""
+    from ipfi_cli.errors import IpfiError, OutputError
 
     chosen = output_format_for(output, fmt)
+    stopped: list[BaseException] = []
 
     def write(stream: Any) -> None:
         writer = RecordWriter(stream, fields, chosen)
-        for record in records:
+        iterator = iter(records)
+        while True:
+            try:
+                record = next(iterator)
+            except StopIteration:
+                break
+            except (IpfiError, KeyboardInterrupt) as error:
+                if not keep_on_error or isinstance(error, OutputError):
+                    raise
+                stopped.append(error)
+                break
             writer.write(record)
         stream.flush()
 
@@ -358,6 +374,8 @@ def write_records(output: str | None, fmt: str | None, fields: Sequence[str],
             raise OutputError(f"{output}: cannot write ({error.strerror or error})") from None
     else:
         write(NamedOutput(sys.stdout.buffer, None))
+    if stopped:
+        raise stopped[0]
 
 
 def silence_stdout() -> None:

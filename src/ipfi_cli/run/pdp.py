@@ -3,6 +3,11 @@
 Each record is one point of one feature's curve after one row: ``row``, ``feature``, ``grid``
 (the grid value), ``pd`` (the smoothed partial dependence there). Records are written every
 ``every`` rows and after the last row. No target is needed: the curves are the model's own.
+
+Bad rows (unreadable, a value that is not a finite number, a row the model fails on) follow
+``on_bad_row`` as in ``explain``: ``fail`` stops at the first, after the records due before it
+and the last good row's, so nothing computed is lost; ``skip`` leaves them out, counts them and
+says how many at the end.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class PDPSettings:
     warm_up: int = 20
     every: int = 1000
     batch_size: int = 1000
+    on_bad_row: str = "fail"  # or "skip", as explain's --on-bad-row
 
 
 def _row_values(row: Any, columns: list[str], source: str) -> list[float]:
@@ -108,11 +114,12 @@ def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | 
     reader = open_rows(s.input, format=s.format, **reader_options(s.na_values, s.no_default_na, s.delimiter))
     try:
         source = reader.name
-        if not reader.columns:  # no row gave columns: there is none, or only bad ones (pdp stops at the first)
-            first_bad = next((row.error for row in reader if row.error is not None), None)
-            if first_bad is not None:
-                raise first_bad
-            raise RunError(f"{source}: no curve point: the input has no rows")
+        if not reader.columns:  # no row gave columns: there is none, or only bad ones
+            bad = [row.error for row in reader if row.error is not None]
+            if bad and s.on_bad_row == "fail":
+                raise bad[0]
+            raise RunError(f"{source}: no curve point: " + (f"all {len(bad):,} row(s) were bad; the first: {bad[0]}"
+                                                             if bad else "the input has no rows"))
         notes: list[str] = []
         columns = model_columns(loaded, reader.columns, s.target or "", source, check_target=s.target is not None,
                                 drop=s.drop, choose="--drop", notes=notes)
@@ -129,49 +136,85 @@ def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | 
     except BaseException:
         reader.close()
         raise
-    return _loop(settings, reader, pdp, columns)
+    return _loop(settings, reader, pdp, columns, say)
 
 
-def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str]) -> Iterator[dict[str, Any]]:
+def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
+          say: Callable[[str, str | None], None] | None = None) -> Iterator[dict[str, Any]]:
     import numpy as np
 
+    from ipfi_cli.run.rows import RowChecker
+
     source = reader.name
-    last: tuple[int, Any, Any] | None = None
+    checker = RowChecker(source=source, target=s.target or "", columns=columns, to_label=lambda label: None,
+                         check_columns=False, learn=False, on_bad_row=s.on_bad_row)
+    last: tuple[int, Any, Any] | None = None  # the last row folded in: its number, grids and curves
+    stop: tuple[InputError, BaseException | None] | None = None  # the bad row to stop at, and its cause
     try:
         for batch in reader.batches(s.batch_size):
-            good = []
-            for row in batch:
-                if row.error is not None:
-                    raise row.error
+            rows, bad = checker.check(batch)
+            if bad is not None:
+                stop = (bad, None)
+            good, values = [], []
+            for row in rows:
+                try:
+                    values.append(_row_values(row, columns, source))
+                except InputError as error:
+                    if s.on_bad_row == "fail":
+                        stop = (error, None)
+                        break
+                    checker.skip(error)
+                    continue
                 good.append(row)
-            if not good:
-                continue
-            values = np.array([_row_values(row, columns, source) for row in good], dtype=np.float64)
-            try:
-                curves, grids = pdp.explain_many(values, return_grids=True)
-            except ModelCallError as error:  # the model failed on a row: the due records before it are written
-                failing = _failing_row(pdp, good, values, columns, source, error)
-                if failing is None:
-                    raise
-                at, located = failing
-                if at:
-                    curves, grids = pdp.explain_many(values[:at], return_grids=True)
-                    yield from _due(s, good[:at], curves, grids, pdp.n_seen)
-                raise located from error
-            yield from _due(s, good, curves, grids, pdp.n_seen)
-            last = (good[-1].number, grids[-1], curves[-1])
-        if last is not None and last[0] % s.every != 0 and pdp.n_explained:
+            while good:
+                array = np.array(values, dtype=np.float64)
+                failure: InputError | None = None
+                cause: BaseException | None = None
+                try:
+                    curves, grids = pdp.explain_many(array, return_grids=True)
+                    done = len(good)
+                except ModelCallError as error:  # the model failed on a row: the rows before it are folded in
+                    failing = _failing_row(pdp, good, array, columns, source, error)
+                    if failing is None:
+                        raise
+                    done, failure = failing
+                    if done:
+                        curves, grids = pdp.explain_many(array[:done], return_grids=True)
+                    cause = error
+                if done:
+                    yield from _due(s, good[:done], curves, grids, pdp.n_seen)
+                    last = (good[done - 1].number, grids[done - 1], curves[done - 1])
+                if failure is None:
+                    break
+                if s.on_bad_row == "fail":
+                    stop = (failure, cause)
+                    break
+                checker.skip(failure)
+                good, values = good[done + 1:], values[done + 1:]
+            if stop is not None:
+                break
+        if last is not None and last[0] % s.every != 0 and pdp.n_explained:  # the last row's curves
             yield from _records(last[0], s.features, last[1], last[2])
+        if stop is not None:
+            stopped, stopped_by = stop
+            if stopped_by is not None:
+                raise stopped from stopped_by
+            raise stopped
         if not pdp.n_explained:
+            seen = f"the input has {pdp.n_seen} row(s)" + (f" ({checker.skipped:,} bad ones skipped besides)"
+                                                            if checker.skipped else "")
             raise RunError(f"{source}: no curve point: " + (
-                f"the input has {pdp.n_seen} row(s), the warm-up takes {s.warm_up}" if pdp.n_seen
-                else "the input has no rows"))
+                f"{seen}, the warm-up takes {s.warm_up}" if pdp.n_seen
+                else f"all {checker.skipped:,} row(s) were bad" if checker.skipped else "the input has no rows"))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the curves after the last whole batch, as at the end
         if last is not None and last[0] % s.every != 0 and pdp.n_explained:
             yield from _records(last[0], s.features, last[1], last[2])
         raise Interrupted(last[0] if last is not None else 0) from None
     finally:
         reader.close()
+        summary = checker.skipped_summary()
+        if summary and say is not None:
+            say(summary, "warning")
 
 
 class Interrupted(KeyboardInterrupt):
