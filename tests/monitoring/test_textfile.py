@@ -6,7 +6,7 @@ import json
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import HGB, ipfi, sample_lines
+from .conftest import HGB, SAMPLE, ipfi, sample_lines
 
 
 def test_the_bound_gauge_says_which_bound_it_holds(tmp_path):
@@ -49,3 +49,54 @@ def test_model_counters_continue_across_a_resume(tmp_path):
     assert numbers[0]["ipfi_model_predictions"] == 299 * (9 * 10 + 1)
     assert numbers[1]["ipfi_model_predictions"] == 599 * (9 * 10 + 1)
     assert numbers[1]["ipfi_model_calls"] > numbers[0]["ipfi_model_calls"] >= 1
+
+
+def test_the_loss_sum_is_the_exact_running_sum_and_never_decreases(tmp_path):
+    """``ipfi_model_loss_sum`` is a counter: read at pauses of a live stream it never decreases and
+    equals the model's errors counted by scikit-learn (zero-one loss). It was the mean loss times the
+    rows explained, which for 1 error in 49 rows is 0.9999999999999999: below the 1.0 read before,
+    a counter reset to Prometheus (increase() and the IpfiLossJumped rule then went wrong)."""
+    import joblib
+    import pandas as pd
+
+    from .conftest import ipfi_process, wait_for
+
+    header, *rows = sample_lines("agrawal_static.csv")
+    frame = pd.read_csv(SAMPLE / "agrawal_static.csv")
+    wrong = joblib.load(HGB).predict(frame.drop(columns="class")) != frame["class"].to_numpy()
+    first_wrong, second_wrong = [int(i) for i in wrong.nonzero()[0][:2]]
+    assert first_wrong > 60  # rows 0..60 of the file are predicted right
+    # row 0 is only stored; then 1 error in the first 49 explained rows; a second one later
+    order = [0, first_wrong, *range(1, 49), second_wrong, *range(49, 60)]
+    stops = [10, 49, len(order) - 1]  # rows explained at each pause
+    errors = [int(wrong[order[1:n + 1]].sum()) for n in stops]  # counted by scikit-learn, not ipfi
+    assert errors == [1, 1, 2]
+    prom, log = tmp_path / "m.prom", tmp_path / "err.log"
+    process = ipfi_process("explain", "-", "-m", HGB, "-t", "class", "--loss", "zero-one", "--seed", "1", "-M", "1",
+                           "--no-live", "--metrics-textfile", str(prom), "-o", str(tmp_path / "t.csv"), stderr=log)
+
+    def read() -> dict[str, float]:
+        text = prom.read_text() if prom.exists() else ""
+        return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+    seen: list[float] = []
+    try:
+        assert process.stdin is not None
+        process.stdin.write((header + "\n").encode())
+        sent = 0
+        for n in stops:
+            process.stdin.write(("\n".join(rows[i] for i in order[sent:n + 1]) + "\n").encode())
+            process.stdin.flush()
+            sent = n + 1
+            values = wait_for(lambda n=n: (v := read()).get("ipfi_rows_explained_total") == n and v, 60,
+                              f"the textfile at {n} rows explained", log)
+            seen.append(values["ipfi_model_loss_sum"])
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert seen == [float(e) for e in errors]  # exactly: a sum of 0s and 1s
+    assert all(a <= b for a, b in zip(seen, seen[1:]))
+    assert read()["ipfi_model_loss_sum"] == errors[-1]

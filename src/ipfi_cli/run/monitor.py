@@ -181,7 +181,8 @@ class StreamNumbers:
                 from ipfi_cli.core.ranking import ndcg_at_k
 
                 ndcg = float(ndcg_at_k(importances, watch.detector.reference, watch.detector.k))
-        loss_sum = float(snapshot.loss) * explained if explained else 0.0
+        # the explainer's running sum: mean * count can be 1 ulp below an earlier value, a counter reset
+        loss_sum = float(snapshot.loss_sum) if explained else 0.0
         return cls(names=list(snapshot.names), importances=importances, bounds=[float(b) for b in snapshot.bounds],
                    loss_sum=loss_sum, explained=explained, rows_read=int(snapshot.rows) + int(snapshot.skipped),
                    skipped=int(snapshot.skipped), model_calls=int(getattr(explainer, "n_model_calls", 0)),
