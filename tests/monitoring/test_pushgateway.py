@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import subprocess
 import urllib.request
 
 import pytest
@@ -78,9 +80,11 @@ def test_bad_label_options_are_usage_errors(rows_file):
 def test_a_finite_explain_pushes_its_last_record(pushgateway, tmp_path):
     data = tmp_path / "rows.csv"
     data.write_text("\n".join((SAMPLE / "agrawal_static.csv").read_text().splitlines()[:301]) + "\n")
+    meta = tmp_path / "meta.json"
     result = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "1", "--repeats", "2", "--no-live", "-q",
-                  "--pushgateway", pushgateway, "--push-label", "stream=test")
+                  "--pushgateway", pushgateway, "--push-label", "stream=test", "--meta", str(meta))
     assert result.returncode == 0, result.stderr
+    assert json.loads(meta.read_text())["pushed"] is True
     header, *records = result.stdout.splitlines()
     last = dict(zip(header.split(",")[1:], map(float, records[-1].split(",")[1:])))
     with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
@@ -126,3 +130,40 @@ def test_a_pushgateway_behind_basic_auth_takes_the_urls_user_and_password(rows_f
         assert "wrong" not in refused.stderr and "admin:***@" in refused.stderr
     finally:
         server.stop()
+
+
+def explain_into_a_pushgateway_that_is_down(tmp_path, rows: list[str], *options: str
+                                            ) -> tuple[subprocess.CompletedProcess[str], list[str], dict]:
+    data, meta = tmp_path / "rows.csv", tmp_path / "meta.json"
+    data.write_text("\n".join(rows) + "\n")
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "7", "--repeats", "3", "--no-live",
+                  "--pushgateway", url, "--meta", str(meta), *options)
+    assert f"--pushgateway {url}: the push failed" in result.stderr
+    return result, result.stdout.splitlines(), json.loads(meta.read_text())
+
+
+def test_a_failed_push_at_the_end_still_writes_the_meta_file(tmp_path):
+    """The stream ended and every record is written: --meta says so, and that the push failed (it was
+    not written at all: the push's error skipped it)."""
+    rows = (SAMPLE / "agrawal_static.csv").read_text().splitlines()[:301]
+    result, (header, *records), meta = explain_into_a_pushgateway_that_is_down(tmp_path, rows, "-q")
+    assert result.returncode == 1
+    assert len(records) == 300 and meta["rows"]["records_written"] == 300  # the first row's is empty
+    assert meta["rows"]["explained"] == 299
+    last = dict(zip(header.split(",")[1:], map(float, records[-1].split(",")[1:])))
+    assert meta["final"]["importances"] == last
+    assert meta["status"] == "ok" and meta["pushed"] is False and "the push failed" in meta["error"]
+
+
+def test_a_change_found_exits_3_though_the_push_failed(tmp_path):
+    """--fail-on-change: a change was detected, so the exit code is 3 even though the push at the end
+    failed (it was 1: a script waiting for 3 missed the change); an error line says the push failed."""
+    header, *drift = (SAMPLE / "agrawal_drift.csv").read_text().splitlines()
+    rows = [header, *drift[9000:10600]]  # the concept switches at row 10,000 of the file
+    result, _, meta = explain_into_a_pushgateway_that_is_down(tmp_path, rows, "--detect", "--alpha", "0.01",
+                                                             "--fail-on-change")
+    assert meta["changes"], "the drift is detected"
+    assert result.returncode == 3, result.stderr
+    assert "a change was detected" in result.stderr.splitlines()[-1]
+    assert meta["pushed"] is False and "the push failed" in meta["error"]

@@ -433,7 +433,7 @@ class ExplainSession(RunEndMixin):
             if signals is not None:
                 signals.restore()
             self._close(plan, parts)
-        return self._report(plan, parts)
+        return self._settle(lambda: self._report(plan, parts))
 
     def _batches(self, reader: RowReader) -> Iterator[list[Row] | RowBlock]:
         """The input's micro-batches; a static run without ``--state`` reading a CSV takes

@@ -253,6 +253,7 @@ class MetricsExporter:
         self._last_explained = -1
         self._last_row_time: float | None = None
         self._next = 0.0
+        self.pushed = False  # the metrics reached --pushgateway
 
     def serve(self, session: Any) -> None:
         """Serve ``/metrics`` (``--metrics-port``) from the start: the build info until the run is set up."""
@@ -332,6 +333,7 @@ class MetricsExporter:
         pushed = MetricSet(self.settings.labels)
         pushed.set(families)
         push_add(self.settings.pushgateway or "", pushed, self.settings.push_job, self.settings.push_grouping)
+        self.pushed = True
 
     def close(self) -> None:
         if self.server is not None:
