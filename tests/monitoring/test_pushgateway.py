@@ -167,3 +167,21 @@ def test_a_change_found_exits_3_though_the_push_failed(tmp_path):
     assert result.returncode == 3, result.stderr
     assert "a change was detected" in result.stderr.splitlines()[-1]
     assert meta["pushed"] is False and "the push failed" in meta["error"]
+
+
+def test_a_query_string_stays_the_query_and_is_never_shown(rows_file, receiver_factory):
+    """``--pushgateway http://host/prefix?token=...``: the API path goes after the URL's path and the
+    query stays the query (the request went to ``/prefix?token=.../metrics/job/ipfi``, the path inside
+    the query); a failure's message shows neither the path nor the query (it printed the token)."""
+    receiver = receiver_factory(path="/prefix")
+    result = ipfi(*BATCH, rows_file, "--features", "salary", "--pushgateway", receiver.url + "?token=s3cret",
+                  "--push-label", "model=hgb")
+    assert result.returncode == 0, result.stderr
+    assert receiver.paths == ["/prefix/metrics/job/ipfi/model/hgb?token=s3cret"]
+    assert b"ipfi_feature_importance" in receiver.bodies[0]
+
+    refusing = receiver_factory(path="/prefix", status=403)
+    result = ipfi(*BATCH, rows_file, "--features", "salary", "--pushgateway", refusing.url + "?token=s3cret")
+    assert result.returncode == 1
+    assert "the push failed (HTTP 403)" in result.stderr and "s3cret" not in result.stderr
+    assert "/prefix" not in result.stderr  # the path is shown as *** too, as --webhook's and --meta's are
