@@ -1,6 +1,6 @@
 """``batch --pushgateway`` through a real Pushgateway: the pushed importances are exactly the CSV's;
-push-add keeps other groups; a Pushgateway that is down fails the run after the records are written.
-``--metrics-textfile`` writes the same numbers atomically."""
+a push replaces its group and keeps other groups; a Pushgateway that is down fails the run after the
+records are written. ``--metrics-textfile`` writes the same numbers atomically."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_batch_pushes_its_importances_to_a_real_pushgateway(pushgateway, rows_fi
     assert {dict(k)["feature"]: v for k, v in written.items()} == expected
     assert not list(tmp_path.glob(".ipfi-*"))  # no temporary file left behind
 
-    # another group (push-add under another model label) leaves the first one in place
+    # another group (a push under another model label) leaves the first one in place
     other = ipfi(*BATCH, rows_file, "--features", "salary,age", "--pushgateway", pushgateway, "--push-job", "nightly",
                  "--push-label", "model=other")
     assert other.returncode == 0, other.stderr
@@ -177,7 +177,7 @@ def test_a_query_string_stays_the_query_and_is_never_shown(rows_file, receiver_f
     result = ipfi(*BATCH, rows_file, "--features", "salary", "--pushgateway", receiver.url + "?token=s3cret",
                   "--push-label", "model=hgb")
     assert result.returncode == 0, result.stderr
-    assert receiver.paths == ["/prefix/metrics/job/ipfi/model/hgb?token=s3cret"]
+    assert receiver.paths == ["PUT /prefix/metrics/job/ipfi/model/hgb?token=s3cret"]
     assert b"ipfi_feature_importance" in receiver.bodies[0]
 
     refusing = receiver_factory(path="/prefix", status=403)
@@ -185,3 +185,23 @@ def test_a_query_string_stays_the_query_and_is_never_shown(rows_file, receiver_f
     assert result.returncode == 1
     assert "the push failed (HTTP 403)" in result.stderr and "s3cret" not in result.stderr
     assert "/prefix" not in result.stderr  # the path is shown as *** too, as --webhook's and --meta's are
+
+
+def test_a_push_replaces_its_group_so_no_earlier_runs_series_lingers(pushgateway, rows_file, tmp_path):
+    """A push replaces its group (PUT, as prometheus_client's push_to_gateway does): after an explain
+    run, a batch run pushed to the same group leaves no explain-only series (with push-add, POST, the
+    bounds, the rows explained and the run's own nDCG stayed beside the new run's numbers)."""
+    data = tmp_path / "rows.csv"
+    data.write_text("\n".join((SAMPLE / "agrawal_static.csv").read_text().splitlines()[:201]) + "\n")
+    group = ["--pushgateway", pushgateway, "--push-job", "nightly", "--push-label", "model=hgb"]
+    first = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "1", "--no-live", "-q", *group)
+    assert first.returncode == 0, first.stderr
+    with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
+        assert samples(response.read().decode(), "ipfi_feature_importance_bound")  # explain's, pushed
+    second = ipfi(*BATCH, rows_file, *group)
+    assert second.returncode == 0, second.stderr
+    with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
+        exposed = response.read().decode()
+    assert samples(exposed, "ipfi_feature_importance_bound") == {}
+    assert samples(exposed, "ipfi_rows_explained_total") == {}
+    assert list(samples(exposed, "ipfi_rows_read_total").values()) == [float(BATCH_ROWS)]  # batch's

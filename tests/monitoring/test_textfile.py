@@ -100,3 +100,23 @@ def test_the_loss_sum_is_the_exact_running_sum_and_never_decreases(tmp_path):
     assert seen == [float(e) for e in errors]  # exactly: a sum of 0s and 1s
     assert all(a <= b for a, b in zip(seen, seen[1:]))
     assert read()["ipfi_model_loss_sum"] == errors[-1]
+
+
+def test_a_complete_run_ends_its_textfile_with_the_run_end_gauges(tmp_path):
+    """As a pushed run does, a complete explain run's textfile ends with ipfi_last_success_timestamp_seconds
+    and ipfi_duration_seconds (the README said so; they were missing): the shipped rules tell an ended
+    run from a stalled one by them."""
+    import time
+
+    data = tmp_path / "rows.csv"
+    data.write_text("\n".join(sample_lines("agrawal_static.csv")[:101]) + "\n")
+    prom = tmp_path / "m.prom"
+    before = time.time()
+    result = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "1", "--no-live", "-q",
+                  "--metrics-textfile", str(prom), "-o", str(tmp_path / "t.csv"))
+    after = time.time()
+    assert result.returncode == 0, result.stderr
+    values = {s.name: s.value for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}
+    assert before <= values["ipfi_last_success_timestamp_seconds"] <= after
+    assert 0 < values["ipfi_duration_seconds"] <= after - before
+    assert values["ipfi_last_row_timestamp_seconds"] <= values["ipfi_last_success_timestamp_seconds"]

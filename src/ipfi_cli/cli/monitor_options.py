@@ -42,8 +42,9 @@ MetricsLabelOpt = Annotated[Optional[list[str]], typer.Option(
     "--metrics-label", help="A constant label on every metric, NAME=VALUE (repeatable; e.g. model=churn).",
     rich_help_panel=PANEL_MONITORING, show_default=False, metavar="NAME=VALUE")]
 PushgatewayOpt = Annotated[Optional[str], typer.Option(
-    "--pushgateway", help="At the end of a complete run, push-add the metrics to this Pushgateway (a failed run "
-    "pushes nothing, so the last good run's numbers stay), with ipfi_last_success_timestamp_seconds.",
+    "--pushgateway", help="At the end of a complete run, push the metrics to this Pushgateway, replacing the "
+    "group of --push-job and --push-label (a failed run pushes nothing, so the last good run's numbers stay), with "
+    "ipfi_last_success_timestamp_seconds.",
     rich_help_panel=PANEL_MONITORING, show_default=False, metavar="URL")]
 PushJobOpt = Annotated[str, typer.Option(
     "--push-job", help="The Pushgateway job name.", rich_help_panel=PANEL_MONITORING, metavar="NAME")]
