@@ -205,3 +205,12 @@ def test_a_push_replaces_its_group_so_no_earlier_runs_series_lingers(pushgateway
     assert samples(exposed, "ipfi_feature_importance_bound") == {}
     assert samples(exposed, "ipfi_rows_explained_total") == {}
     assert list(samples(exposed, "ipfi_rows_read_total").values()) == [float(BATCH_ROWS)]  # batch's
+
+
+def test_one_label_with_two_values_is_a_usage_error(rows_file):
+    """--push-label model=x with --metrics-label model=y was taken silently: every pushed series would
+    carry model twice. Now a usage error; the same value in both is fine."""
+    result = ipfi(*BATCH, rows_file, "--metrics-textfile", "x.prom", "--pushgateway", "http://127.0.0.1:9/",
+                  "--push-label", "model=x", "--metrics-label", "model=y")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "--push-label" in result.stderr and "'model'" in result.stderr

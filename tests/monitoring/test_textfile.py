@@ -120,3 +120,26 @@ def test_a_complete_run_ends_its_textfile_with_the_run_end_gauges(tmp_path):
     assert before <= values["ipfi_last_success_timestamp_seconds"] <= after
     assert 0 < values["ipfi_duration_seconds"] <= after - before
     assert values["ipfi_last_row_timestamp_seconds"] <= values["ipfi_last_success_timestamp_seconds"]
+
+
+def test_the_served_url_of_an_ipv6_address_has_brackets(tmp_path):
+    """--metrics-addr ::1 said http://::1:PORT/metrics, which is no URL; now http://[::1]:PORT/metrics,
+    and a scrape of that URL answers."""
+    import re
+    import urllib.request
+
+    from .conftest import ipfi_process, wait_for
+
+    log = tmp_path / "err.log"
+    process = ipfi_process("explain", "-", "-m", HGB, "-t", "class", "--no-live", "--metrics-addr", "::1",
+                           "--metrics-port", "0", "-o", str(tmp_path / "t.csv"), stderr=log)
+    try:
+        url = wait_for(lambda: (found := re.search(r"serving metrics on (\S+)", log.read_text())) and found.group(1),
+                       60, "the metrics URL", log)
+        assert re.fullmatch(r"http://\[::1\]:\d+/metrics", url), url
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert b"ipfi_build_info" in response.read()
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=60)

@@ -108,6 +108,11 @@ def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = DEF
         grouping = parse_labels(push_label, "--push-label", reserved=("job",))
     except UsageError as error:
         raise usage_error(error.message, error.option) from None
+    clash = sorted(name for name in labels.keys() & grouping.keys() if labels[name] != grouping[name])
+    if clash:  # each pushed series would carry two values of one label
+        name = clash[0]
+        raise usage_error(f"label {name!r} is {grouping[name]!r} here but {labels[name]!r} in --metrics-label: give "
+                          "it once, or the same value in both", "--push-label")
     settings = MonitorSettings(metrics_port=metrics_port, metrics_addr=metrics_addr, metrics_textfile=metrics_textfile,
                                pushgateway=pushgateway, push_job=push_job, push_grouping=grouping, labels=labels,
                                webhook=webhook, webhook_format=webhook_format, webhook_cooldown=webhook_cooldown,

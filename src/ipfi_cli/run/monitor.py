@@ -268,8 +268,9 @@ class MetricsExporter:
 
             self.server = MetricsServer(self.metrics, self.settings.metrics_port, self.settings.metrics_addr)
             if self.settings.metrics_port == 0 or session.settings.verbose:
-                session.reporter.message(f"serving metrics on http://{self.settings.metrics_addr}:{self.server.port}"
-                                         "/metrics", "note")
+                addr = self.settings.metrics_addr
+                host = f"[{addr}]" if ":" in addr else addr  # an IPv6 address in a URL is in brackets
+                session.reporter.message(f"serving metrics on http://{host}:{self.server.port}/metrics", "note")
 
     # -- the observer ------------------------------------------------------------------------------
     def on_start(self, start: Any) -> None:
