@@ -145,18 +145,21 @@ def sample_lines(name: str) -> list[str]:
 
 
 class Receiver:
-    """A webhook receiver (standard library) on 127.0.0.1: it records every POST body it accepts.
+    """A webhook receiver (standard library) on 127.0.0.1: it records every POST (or PUT) body it accepts.
 
     ``fail_first``: answer the first N attempts of each body with 503; ``status``: answer with
     this status always (``reason``: with this reason phrase); ``gate``: an Event each request waits
-    for (a receiver that hangs); ``path``: the URL's path."""
+    for (a receiver that hangs); ``path``: the URL's path; ``authorization``: answer 401 to a request
+    without this Authorization header (every request's is kept in ``authorizations``)."""
 
     def __init__(self, *, fail_first: int = 0, status: int = 200, delay: float = 0.0, reason: str | None = None,
-                 path: str = "/hook") -> None:
+                 path: str = "/hook", authorization: str | None = None) -> None:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.bodies: list[bytes] = []
+        self.authorizations: list[str | None] = []
+        self.paths: list[str] = []  # each request's method, path and query
         self.attempts: dict[bytes, int] = {}
         self.gate = threading.Event()
         self.gate.set()
@@ -165,6 +168,13 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.authorizations.append(self.headers.get("Authorization"))
+                receiver.paths.append(f"{self.command} {self.path}")
+                if authorization is not None and self.headers.get("Authorization") != authorization:
+                    self.send_response(401)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 receiver.gate.wait(30)
                 if delay:
                     time.sleep(delay)
@@ -175,6 +185,8 @@ class Receiver:
                 self.send_response(code, reason if code == status else None)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            do_PUT = do_POST  # noqa: N815 - a Pushgateway push (replacing its group) is a PUT
 
             def log_message(self, *args: Any) -> None:
                 pass

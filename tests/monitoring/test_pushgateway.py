@@ -1,11 +1,13 @@
 """``batch --pushgateway`` through a real Pushgateway: the pushed importances are exactly the CSV's;
-push-add keeps other groups; a Pushgateway that is down fails the run after the records are written.
-``--metrics-textfile`` writes the same numbers atomically."""
+a push replaces its group and keeps other groups; a Pushgateway that is down fails the run after the
+records are written. ``--metrics-textfile`` writes the same numbers atomically."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import subprocess
 import urllib.request
 
 import pytest
@@ -50,7 +52,7 @@ def test_batch_pushes_its_importances_to_a_real_pushgateway(pushgateway, rows_fi
     assert {dict(k)["feature"]: v for k, v in written.items()} == expected
     assert not list(tmp_path.glob(".ipfi-*"))  # no temporary file left behind
 
-    # another group (push-add under another model label) leaves the first one in place
+    # another group (a push under another model label) leaves the first one in place
     other = ipfi(*BATCH, rows_file, "--features", "salary,age", "--pushgateway", pushgateway, "--push-job", "nightly",
                  "--push-label", "model=other")
     assert other.returncode == 0, other.stderr
@@ -78,9 +80,11 @@ def test_bad_label_options_are_usage_errors(rows_file):
 def test_a_finite_explain_pushes_its_last_record(pushgateway, tmp_path):
     data = tmp_path / "rows.csv"
     data.write_text("\n".join((SAMPLE / "agrawal_static.csv").read_text().splitlines()[:301]) + "\n")
+    meta = tmp_path / "meta.json"
     result = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "1", "--repeats", "2", "--no-live", "-q",
-                  "--pushgateway", pushgateway, "--push-label", "stream=test")
+                  "--pushgateway", pushgateway, "--push-label", "stream=test", "--meta", str(meta))
     assert result.returncode == 0, result.stderr
+    assert json.loads(meta.read_text())["pushed"] is True
     header, *records = result.stdout.splitlines()
     last = dict(zip(header.split(",")[1:], map(float, records[-1].split(",")[1:])))
     with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
@@ -126,3 +130,87 @@ def test_a_pushgateway_behind_basic_auth_takes_the_urls_user_and_password(rows_f
         assert "wrong" not in refused.stderr and "admin:***@" in refused.stderr
     finally:
         server.stop()
+
+
+def explain_into_a_pushgateway_that_is_down(tmp_path, rows: list[str], *options: str
+                                            ) -> tuple[subprocess.CompletedProcess[str], list[str], dict]:
+    data, meta = tmp_path / "rows.csv", tmp_path / "meta.json"
+    data.write_text("\n".join(rows) + "\n")
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "7", "--repeats", "3", "--no-live",
+                  "--pushgateway", url, "--meta", str(meta), *options)
+    assert f"--pushgateway {url}: the push failed" in result.stderr
+    return result, result.stdout.splitlines(), json.loads(meta.read_text())
+
+
+def test_a_failed_push_at_the_end_still_writes_the_meta_file(tmp_path):
+    """The stream ended and every record is written: --meta says so, and that the push failed (it was
+    not written at all: the push's error skipped it)."""
+    rows = (SAMPLE / "agrawal_static.csv").read_text().splitlines()[:301]
+    result, (header, *records), meta = explain_into_a_pushgateway_that_is_down(tmp_path, rows, "-q")
+    assert result.returncode == 1
+    assert len(records) == 300 and meta["rows"]["records_written"] == 300  # the first row's is empty
+    assert meta["rows"]["explained"] == 299
+    last = dict(zip(header.split(",")[1:], map(float, records[-1].split(",")[1:])))
+    assert meta["final"]["importances"] == last
+    assert meta["status"] == "ok" and meta["pushed"] is False and "the push failed" in meta["error"]
+
+
+def test_a_change_found_exits_3_though_the_push_failed(tmp_path):
+    """--fail-on-change: a change was detected, so the exit code is 3 even though the push at the end
+    failed (it was 1: a script waiting for 3 missed the change); an error line says the push failed."""
+    header, *drift = (SAMPLE / "agrawal_drift.csv").read_text().splitlines()
+    rows = [header, *drift[9000:10600]]  # the concept switches at row 10,000 of the file
+    result, _, meta = explain_into_a_pushgateway_that_is_down(tmp_path, rows, "--detect", "--alpha", "0.01",
+                                                             "--fail-on-change")
+    assert meta["changes"], "the drift is detected"
+    assert result.returncode == 3, result.stderr
+    assert "a change was detected" in result.stderr.splitlines()[-1]
+    assert meta["pushed"] is False and "the push failed" in meta["error"]
+
+
+def test_a_query_string_stays_the_query_and_is_never_shown(rows_file, receiver_factory):
+    """``--pushgateway http://host/prefix?token=...``: the API path goes after the URL's path and the
+    query stays the query (the request went to ``/prefix?token=.../metrics/job/ipfi``, the path inside
+    the query); a failure's message shows neither the path nor the query (it printed the token)."""
+    receiver = receiver_factory(path="/prefix")
+    result = ipfi(*BATCH, rows_file, "--features", "salary", "--pushgateway", receiver.url + "?token=s3cret",
+                  "--push-label", "model=hgb")
+    assert result.returncode == 0, result.stderr
+    assert receiver.paths == ["PUT /prefix/metrics/job/ipfi/model/hgb?token=s3cret"]
+    assert b"ipfi_feature_importance" in receiver.bodies[0]
+
+    refusing = receiver_factory(path="/prefix", status=403)
+    result = ipfi(*BATCH, rows_file, "--features", "salary", "--pushgateway", refusing.url + "?token=s3cret")
+    assert result.returncode == 1
+    assert "the push failed (HTTP 403)" in result.stderr and "s3cret" not in result.stderr
+    assert "/prefix" not in result.stderr  # the path is shown as *** too, as --webhook's and --meta's are
+
+
+def test_a_push_replaces_its_group_so_no_earlier_runs_series_lingers(pushgateway, rows_file, tmp_path):
+    """A push replaces its group (PUT, as prometheus_client's push_to_gateway does): after an explain
+    run, a batch run pushed to the same group leaves no explain-only series (with push-add, POST, the
+    bounds, the rows explained and the run's own nDCG stayed beside the new run's numbers)."""
+    data = tmp_path / "rows.csv"
+    data.write_text("\n".join((SAMPLE / "agrawal_static.csv").read_text().splitlines()[:201]) + "\n")
+    group = ["--pushgateway", pushgateway, "--push-job", "nightly", "--push-label", "model=hgb"]
+    first = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "1", "--no-live", "-q", *group)
+    assert first.returncode == 0, first.stderr
+    with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
+        assert samples(response.read().decode(), "ipfi_feature_importance_bound")  # explain's, pushed
+    second = ipfi(*BATCH, rows_file, *group)
+    assert second.returncode == 0, second.stderr
+    with urllib.request.urlopen(pushgateway + "/metrics", timeout=5) as response:
+        exposed = response.read().decode()
+    assert samples(exposed, "ipfi_feature_importance_bound") == {}
+    assert samples(exposed, "ipfi_rows_explained_total") == {}
+    assert list(samples(exposed, "ipfi_rows_read_total").values()) == [float(BATCH_ROWS)]  # batch's
+
+
+def test_one_label_with_two_values_is_a_usage_error(rows_file):
+    """--push-label model=x with --metrics-label model=y was taken silently: every pushed series would
+    carry model twice. Now a usage error; the same value in both is fine."""
+    result = ipfi(*BATCH, rows_file, "--metrics-textfile", "x.prom", "--pushgateway", "http://127.0.0.1:9/",
+                  "--push-label", "model=x", "--metrics-label", "model=y")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "--push-label" in result.stderr and "'model'" in result.stderr

@@ -6,7 +6,7 @@ import json
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import HGB, ipfi, sample_lines
+from .conftest import HGB, SAMPLE, ipfi, sample_lines
 
 
 def test_the_bound_gauge_says_which_bound_it_holds(tmp_path):
@@ -49,3 +49,97 @@ def test_model_counters_continue_across_a_resume(tmp_path):
     assert numbers[0]["ipfi_model_predictions"] == 299 * (9 * 10 + 1)
     assert numbers[1]["ipfi_model_predictions"] == 599 * (9 * 10 + 1)
     assert numbers[1]["ipfi_model_calls"] > numbers[0]["ipfi_model_calls"] >= 1
+
+
+def test_the_loss_sum_is_the_exact_running_sum_and_never_decreases(tmp_path):
+    """``ipfi_model_loss_sum`` is a counter: read at pauses of a live stream it never decreases and
+    equals the model's errors counted by scikit-learn (zero-one loss). It was the mean loss times the
+    rows explained, which for 1 error in 49 rows is 0.9999999999999999: below the 1.0 read before,
+    a counter reset to Prometheus (increase() and the IpfiLossJumped rule then went wrong)."""
+    import joblib
+    import pandas as pd
+
+    from .conftest import ipfi_process, wait_for
+
+    header, *rows = sample_lines("agrawal_static.csv")
+    frame = pd.read_csv(SAMPLE / "agrawal_static.csv")
+    wrong = joblib.load(HGB).predict(frame.drop(columns="class")) != frame["class"].to_numpy()
+    first_wrong, second_wrong = [int(i) for i in wrong.nonzero()[0][:2]]
+    assert first_wrong > 60  # rows 0..60 of the file are predicted right
+    # row 0 is only stored; then 1 error in the first 49 explained rows; a second one later
+    order = [0, first_wrong, *range(1, 49), second_wrong, *range(49, 60)]
+    stops = [10, 49, len(order) - 1]  # rows explained at each pause
+    errors = [int(wrong[order[1:n + 1]].sum()) for n in stops]  # counted by scikit-learn, not ipfi
+    assert errors == [1, 1, 2]
+    prom, log = tmp_path / "m.prom", tmp_path / "err.log"
+    process = ipfi_process("explain", "-", "-m", HGB, "-t", "class", "--loss", "zero-one", "--seed", "1", "-M", "1",
+                           "--no-live", "--metrics-textfile", str(prom), "-o", str(tmp_path / "t.csv"), stderr=log)
+
+    def read() -> dict[str, float]:
+        text = prom.read_text() if prom.exists() else ""
+        return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+    seen: list[float] = []
+    try:
+        assert process.stdin is not None
+        process.stdin.write((header + "\n").encode())
+        sent = 0
+        for n in stops:
+            process.stdin.write(("\n".join(rows[i] for i in order[sent:n + 1]) + "\n").encode())
+            process.stdin.flush()
+            sent = n + 1
+            values = wait_for(lambda n=n: (v := read()).get("ipfi_rows_explained_total") == n and v, 60,
+                              f"the textfile at {n} rows explained", log)
+            seen.append(values["ipfi_model_loss_sum"])
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert seen == [float(e) for e in errors]  # exactly: a sum of 0s and 1s
+    assert all(a <= b for a, b in zip(seen, seen[1:]))
+    assert read()["ipfi_model_loss_sum"] == errors[-1]
+
+
+def test_a_complete_run_ends_its_textfile_with_the_run_end_gauges(tmp_path):
+    """As a pushed run does, a complete explain run's textfile ends with ipfi_last_success_timestamp_seconds
+    and ipfi_duration_seconds (the README said so; they were missing): the shipped rules tell an ended
+    run from a stalled one by them."""
+    import time
+
+    data = tmp_path / "rows.csv"
+    data.write_text("\n".join(sample_lines("agrawal_static.csv")[:101]) + "\n")
+    prom = tmp_path / "m.prom"
+    before = time.time()
+    result = ipfi("explain", str(data), "-m", HGB, "-t", "class", "--seed", "1", "--no-live", "-q",
+                  "--metrics-textfile", str(prom), "-o", str(tmp_path / "t.csv"))
+    after = time.time()
+    assert result.returncode == 0, result.stderr
+    values = {s.name: s.value for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}
+    assert before <= values["ipfi_last_success_timestamp_seconds"] <= after
+    assert 0 < values["ipfi_duration_seconds"] <= after - before
+    assert values["ipfi_last_row_timestamp_seconds"] <= values["ipfi_last_success_timestamp_seconds"]
+
+
+def test_the_served_url_of_an_ipv6_address_has_brackets(tmp_path):
+    """--metrics-addr ::1 said http://::1:PORT/metrics, which is no URL; now http://[::1]:PORT/metrics,
+    and a scrape of that URL answers."""
+    import re
+    import urllib.request
+
+    from .conftest import ipfi_process, wait_for
+
+    log = tmp_path / "err.log"
+    process = ipfi_process("explain", "-", "-m", HGB, "-t", "class", "--no-live", "--metrics-addr", "::1",
+                           "--metrics-port", "0", "-o", str(tmp_path / "t.csv"), stderr=log)
+    try:
+        url = wait_for(lambda: (found := re.search(r"serving metrics on (\S+)", log.read_text())) and found.group(1),
+                       60, "the metrics URL", log)
+        assert re.fullmatch(r"http://\[::1\]:\d+/metrics", url), url
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert b"ipfi_build_info" in response.read()
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=60)

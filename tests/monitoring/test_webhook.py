@@ -105,6 +105,45 @@ def test_duplicates_and_the_cooldown_are_not_posted_but_counted(receiver_factory
     assert (stats.duplicates, stats.suppressed) == (1, 1)
 
 
+def test_a_user_and_password_in_the_url_are_sent_as_basic_authentication(receiver_factory):
+    """``http://user:password@host/hook`` failed every post (urllib took the user and password for
+    part of the host); now they go in an Authorization header, %-decoded, as --pushgateway sends them."""
+    import base64
+
+    expected = "Basic " + base64.b64encode(b"bot:s@cr:et").decode()  # RFC 7617, by hand
+    receiver = receiver_factory(authorization=expected)
+    url = receiver.url.replace("http://", "http://bot:s%40cr%3Aet@")
+    sender = WebhookSender(url, retries=0)
+    sender.send(b"x")
+    stats = sender.close(wait=30)
+    assert (stats.sent, stats.failed) == (1, 0), stats.last_failure
+    assert receiver.bodies == [b"x"] and receiver.authorizations == [expected]
+
+
+def test_a_malformed_url_is_refused_by_the_sender_not_its_thread():
+    """``http://[::1/hook`` raised ValueError in the sender's thread (a traceback, the thread gone,
+    every event lost); the sender refuses it as it is made, without quoting the URL."""
+    with pytest.raises(ValueError, match=r"^not a valid URL") as refused:
+        WebhookSender("http://u:pa55@[::1/hook", retries=0)
+    assert "pa55" not in str(refused.value)
+
+
+@pytest.mark.parametrize("option, url", [
+    ("--webhook", "http://[::1/hook"),
+    ("--webhook", "http://bot:s3cret@127.0.0.1:99999/hook"),
+    ("--pushgateway", "http://bot:s3cret@[::1"),
+    ("--pushgateway", "http://127.0.0.1:99999/?token=s3cret"),
+])
+def test_a_bad_url_is_a_usage_error_before_the_first_row(option, url, drift_stream):
+    """A malformed webhook URL killed the sender's thread with a traceback and exit 0; a malformed
+    Pushgateway URL failed after the whole run. Now: one line, exit 2, no record, no secret."""
+    result = ipfi("explain", str(drift_stream), *EXPLAIN, option, url)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""  # before the first row: not even the traces' header
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("ipfi: usage error: ")
+    assert option in result.stderr and "s3cret" not in result.stderr and "Traceback" not in result.stderr
+
+
 # -- through the command ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def drift_stream(tmp_path_factory):
@@ -143,6 +182,19 @@ def test_every_event_reaches_a_failing_receiver_and_the_traces_do_not_change(dri
                for p in posted)
     assert len({p["id"] for p in posted}) == len(posted)
     assert f"{len(events)} of {len(events)} post(s) delivered; {len(events)} retried attempt(s)" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_command_posts_to_a_receiver_behind_basic_authentication(drift_stream, plain_run, receiver_factory):
+    import base64
+
+    _, events = plain_run
+    receiver = receiver_factory(authorization="Basic " + base64.b64encode(b"ops:pa55word").decode())
+    url = receiver.url.replace("http://", "http://ops:pa55word@")
+    result = ipfi("explain", str(drift_stream), *EXPLAIN, "--webhook", url, "--webhook-cooldown", "0")
+    assert result.returncode == 0, result.stderr
+    assert [p["event"] for p in receiver.events()] == events
+    assert "pa55word" not in result.stderr
 
 
 @pytest.mark.slow

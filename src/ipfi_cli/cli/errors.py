@@ -28,8 +28,8 @@ EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 data or model error (or the output pipe closed early, as with "
-    "`| head`); 2 usage error; 3 a change was detected (explain --fail-on-change or --stop-on-change); "
-    "130 interrupted (Ctrl-C or SIGTERM)."
+    "`| head`); 2 usage error; 3 a change was detected (explain --fail-on-change or --stop-on-change; also when the "
+    "--pushgateway push at the end then failed); 130 interrupted (Ctrl-C or SIGTERM)."
 )
 
 

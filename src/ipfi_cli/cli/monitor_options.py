@@ -42,8 +42,9 @@ MetricsLabelOpt = Annotated[Optional[list[str]], typer.Option(
     "--metrics-label", help="A constant label on every metric, NAME=VALUE (repeatable; e.g. model=churn).",
     rich_help_panel=PANEL_MONITORING, show_default=False, metavar="NAME=VALUE")]
 PushgatewayOpt = Annotated[Optional[str], typer.Option(
-    "--pushgateway", help="At the end of a complete run, push-add the metrics to this Pushgateway (a failed run "
-    "pushes nothing, so the last good run's numbers stay), with ipfi_last_success_timestamp_seconds.",
+    "--pushgateway", help="At the end of a complete run, push the metrics to this Pushgateway, replacing the "
+    "group of --push-job and --push-label (a failed run pushes nothing, so the last good run's numbers stay), with "
+    "ipfi_last_success_timestamp_seconds.",
     rich_help_panel=PANEL_MONITORING, show_default=False, metavar="URL")]
 PushJobOpt = Annotated[str, typer.Option(
     "--push-job", help="The Pushgateway job name.", rich_help_panel=PANEL_MONITORING, metavar="NAME")]
@@ -65,6 +66,20 @@ WebhookRetriesOpt = Annotated[int, typer.Option(
     "timeout, HTTP 408/429/5xx), with exponential back-off from 0.5 s.", rich_help_panel=PANEL_MONITORING)]
 
 
+def _shown(url: str) -> str:
+    """``url`` for a usage error: its password, path and query as ``***`` (``shown_url``), also
+    where it has no scheme (``user:secret@host/token``).
+
+    >>> _shown("pushgateway:9091"), _shown("http://u:pw@h:99999/x?token=1"), _shown("http://[::1/hook")
+    ('pushgateway:9091', 'http://u:***@h:99999/***', '***')
+    """
+    from ipfi_cli.io.urls import shown_url
+
+    if "://" in url:
+        return shown_url(url)
+    return shown_url("http://" + url).removeprefix("http://")
+
+
 def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = DEFAULT_METRICS_ADDR,
                      metrics_textfile: str | None = None, metrics_label: list[str] | None = None,
                      pushgateway: str | None = None, push_job: str = DEFAULT_PUSH_JOB,
@@ -73,8 +88,12 @@ def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = DEF
                      webhook_retries: int = DEFAULT_WEBHOOK_RETRIES) -> MonitorSettings | None:
     """Check the monitoring options and return the run's ``MonitorSettings`` (``None``: none asked)."""
     for option, url in (("--pushgateway", pushgateway), ("--webhook", webhook)):
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise usage_error(f"expected an http:// or https:// URL, got {url!r}", option)
+        from ipfi_cli.io.urls import check_url
+
+        problem = check_url(url) if url is not None else None
+        if problem is not None:  # before the first row, not at the first post or the end of the run
+            shown = _shown(url or "")
+            raise usage_error(problem if shown == "***" else f"{problem}, got {shown}", option)
     if webhook_format not in ("json", "alertmanager"):
         raise usage_error(f"choose json or alertmanager, got {webhook_format!r}", "--webhook-format")
     if not push_job or "/" in push_job:
@@ -89,6 +108,11 @@ def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = DEF
         grouping = parse_labels(push_label, "--push-label", reserved=("job",))
     except UsageError as error:
         raise usage_error(error.message, error.option) from None
+    clash = sorted(name for name in labels.keys() & grouping.keys() if labels[name] != grouping[name])
+    if clash:  # each pushed series would carry two values of one label
+        name = clash[0]
+        raise usage_error(f"label {name!r} is {grouping[name]!r} here but {labels[name]!r} in --metrics-label: give "
+                          "it once, or the same value in both", "--push-label")
     settings = MonitorSettings(metrics_port=metrics_port, metrics_addr=metrics_addr, metrics_textfile=metrics_textfile,
                                pushgateway=pushgateway, push_job=push_job, push_grouping=grouping, labels=labels,
                                webhook=webhook, webhook_format=webhook_format, webhook_cooldown=webhook_cooldown,

@@ -95,6 +95,23 @@ class Explainer(Protocol):
         ...
 
 
+def loss_sum(explainer: Any) -> float:
+    """The model's loss summed over the explained rows: the explainer's running ``loss_sum`` where it
+    keeps one (iPFI's and SAGE's do: it never decreases), else ``mean_loss * n_explained`` (which a
+    rounding can make fall by 1 ulp from one row to the next).
+
+    >>> class Plain:
+    ...     mean_loss, n_explained = 0.5, 4
+    >>> loss_sum(Plain())
+    2.0
+    """
+    kept = getattr(explainer, "loss_sum", None)
+    if kept is not None:
+        return float(kept)
+    n = int(explainer.n_explained)
+    return float(explainer.mean_loss) * n if n else 0.0
+
+
 #: builds an explainer: ``(predictor, columns, *, loss, features, groups, seed, **settings)``
 ExplainerFactory = Callable[..., Explainer]
 

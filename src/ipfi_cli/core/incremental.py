@@ -651,6 +651,12 @@ class IPFIEstimator:
         """The model's mean loss on the explained rows (unperturbed predictions)."""
         return self._loss_sum / self._tracker.count if self._tracker.count else float("nan")
 
+    @property
+    def loss_sum(self) -> float:
+        """The model's loss summed over the explained rows, in their order (0 before the first): it
+        never decreases, where ``mean_loss * n_explained`` can by a rounding."""
+        return self._loss_sum
+
     # -- internals --------------------------------------------------------------------------
     def _row_values(self, x: Mapping[str, Any]) -> list[Any]:
         try:

@@ -8,8 +8,8 @@ documentation recommends them:
 
 * :func:`serve`: an HTTP endpoint (``/metrics``) for a long-running ``ipfi explain``;
 * :func:`write_textfile`: an atomic file for node_exporter's textfile collector (cron runs);
-* :func:`push_add`: a Pushgateway, with ``push-add`` (POST), so a failed run does not
-  erase the series of the last good one.
+* :func:`push`: a Pushgateway, replacing the run's group (PUT, as prometheus_client's
+  ``push_to_gateway``): the group holds the last complete run's series and no older run's.
 
 >>> metrics = MetricSet({"model": "churn"})
 >>> metrics.set([Family("ipfi_feature_importance", "gauge", "Importance.", ("feature",),
@@ -178,43 +178,43 @@ def write_textfile(path: str, metrics: MetricSet) -> None:
         raise OutputError(f"{path}: cannot write the metrics textfile ({error.strerror or error})") from None
 
 
-def push_add(url: str, metrics: MetricSet, job: str, grouping: Mapping[str, str], timeout: float = 10.0) -> None:
-    """Push-add ``metrics`` to the Pushgateway at ``url`` under ``job`` and the grouping labels:
-    series of the same group are replaced, other groups and earlier pushes' other series stay. A
+def push(url: str, metrics: MetricSet, job: str, grouping: Mapping[str, str], timeout: float = 10.0) -> None:
+    """Push ``metrics`` to the Pushgateway at ``url`` under ``job`` and the grouping labels, replacing
+    the group (PUT): no series of an earlier push to it stays (with push-add, POST, a metric this run
+    does not have, such as a ranking nDCG from an earlier run with --reference, stayed); other groups
+    are left as they are. A
     ``user:password@`` in the URL is sent as HTTP basic authentication (the Pushgateway's
-    ``--web.config.file``), never printed."""
+    ``--web.config.file``), as ``--webhook`` sends it; a query string stays the request's query
+    (prometheus_client appends the API path to the URL as text, which put it inside the query).
+    Messages show the URL as :func:`~ipfi_cli.io.urls.shown_url` does: no password, path or query."""
     import urllib.parse
 
-    from prometheus_client import pushadd_to_gateway
-    from prometheus_client.exposition import basic_auth_handler, default_handler
+    from prometheus_client import push_to_gateway
+    from prometheus_client.exposition import default_handler
 
-    parts = urllib.parse.urlsplit(url)
-    handler: Any = default_handler
-    target = url
-    if parts.username is not None:
-        user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
-        target = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    from ipfi_cli.io.urls import shown_url, split_credentials, without_secrets
+
+    try:
+        bare, authorization = split_credentials(url)
+        parts = urllib.parse.urlsplit(bare)
+        gateway = urllib.parse.urlunsplit(parts._replace(query="", fragment=""))  # the API path goes after it
 
         def handler(url: str, method: str, timeout: float | None, headers: list[tuple[str, str]],
                     data: bytes) -> Any:
-            return basic_auth_handler(url, method, timeout, headers, data, user, password)
-    try:
-        pushadd_to_gateway(target, job=job, registry=registry(metrics), grouping_key=dict(grouping),
+            if parts.query:
+                url = f"{url}?{parts.query}"
+            if authorization is not None:
+                headers.append(("Authorization", authorization))
+            return default_handler(url, method, timeout, headers, data)
+
+        push_to_gateway(gateway, job=job, registry=registry(metrics), grouping_key=dict(grouping),
                            timeout=timeout, handler=handler)
-    except OSError as error:  # urllib's URLError and HTTPError are OSErrors
-        raise OutputError(f"--pushgateway {safe_url(url)}: the push failed ({_reason(error)})") from None
+    except (OSError, ValueError) as error:  # urllib's URLError and HTTPError are OSErrors; a bad URL
+        raise OutputError(f"--pushgateway {shown_url(url)}: the push failed "
+                          f"({without_secrets(_reason(error), url)})") from None
 
 
-def safe_url(url: str) -> str:
-    """``url`` without a password (``https://user:secret@host`` -> ``https://user:***@host``).
-
-    >>> safe_url("https://bot:s3cret@push.example.org:9091/")
-    'https://bot:***@push.example.org:9091/'
-    """
-    return re.sub(r"(://[^/:@]*):[^/@]*@", r"\1:***@", url)
-
-
-def _reason(error: OSError) -> str:
+def _reason(error: Exception) -> str:
     """The reason of a failed request: the HTTP status, or the network error (printable only)."""
     code = getattr(error, "code", None)
     if code is None:
@@ -223,5 +223,5 @@ def _reason(error: OSError) -> str:
     if code is not None:
         return f"HTTP {code}"
     reason = getattr(error, "reason", None)
-    text = str(reason if reason is not None else error.strerror or error)
+    text = str(reason if reason is not None else getattr(error, "strerror", None) or error)
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)[:200]

@@ -9,13 +9,14 @@ queued less than ``cooldown`` seconds ago is suppressed (one page per feature an
 not one per row of a flapping feature). :meth:`close` waits a bounded time for the queue to
 drain; what is still unsent then is counted as dropped. The end-of-run line says why the last
 failed attempt failed (:func:`failure_reason`: the HTTP status and its reason phrase, or the
-network error), one printable line that never holds the URL's secrets. Standard library only.
+network error), one printable line that never holds the URL's secrets. A ``user:password@`` in
+the URL is sent as HTTP basic authentication, as ``--pushgateway`` sends it
+(:func:`~ipfi_cli.io.urls.split_credentials`). Standard library only.
 """
 
 from __future__ import annotations
 
 import queue
-import re
 import threading
 import time
 import urllib.error
@@ -25,7 +26,10 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ipfi_cli.io.urls import check_url, shown_url, split_credentials, without_secrets
 from ipfi_cli.text import terminal_safe
+
+__all__ = ["RETRY_STATUSES", "WebhookSender", "WebhookStats", "failure_reason", "shown_url"]
 
 _STOP = object()
 #: statuses worth another try: the receiver may take the same post later
@@ -101,47 +105,8 @@ def failure_reason(error: BaseException, url: str = "") -> str:
             text = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
         else:
             text = str(reason)
-    text = _without_secrets(terminal_safe(text), url)
+    text = without_secrets(terminal_safe(text), url)
     return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
-
-
-def shown_url(url: str) -> str:
-    """``url`` as messages show it: the scheme, host and port; its password, and its path and query
-    as ``***`` (a webhook's token is often its path, as Slack's and Discord's are).
-
-    >>> shown_url("https://hooks.slack.com/services/T0/B0/XXXX"), shown_url("http://127.0.0.1:8080/")
-    ('https://hooks.slack.com/***', 'http://127.0.0.1:8080/')
-    >>> shown_url("https://bot:s3cret@alerts.example.org/api/v2/alerts?token=abc")
-    'https://bot:***@alerts.example.org/***'
-    """
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "***"
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        netloc = f"{user.split(':', 1)[0]}:***@{host}" if ":" in user else netloc
-    rest = "/***" if parts.path not in ("", "/") or parts.query or parts.fragment else parts.path
-    return terminal_safe(f"{parts.scheme}://{netloc}{rest}")
-
-
-def _without_secrets(text: str, url: str) -> str:
-    """``text`` with ``url`` as :func:`shown_url` shows it, and its password, path and query (where
-    they are more than a few characters) as ``***``."""
-    if not url:
-        return text
-    text = text.replace(url, shown_url(url))
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return text
-    path = parts.path + (f"?{parts.query}" if parts.query else "")
-    for secret in sorted({parts.password or "", path, parts.query, urllib.parse.unquote(path)}, key=len,
-                         reverse=True):
-        if len(secret.strip("/")) >= 4:
-            text = text.replace(secret, "/***" if secret.startswith("/") else "***")
-    return re.sub(r"(://[^/:@\s]*):[^/@\s]*@", r"\1:***@", text)
 
 
 class WebhookSender:
@@ -160,13 +125,20 @@ class WebhookSender:
     def __init__(self, url: str, *, queue_size: int = 1000, retries: int = 3, timeout: float = 5.0,
                  backoff: float = 0.5, max_backoff: float = 30.0, cooldown: float = 0.0,
                  headers: Mapping[str, str] | None = None) -> None:
-        self.url = url
+        problem = check_url(url)
+        if problem is not None:  # refused here: the thread would fail on every post
+            raise ValueError(problem)
+        self.url = url  # as given: failure reasons mask its secrets
+        # a user:password@ is HTTP basic authentication (urllib would take it for part of the host)
+        self._target, authorization = split_credentials(url)
         self.retries = retries
         self.timeout = timeout
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.cooldown = cooldown
         self.headers = {"Content-Type": "application/json", **(headers or {})}
+        if authorization is not None:
+            self.headers["Authorization"] = authorization
         self.stats = WebhookStats()
         self._dropped_late = 0  # counted by the thread (the other counters of the thread: sent, retries, failed)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
@@ -253,8 +225,8 @@ class WebhookSender:
         self.stats.failed += 1
 
     def _post(self, body: bytes) -> str:
-        request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
         try:
+            request = urllib.request.Request(self._target, data=body, headers=self.headers, method="POST")
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - the user's URL
                 response.read()
             return "sent"

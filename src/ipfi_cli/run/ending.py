@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ipfi_cli.errors import IpfiError, RunError
+from ipfi_cli.errors import IpfiError, RunError, first_line
 from ipfi_cli.run.checks import all_zero_warning, labels_match_nothing
 from ipfi_cli.run.observers import RunEnd
 from ipfi_cli.run.plan import RunPlan
@@ -33,10 +33,13 @@ class RunEndMixin(_SessionBase):
     between_batches: bool  # an interruption came between micro-batches
     events_before: int  # changes the watch held when this run began
     _mismatch_checked: bool  # the labels were checked against the model's outputs
+    #: an observer's failure at the end of a run that ended well (a failed --pushgateway push): the
+    #: records and --meta are complete; :meth:`_settle` raises it, unless the run exits for a change
+    end_failure: Exception | None = None
 
     def _close(self, plan: RunPlan, parts: RunParts) -> None:
         """Close the output, end the observers (the live table stops, the summary shows), write
-        ``--meta``; runs whatever happened."""
+        ``--meta`` (with an observer's failure at the end as its error); runs whatever happened."""
         from ipfi_cli.io.writers import silence_stdout
 
         notes: list[tuple[str, str | None]] = []
@@ -53,19 +56,53 @@ class RunEndMixin(_SessionBase):
             if self.status in _ENDED:
                 notes = self._end_notes(plan, parts)
         finally:
-            self._end(notes)
+            try:
+                self._end(notes)
+            except Exception as failure:  # noqa: BLE001 - --meta is written first; _settle raises it
+                self.end_failure = failure
             if self.settings.meta and self.status is not RunStatus.STARTING:
                 from ipfi_cli.run.meta import write_meta
 
+                error = self.error
+                if error is None and self.end_failure is not None:
+                    error = first_line(self.end_failure)
                 try:
                     write_meta(self.settings.meta, plan=plan, settings=self.settings, parts=parts,
-                               status=self.status, error=self.error, seed=self.seed, started=self.started,
-                               state=self.state)
+                               status=self.status, error=error, seed=self.seed, started=self.started,
+                               state=self.state, pushed=self._pushed())
                 except OSError as error:
                     self.reporter.message(f"{self.settings.meta}: cannot write the metadata file "
                                           f"({error.strerror or error})", "error")
                     if self.status is RunStatus.OK:
                         self.status = RunStatus.ERROR
+
+    def _pushed(self) -> bool | None:
+        """Whether the metrics were pushed to ``--pushgateway`` (``None``: no push was asked for)."""
+        monitor = getattr(self, "monitor", None)
+        exporter = getattr(monitor, "exporter", None)
+        return None if exporter is None or not exporter.settings.pushgateway else exporter.pushed
+
+    def _settle(self, report: Any) -> RunStatus:
+        """The run's status from ``report()`` (:meth:`_report`), then an observer's failure at the end
+        (:attr:`end_failure`): raised, or, when the run exits for a change it found (exit code 3,
+        ``--fail-on-change`` or ``--stop-on-change``), said as an error line, the status kept."""
+        failure = self.end_failure
+        try:
+            status: RunStatus = report()
+        except BaseException:
+            if failure is not None:  # the run failed for another reason too: both are said
+                self.reporter.message(first_line(failure), "error")
+            raise
+        if failure is None:
+            return status
+        watch = self.parts.watch if self.parts is not None else None
+        if status is RunStatus.STOPPED_ON_CHANGE or (
+                status is RunStatus.OK and self.settings.watch is not None and self.settings.watch.fail_on_change
+                and watch is not None and len(watch.events) > 0):
+            self.reporter.message(f"{first_line(failure)} (the exit code is 3 all the same: a change was detected)",
+                                  "error")
+            return status
+        raise failure
 
     def _end_notes(self, plan: RunPlan, parts: RunParts) -> list[tuple[str, str | None]]:
         """The end of a run that did not fail: save the learned model; the lines said before the summary."""

@@ -433,7 +433,7 @@ class ExplainSession(RunEndMixin):
             if signals is not None:
                 signals.restore()
             self._close(plan, parts)
-        return self._report(plan, parts)
+        return self._settle(lambda: self._report(plan, parts))
 
     def _batches(self, reader: RowReader) -> Iterator[list[Row] | RowBlock]:
         """The input's micro-batches; a static run without ``--state`` reading a CSV takes
@@ -473,6 +473,8 @@ class ExplainSession(RunEndMixin):
     # -- display ----------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """The run as the observers see it now."""
+        from ipfi_cli.core.explainer import loss_sum
+
         assert self.parts is not None
         explainer, progress, watch = self.parts.explainer, self.parts.progress, self.parts.watch
         explained = explainer.n_explained
@@ -486,7 +488,8 @@ class ExplainSession(RunEndMixin):
         return Snapshot(names=explainer.names, importances=explainer.importance_array().tolist(),
                         bounds=explainer.bound_array(self.settings.delta).tolist(), rows=progress.rows,
                         explained=explained, skipped=self.parts.checker.skipped, elapsed=elapsed, rate=rate,
-                        loss=explainer.mean_loss, recent_loss=recent_loss, seed=self.seed,
+                        loss=explainer.mean_loss, loss_sum=loss_sum(explainer), recent_loss=recent_loss,
+                        seed=self.seed,
                         learning=self.settings.learn, marks=watch.marks() if watch is not None else {})
 
     def refresh(self) -> None:

@@ -150,6 +150,12 @@ class KeyedExplainer:
     def mean_loss(self) -> float:
         return float(self._shown.mean_loss)
 
+    @property
+    def loss_sum(self) -> float:
+        from ipfi_cli.core.explainer import loss_sum
+
+        return loss_sum(self._shown)
+
     def importance_array(self) -> Any:
         return self._shown.importance_array()
 

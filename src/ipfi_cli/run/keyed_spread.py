@@ -210,7 +210,7 @@ class SpreadKeyedSession(KeyedSession):
             self._close(plan, parts)
         if failure is not None:
             raise failure
-        return self._report(plan, parts)
+        return self._settle(lambda: self._report(plan, parts))
 
     #: whether the shards' results came back (a run interrupted before has written no record)
     _merged = False

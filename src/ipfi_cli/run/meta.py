@@ -44,8 +44,10 @@ def _method_figures(explainer: Any) -> dict[str, Any]:
 
 
 def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: RunParts, status: RunStatus,
-               error: str | None, seed: int, started: float, state: StateKeeper | None) -> None:
-    """Write a run's ``--meta`` file (JSON, atomically) to ``path``."""
+               error: str | None, seed: int, started: float, state: StateKeeper | None,
+               pushed: bool | None = None) -> None:
+    """Write a run's ``--meta`` file (JSON, atomically) to ``path``; ``pushed``: whether the metrics
+    reached ``--pushgateway`` (``None``: no push was asked for)."""
     from ipfi_cli.io.targets import write_json
 
     s, explainer, progress = settings, parts.explainer, parts.progress
@@ -84,6 +86,8 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
         "finished": _iso(finished),
         "elapsed_seconds": round(finished - started, 3),
     }
+    if pushed is not None:
+        meta["pushed"] = pushed
     if s.http is not None:
         meta["http"] = plan.predictor.stats()  # requests, rows sent, seconds: never a header
     if parts.watch is not None:

@@ -3,7 +3,7 @@
 :class:`MetricsExporter` turns the state of an ``ipfi explain`` session into Prometheus
 metrics (:func:`stream_families`), served over HTTP while the stream runs
 (``--metrics-port``), written atomically to a textfile (``--metrics-textfile``, at every
-update and at the end) and push-added to a Pushgateway at the end of a finite run
+update and at the end) and pushed to a Pushgateway at the end of a finite run, replacing its group
 (``--pushgateway``). :class:`~ipfi_cli.run.webhook.WebhookNotifier` (:mod:`ipfi_cli.run.webhook`)
 posts each change event as it happens (``--webhook``). Both are run observers
 (:class:`~ipfi_cli.run.observers.RunObserver`): the session adds them after its reporter and
@@ -12,26 +12,28 @@ one snapshot a second into metrics (a few floats per feature) and always the las
 
 The metrics (all with the constant labels of ``--metrics-label``):
 
-=====================================  ========  =====================  ==========================================
-name                                   type      labels                 value
-=====================================  ========  =====================  ==========================================
-``ipfi_feature_importance``            gauge     feature                the current importance (loss units)
-``ipfi_feature_importance_bound``      gauge     feature                its confidence half-width (``--delta``)
-``ipfi_feature_rank``                  gauge     feature                1 = most important (ties share)
-``ipfi_model_loss``                    summary                          the model's loss: ``_sum`` and ``_count``
-``ipfi_ranking_ndcg``                  gauge                            nDCG@k against ``--reference``
-``ipfi_change_events_total``           counter   kind, feature,         change events
-                                                 direction
-``ipfi_rows_read_total``               counter                          rows read (explained, stored or skipped)
-``ipfi_rows_explained_total``          counter                          rows explained
-``ipfi_rows_skipped_total``            counter                          bad rows skipped
-``ipfi_model_calls_total``             counter                          calls to the model
-``ipfi_model_predictions_total``       counter                          rows those calls predicted
-``ipfi_last_row_timestamp_seconds``    gauge                            Unix time the last row was explained
-``ipfi_start_timestamp_seconds``       gauge                            Unix time the run started
-``ipfi_build_info``                    gauge 1                          version, python
-``ipfi_run_info``                      gauge 1                          command, loss, mode, sampling
-=====================================  ========  =====================  ==========================================
+========================================  ========  =====================  ==========================================
+name                                      type      labels                 value
+========================================  ========  =====================  ==========================================
+``ipfi_feature_importance``               gauge     feature                the current importance (loss units)
+``ipfi_feature_importance_bound``         gauge     feature                its confidence half-width (``--delta``)
+``ipfi_feature_rank``                     gauge     feature                1 = most important (ties share)
+``ipfi_model_loss``                       summary                          the model's loss: ``_sum`` and ``_count``
+``ipfi_ranking_ndcg``                     gauge                            nDCG@k against ``--reference``
+``ipfi_change_events_total``              counter   kind, feature,         change events
+                                                    direction
+``ipfi_rows_read_total``                  counter                          rows read (explained, stored or skipped)
+``ipfi_rows_explained_total``             counter                          rows explained
+``ipfi_rows_skipped_total``               counter                          bad rows skipped
+``ipfi_model_calls_total``                counter                          calls to the model
+``ipfi_model_predictions_total``          counter                          rows those calls predicted
+``ipfi_last_row_timestamp_seconds``       gauge                            Unix time the last row was explained
+``ipfi_start_timestamp_seconds``          gauge                            Unix time the run started
+``ipfi_last_success_timestamp_seconds``   gauge                            the end of a complete run (textfile, push)
+``ipfi_duration_seconds``                 gauge                            its duration (textfile, push)
+``ipfi_build_info``                       gauge 1                          version, python
+``ipfi_run_info``                         gauge 1                          command, loss, mode, sampling
+========================================  ========  =====================  ==========================================
 
 The smoothed loss is ``rate(ipfi_model_loss_sum[w]) / rate(ipfi_model_loss_count[w])``: the
 mean over the window ``w`` the query chooses (the summary is the Prometheus way to expose it).
@@ -181,7 +183,8 @@ class StreamNumbers:
                 from ipfi_cli.core.ranking import ndcg_at_k
 
                 ndcg = float(ndcg_at_k(importances, watch.detector.reference, watch.detector.k))
-        loss_sum = float(snapshot.loss) * explained if explained else 0.0
+        # the explainer's running sum: mean * count can be 1 ulp below an earlier value, a counter reset
+        loss_sum = float(snapshot.loss_sum) if explained else 0.0
         return cls(names=list(snapshot.names), importances=importances, bounds=[float(b) for b in snapshot.bounds],
                    loss_sum=loss_sum, explained=explained, rows_read=int(snapshot.rows) + int(snapshot.skipped),
                    skipped=int(snapshot.skipped), model_calls=int(getattr(explainer, "n_model_calls", 0)),
@@ -252,6 +255,8 @@ class MetricsExporter:
         self._last_explained = -1
         self._last_row_time: float | None = None
         self._next = 0.0
+        self.pushed = False  # the metrics reached --pushgateway
+        self._ended = self.metrics  # the last numbers with the run-end gauges (after a complete run)
 
     def serve(self, session: Any) -> None:
         """Serve ``/metrics`` (``--metrics-port``) from the start: the build info until the run is set up."""
@@ -263,8 +268,9 @@ class MetricsExporter:
 
             self.server = MetricsServer(self.metrics, self.settings.metrics_port, self.settings.metrics_addr)
             if self.settings.metrics_port == 0 or session.settings.verbose:
-                session.reporter.message(f"serving metrics on http://{self.settings.metrics_addr}:{self.server.port}"
-                                         "/metrics", "note")
+                addr = self.settings.metrics_addr
+                host = f"[{addr}]" if ":" in addr else addr  # an IPv6 address in a URL is in brackets
+                session.reporter.message(f"serving metrics on http://{host}:{self.server.port}/metrics", "note")
 
     # -- the observer ------------------------------------------------------------------------------
     def on_start(self, start: Any) -> None:
@@ -296,12 +302,23 @@ class MetricsExporter:
             self._events[key] = self._events.get(key, 0) + 1
 
     def on_end(self, end: Any) -> None:
-        """The last numbers; after a complete run, push them; stop serving. A failed push is an error."""
+        """The last numbers; after a complete run, with the run-end gauges
+        (``ipfi_last_success_timestamp_seconds``, ``ipfi_duration_seconds``: the shipped rules tell an
+        ended run from a stalled one by them) to the textfile and the Pushgateway; stop serving. A
+        failed push is an error."""
         try:
             if end.snapshot is not None:
                 self._update(end.snapshot)
-            if self.settings.pushgateway and end.status in ("ok", "stopped-on-change"):
-                self.push()
+            if end.status in ("ok", "stopped-on-change") and (self.settings.pushgateway
+                                                               or self.settings.metrics_textfile):
+                self._ended = MetricSet(self.settings.labels)
+                self._ended.set([*self.metrics.families(), *end_families(self.started)])
+                if self.settings.metrics_textfile:
+                    from ipfi_cli.io.prometheus import write_textfile
+
+                    write_textfile(self.settings.metrics_textfile, self._ended)
+                if self.settings.pushgateway:
+                    self.push()
         finally:
             self.close()
 
@@ -321,16 +338,10 @@ class MetricsExporter:
             write_textfile(self.settings.metrics_textfile, self.metrics)
 
     def push(self) -> None:
-        from ipfi_cli.io.prometheus import push_add
+        from ipfi_cli.io.prometheus import push
 
-        families = self.metrics.families()
-        families.append(Family("ipfi_last_success_timestamp_seconds", "gauge",
-                               "Unix time the last run that pushed these metrics ended.", (), [((), time.time())]))
-        families.append(Family("ipfi_duration_seconds", "gauge", "How long that run took.", (),
-                               [((), time.time() - self.started)]))
-        pushed = MetricSet(self.settings.labels)
-        pushed.set(families)
-        push_add(self.settings.pushgateway or "", pushed, self.settings.push_job, self.settings.push_grouping)
+        push(self.settings.pushgateway or "", self._ended, self.settings.push_job, self.settings.push_grouping)
+        self.pushed = True
 
     def close(self) -> None:
         if self.server is not None:
@@ -338,21 +349,25 @@ class MetricsExporter:
             self.server = None
 
 
+def end_families(started: float) -> list[Family]:
+    """The gauges of a run that ended well, published (textfile, Pushgateway) at its end."""
+    now = time.time()
+    return [Family("ipfi_last_success_timestamp_seconds", "gauge", "Unix time the last run that published these "
+                   "metrics ended (complete runs only).", (), [((), now)]),
+            Family("ipfi_duration_seconds", "gauge", "How long that run took.", (), [((), now - started)])]
+
+
 def publish(settings: MonitorSettings, families: list[Family], started: float) -> None:
     """A finished command's families (``batch``, ``compare``), with the batch-job metrics, to
-    ``--metrics-textfile`` and pushed (push-add) to ``--pushgateway``."""
-    from ipfi_cli.io.prometheus import push_add, write_textfile
+    ``--metrics-textfile`` and pushed to ``--pushgateway`` (replacing its group)."""
+    from ipfi_cli.io.prometheus import push, write_textfile
 
     metrics = MetricSet(settings.labels)
-    now = time.time()
-    metrics.set([*families,
-                 Family("ipfi_last_success_timestamp_seconds", "gauge", "Unix time the last run that published these "
-                        "metrics ended.", (), [((), now)]),
-                 Family("ipfi_duration_seconds", "gauge", "How long that run took.", (), [((), now - started)])])
+    metrics.set([*families, *end_families(started)])
     if settings.metrics_textfile:
         write_textfile(settings.metrics_textfile, metrics)
     if settings.pushgateway:
-        push_add(settings.pushgateway, metrics, settings.push_job, settings.push_grouping)
+        push(settings.pushgateway, metrics, settings.push_job, settings.push_grouping)
 
 
 def comparison_families(records: Sequence[Mapping[str, Any]], loss: str) -> list[Family]:

@@ -63,6 +63,7 @@ class Snapshot:
     elapsed: float = 0.0
     rate: float = float("nan")  # recent rows per second
     loss: float = float("nan")  # the model's mean loss over the explained rows
+    loss_sum: float = 0.0  # the model's loss summed over the explained rows (never decreases)
     recent_loss: float = float("nan")  # ... over recent rows
     seed: int | None = None
     learning: bool = False
