@@ -63,6 +63,22 @@ def test_save_model_to_a_device_is_written_in_place(run, drift_csv, hoeffding, t
     assert type(joblib.load(saved)).__name__ == "HoeffdingAdaptiveTreeClassifier"
 
 
+@pytest.mark.parametrize(("command", "option"), [
+    ("explain", "--meta"), ("explain", "--metrics-textfile"), ("batch", "--output"), ("compare", "--output"),
+    ("compare", "--traces"), ("batch", "--metrics-textfile")])
+@pytest.mark.parametrize("target", ["missing folder", "directory"])
+def test_an_output_written_at_the_end_is_refused_before_the_work(run, static_csv, hgb, tmp_path, command, option,
+                                                                  target):
+    """Files first written after the work (a batch's records, --meta, a textfile) in a folder that does
+    not exist, or naming a directory, were found only at the end: exit 1 after the whole run."""
+    path = tmp_path / "no" / "such" / "file.out" if target == "missing folder" else tmp_path
+    result = run(command, static_csv, "-m", hgb, "-t", "class", "--seed", "1", "-q", option, path)
+    assert result.exit_code == 2, result.stderr
+    assert result.stdout == ""  # refused before any record
+    assert len(result.stderr.splitlines()) == 1 and option in result.stderr
+    assert ("no such directory" if target == "missing folder" else "is a directory") in result.stderr
+
+
 # -- full disks ------------------------------------------------------------------------------------
 FULL = "/dev/full"
 needs_dev_full = pytest.mark.skipif(not os.path.exists(FULL), reason="needs /dev/full (Linux)")

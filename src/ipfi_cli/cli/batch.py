@@ -154,7 +154,7 @@ def batch(
     monitor = monitor_settings(metrics_textfile=metrics_textfile, metrics_label=metrics_label, pushgateway=pushgateway,
                                push_job=push_job, push_label=push_label)
     check_outputs({"--output": output, "--metrics-textfile": metrics_textfile},
-                  {"DATA": data_files(data), "--model": model})
+                  {"DATA": data_files(data), "--model": model}, written_at_end=("--output", "--metrics-textfile"))
     started = time.time()
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter, show_batch_table

@@ -203,7 +203,8 @@ def compare(
     monitor = monitor_settings(metrics_textfile=metrics_textfile, metrics_label=metrics_label, pushgateway=pushgateway,
                                push_job=push_job, push_label=push_label)
     check_outputs({"--output": output, "--traces": traces, "--metrics-textfile": metrics_textfile},
-                  {"DATA": data_files(data), "--model": model})
+                  {"DATA": data_files(data), "--model": model},
+                  written_at_end=("--output", "--traces", "--metrics-textfile"))
     started = time.time()
     with reporting(debug):
         from ipfi_cli.evaluation.metrics import NORMALISATIONS

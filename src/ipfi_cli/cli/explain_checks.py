@@ -60,7 +60,7 @@ def check_files(*, input: str | None, model: str | None, labels: str | None, ref
     check_outputs({"--output": output, "--state": state, "--meta": meta, "--events": events,
                    "--save-model": save_model, "--metrics-textfile": metrics_textfile},
                   {"INPUT": data_files(input), "--model": model, "--labels": labels, "--reference": reference,
-                   "--state": resumed})
+                   "--state": resumed}, written_at_end=("--meta", "--metrics-textfile"))
 
 
 def key_columns_of(by: str | None, max_keys: int | None) -> list[str] | None:

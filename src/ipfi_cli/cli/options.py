@@ -284,17 +284,26 @@ def draw_seed(seed: int | None) -> int:
     return seed if seed is not None else secrets.randbelow(2**31)
 
 
-def check_outputs(outputs: dict[str, str | None], inputs: dict[str, str | Sequence[str] | None]) -> None:
+def check_outputs(outputs: dict[str, str | None], inputs: dict[str, str | Sequence[str] | None], *,
+                  written_at_end: Sequence[str] = ()) -> None:
     """Refuse (usage error, exit 2) an output that is one of the command's inputs, or another
     output, before anything is opened for writing; files are compared by identity
     (:func:`~ipfi_cli.io.targets.input_clash`). Every command that writes files calls this.
 
     ``outputs`` and ``inputs`` map each option (as the help names it) to its path; a data input
-    (``INPUT``, ``DATA``) is given as :func:`~ipfi_cli.io.targets.data_files`'s list.
+    (``INPUT``, ``DATA``) is given as :func:`~ipfi_cli.io.targets.data_files`'s list. The outputs
+    named in ``written_at_end`` are first written after the work (``--meta``, a batch's records):
+    a target that cannot be written there (a missing folder, a directory) is refused now, so a long
+    run never fails at its end.
     """
     from ipfi_cli.cli.errors import usage_error
-    from ipfi_cli.io.targets import input_clash
+    from ipfi_cli.io.targets import input_clash, target_problem
 
+    for option in written_at_end:
+        path = outputs.get(option)
+        problem = target_problem(path) if path and path != "-" else None
+        if problem:
+            raise usage_error(f"{path}: cannot write there ({problem})", option)
     clash = input_clash(outputs, inputs)
     if clash is None:
         return
