@@ -44,6 +44,17 @@ def test_plot_explain_traces_with_bounds_and_separate_interval_file(tmp_path):
     assert out.read_bytes()[:8] == PNG and result.stderr == ""
 
 
+def test_a_feature_named_method_in_explains_traces_is_a_feature(tmp_path):
+    """Traces of explain (written before a feature named 'method' was refused): a method column after row is
+    a feature, not compare's method column (ipfi plot once drew 299 panels, one per distinct value)."""
+    traces = tmp_path / "explain.csv"
+    traces.write_text("row,method,b\n1,,\n" + "".join(f"{r},{0.5 + r / 1000},0.1\n" for r in range(2, 300)))
+    out = tmp_path / "explain.png"
+    result = invoke("plot", traces, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.stderr and "(1 panel(s), 2 features)" in result.stderr
+
+
 def test_plot_errors(tmp_path):
     missing = invoke("plot", tmp_path / "none.csv", "-o", tmp_path / "x.png")
     assert missing.exit_code == 1 and "no such file" in missing.stderr

@@ -256,6 +256,12 @@ def compare(
                                   "is fine)", "--features")
             common.update(method="sage", n_inner=inner, empty=value(empty_coalition), permutations=permutations,
                           features=None)
+        if traces:
+            from ipfi_cli.core.groups import resolve_groups
+            from ipfi_cli.run.checks import check_output_names
+
+            check_output_names(list(resolve_groups(dataset.columns, common["features"], dataset.groups)), True,
+                               dataset.source)
         if learn:
             records = _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
                                         trace_every, quiet, learn_first)

@@ -68,6 +68,13 @@ def read_traces(path: str, *, batch: bool = False) -> Any:
     return pd.DataFrame.from_records(records, columns=columns)
 
 
+def has_methods(frame: Any) -> bool:
+    """Whether the traces have compare's ``method`` field: a ``method`` column before ``row``
+    (compare writes ``method,row,...``); one after ``row`` is a feature of explain's traces."""
+    columns = list(frame.columns)
+    return "method" in columns[:columns.index("row")] if "row" in columns else "method" in columns
+
+
 def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
     """The rows of one key of an ``explain --by`` trace (its key columns come before ``row``), chosen
     by ``--key NAME=VALUE``; a keyed trace without ``--key`` is refused (its keys' rows would be
@@ -102,7 +109,8 @@ def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
 
 def feature_columns(frame: Any, path: str) -> list[str]:
     """The importance columns: numeric, not row/method, not a ``<name>_bound`` of another column."""
-    names = [c for c in frame.columns if c not in ("row", "method")]
+    fields = ("row", "method") if has_methods(frame) else ("row",)
+    names = [c for c in frame.columns if c not in fields]
     names = [c for c in names if not (c.endswith("_bound") and c[: -len("_bound")] in names)]
     import pandas as pd
 
@@ -151,7 +159,7 @@ def plot(
                                   "--features")
             names = wanted
         panels, reference = [], None
-        if "method" in frame.columns:
+        if has_methods(frame):
             for method, part in frame.groupby("method", sort=False):
                 label = f"{method} PFI" if str(method) in REFERENCE_METHODS else str(method)
                 series = Series(label, part["row"].to_numpy(), part[names].to_numpy(dtype=float))
@@ -202,7 +210,7 @@ def reference_series(path: str, names: list[str], last_row: float) -> Any:
         except (TypeError, ValueError):
             raise InputError("the 'importance' column is not numbers", source=path) from None
         return Series(label, np.array([end]), level)
-    if "method" in other.columns:
+    if has_methods(other):
         other = other[other["method"].isin(REFERENCE_METHODS)]
     missing = [n for n in names if n not in other.columns]
     if missing:
