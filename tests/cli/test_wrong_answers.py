@@ -184,7 +184,8 @@ def test_compare_traces_refuse_a_feature_named_row_or_the_bound_of_another(run, 
     bound.to_csv(tmp_path / "bound.csv", index=False)
     joblib.dump(LinearRegression().fit(bound.drop(columns="y"), bound.y), tmp_path / "bound.joblib")
     one_error(run("compare", tmp_path / "bound.csv", "-m", tmp_path / "bound.joblib", "-t", "y", "--loss",
-                  "squared", *BASE, "--traces", tmp_path / "tr.csv"), "'b_bound' has the name of the bound column of 'b'")
+                  "squared", *BASE, "--traces", tmp_path / "tr.csv"),
+              "'b_bound' has the name of the bound column of 'b'")
     assert not (tmp_path / "tr.csv").exists()
 
 

@@ -260,8 +260,8 @@ def compare(
             from ipfi_cli.core.groups import resolve_groups
             from ipfi_cli.run.checks import check_output_names
 
-            check_output_names(list(resolve_groups(dataset.columns, common["features"], dataset.groups)), True,
-                               dataset.source)
+            explained = None if value(method) == "sage" else dataset.features  # SAGE explains every column
+            check_output_names(list(resolve_groups(dataset.columns, explained, dataset.groups)), True, dataset.source)
         if learn:
             records = _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
                                         trace_every, quiet, learn_first)

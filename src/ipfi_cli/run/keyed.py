@@ -87,8 +87,8 @@ class KeyedSessionMixin(_SessionBase):
         taken = {"row", "method", *prototype.names, *(f"{n}_bound" for n in prototype.names if s.bounds)}
         clash = [c for c in plan.by if c in taken]
         if clash:
-            raise InputError(f"the key column {clash[0]!r} has the name of a trace field (row, a feature or a bound) or "
-                             "of the method field of compare's traces, which `ipfi plot` reads: rename the column",
+            raise InputError(f"the key column {clash[0]!r} has the name of a trace field (row, a feature or a bound) "
+                             "or of the method field of compare's traces, which `ipfi plot` reads: rename the column",
                              source=plan.source)
         watch = ChangeWatch(s.watch, prototype, plan.loss) if s.watch is not None else None
 
