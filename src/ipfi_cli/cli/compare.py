@@ -240,7 +240,7 @@ def compare(
         reporter = TerminalReporter(live=False, quiet=quiet)
         dataset = load_dataset(load_predictor(model, learn=learn, trust=split_names(trust), http=http), inputs,
                                chosen, reporter, learn=learn, on_bad_row=value(on_bad_row), verbose=verbose,
-                               max_rows=None if learn else max_rows, seed=seed)
+                               max_rows=None if learn else max_rows, seed=seed, keep_before_failure=learn)
         fmt = value(output_format)
         if verbose:
             reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; loss "
@@ -331,6 +331,9 @@ def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], i
     from ipfi_cli.io.writers import write_records
 
     n = len(dataset.frame)
+    stopped = dataset.failure  # a bad row ended the stream: the windows before it are written, then it is said
+    if stopped is not None and (interval > n or (drift_at is not None and not 0 < drift_at < n)):
+        raise _stopped_by(stopped, "no window was finished before it: nothing was written")
     if drift_at is not None and not 0 < drift_at < n:
         raise usage_error(f"the drift row must lie inside the stream (1 to {n - 1})", "--drift-at")
     if interval > n:
@@ -343,6 +346,17 @@ def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], i
     write_records(output, fmt, RECORD_FIELDS, records)
     if traces:
         _write_traces(traces, result.names, result.trace_table())
+    if stopped is not None:
+        last = result.intervals[-1].row if result.intervals else 0
+        raise _stopped_by(stopped, f"wrote the records{' and traces' if traces else ''} of the "
+                          f"{len(result.intervals)} window(s) before it (rows 1 to {last:,})")
     if not quiet:
         show_learning_comparison(result)
     return records
+
+
+def _stopped_by(error: Any, what: str) -> Any:
+    """The bad row that ended a ``--learn`` stream, saying what was written before it."""
+    from ipfi_cli.errors import InputError
+
+    return InputError(f"{error}; {what}")
