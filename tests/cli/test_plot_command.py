@@ -182,3 +182,20 @@ def test_a_keyed_trace_is_plotted_one_key_at_a_time(tmp_path, monkeypatch):
     assert drawn[0].rows.tolist() == [1, 2] and drawn[0].values.tolist() == [[0.9, 0.5], [0.8, 0.5]]
     assert invoke("plot", traces, "-o", tmp_path / "y.png", "--key", "region=mars").exit_code == 1
     assert invoke("plot", traces, "-o", tmp_path / "y.png", "--key", "city=x").exit_code == 2
+
+
+def test_compare_records_are_told_apart_from_its_traces(tmp_path, drift_small, hoeffding):
+    """The records of compare (method,feature,...,row,...) once got a message about explain --by keys."""
+    records = tmp_path / "compare.csv"
+    traces = tmp_path / "traces.csv"
+    result = invoke("compare", drift_small, "-m", hoeffding, "-t", "class", "--learn", "--interval", "100", "-M", "1",
+                    "--seed", "0", "-q", "-o", records, "--traces", traces)
+    assert result.exit_code == 0, result.output
+    for args in ((records,), (traces, "--interval-traces", records)):
+        refused = invoke("plot", *args, "-o", tmp_path / "x.png")
+        assert refused.exit_code == 1
+        line, = refused.stderr.strip().splitlines()
+        assert "these are the records of `ipfi compare`" in line and "--traces FILE" in line, line
+        assert "explain --by" not in line
+    drawn = invoke("plot", traces, "-o", tmp_path / "x.png", "-q")
+    assert drawn.exit_code == 0, drawn.output

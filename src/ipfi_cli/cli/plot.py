@@ -21,6 +21,8 @@ from ipfi_cli.cli.options import DebugOpt, QuietOpt, check_outputs, split_names
 from ipfi_cli.errors import InputError, OutputError
 
 REFERENCE_METHODS = ("interval", "batch")
+#: fields that only the records of ``ipfi compare`` have together (see ipfi_cli.evaluation.records)
+COMPARE_RECORDS = {"method", "feature", "importance", "reference", "abs_diff", "error"}
 
 TracesArg = Annotated[str, typer.Argument(
     help="Trace file (CSV or JSONL) from `ipfi explain` or `ipfi compare --traces`.", show_default=False,
@@ -60,6 +62,9 @@ def read_traces(path: str, *, batch: bool = False) -> Any:
             if row.error is not None:
                 raise row.error
             records.append(row.values)
+    if COMPARE_RECORDS <= set(columns):
+        raise InputError("these are the records of `ipfi compare` (one per method and feature), not traces: "
+                         "write its traces with `ipfi compare ... --traces FILE` and plot that file", source=path)
     if "row" not in columns and not (batch and {"feature", "importance"} <= set(columns)):
         raise InputError("no 'row' column; expected the traces of `ipfi explain` or `ipfi compare --traces`"
                          + (" (or the records of `ipfi batch`)" if batch else ""), source=path)
