@@ -199,3 +199,14 @@ def test_compare_records_are_told_apart_from_its_traces(tmp_path, drift_small, h
         assert "explain --by" not in line
     drawn = invoke("plot", traces, "-o", tmp_path / "x.png", "-q")
     assert drawn.exit_code == 0, drawn.output
+
+
+def test_a_one_row_trace_is_drawn_as_a_point(tmp_path):
+    """One explained row (the first row is NaN: nothing to compare with) drew empty axes."""
+    traces = tmp_path / "one.csv"
+    traces.write_text("row,a\n1,\n2,0.5\n")
+    out = tmp_path / "one.svg"
+    result = invoke("plot", traces, "-o", out, "-q")
+    assert result.exit_code == 0, result.output
+    # a line of one point draws nothing; a marker is a filled path in the first highlighted colour
+    assert "fill: #e69f00" in out.read_text().lower()
