@@ -210,3 +210,36 @@ def test_a_one_row_trace_is_drawn_as_a_point(tmp_path):
     assert result.exit_code == 0, result.output
     # a line of one point draws nothing; a marker is a filled path in the first highlighted colour
     assert "fill: #e69f00" in out.read_text().lower()
+
+
+def test_a_key_is_matched_as_explain_by_keyed_the_rows_and_named_in_the_title(tmp_path, monkeypatch):
+    """explain --by shop takes 7, 07 and 7.0 for one key (as numbers); plot --key shop=7.0 found no rows."""
+    import joblib
+    import numpy as np
+    from sklearn.linear_model import LinearRegression
+
+    import ipfi_cli.plotting as plotting
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    shops = ["7", "07", "7.0", "12"] * 10
+    data = tmp_path / "shops.csv"
+    data.write_text("shop,a,b,y\n" + "".join(f"{s},{a!r},{b!r},{2 * a!r}\n" for s, (a, b) in zip(shops, X.tolist())))
+    joblib.dump(LinearRegression().fit(X, 2 * X[:, 0]), tmp_path / "m.joblib")
+    traces = tmp_path / "keyed.csv"
+    result = invoke("explain", data, "-m", tmp_path / "m.joblib", "-t", "y", "--by", "shop", "--loss", "squared",
+                    "--features", "a,b", "--seed", "0", "-q", "-o", traces)
+    assert result.exit_code == 0, result.output
+    drawn = []
+    original = plotting.plot_importance
+    monkeypatch.setattr(plotting, "plot_importance",
+                        lambda output, names, panels, **kw: (drawn.append((panels, kw["title"])),
+                                                             original(output, names, panels, **kw))[1])
+    for spelled in ("7", "07", "7.0", " 7 "):
+        result = invoke("plot", traces, "-o", tmp_path / "seven.png", "--key", f"shop={spelled}", "-q")
+        assert result.exit_code == 0, (spelled, result.output)
+        panels, title = drawn[-1]
+        assert panels[0].rows.tolist() == list(range(1, 31)), spelled  # 30 rows of shop 7, numbered by key
+        assert title == "shop=7", title
+    result = invoke("plot", traces, "-o", tmp_path / "twelve.png", "--key", "shop=12", "--title", "mine", "-q")
+    assert result.exit_code == 0 and drawn[-1][0][0].rows.tolist() == list(range(1, 11)) and drawn[-1][1] == "mine"

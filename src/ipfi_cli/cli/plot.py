@@ -82,8 +82,10 @@ def has_methods(frame: Any) -> bool:
 
 def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
     """The rows of one key of an ``explain --by`` trace (its key columns come before ``row``), chosen
-    by ``--key NAME=VALUE``; a keyed trace without ``--key`` is refused (its keys' rows would be
-    drawn as one zigzag line). Other traces are returned as they are."""
+    by ``--key NAME=VALUE`` (a value matches as explain --by keyed the rows: ``7``, ``07`` and ``7.0``
+    are one key), with the key as the traces spell it in ``attrs["key"]``; a keyed trace without
+    ``--key`` is refused (its keys' rows would be drawn as one zigzag line). Other traces are returned
+    as they are."""
     columns = list(frame.columns)
     key_columns = [c for c in columns[:columns.index("row")] if c != "method"] if "row" in columns else []
     if not key_columns:
@@ -102,14 +104,31 @@ def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
         example = " ".join(f"--key {c}={first[c]}" for c in key_columns)
         raise InputError(f"the traces of `explain --by` ({', '.join(key_columns)}): plot one key at a time, "
                          f"e.g. {example}", source=path)
+    from ipfi_cli.io.values import parse_value
+
     mask = None
     for name, wanted in chosen.items():
-        match = frame[name].astype(str) == wanted
+        # as explain --by keyed the rows: the value a file's field reads as (7, 07 and 7.0 are one key)
+        value = parse_value(wanted)
+        match = frame[name].map(lambda v, value=value, wanted=wanted: _same_key(v, value, wanted))
         mask = match if mask is None else mask & match
-    part = frame[mask].drop(columns=key_columns)
+    part = frame[mask.astype(bool)]
     if part.empty:
         raise InputError("no trace rows for " + ", ".join(f"{k}={v}" for k, v in chosen.items()), source=path)
-    return part
+    part.attrs["key"] = ", ".join(f"{c}={part[c].iloc[0]}" for c in key_columns)  # the key as the traces spell it
+    return part.drop(columns=key_columns)
+
+
+def _same_key(found: Any, value: Any, text: str) -> bool:
+    """Whether a key column's value is the key ``--key`` gives (as ``text``, read as ``value``)."""
+    if isinstance(value, float) and value != value:  # a missing value: no key of explain --by
+        return False
+    try:
+        if found == value:
+            return True
+    except (TypeError, ValueError):
+        pass
+    return str(found) == text
 
 
 def feature_columns(frame: Any, path: str) -> list[str]:
@@ -155,6 +174,8 @@ def plot(
             _plot_curves(frame, output, split_names(features), title, quiet)
             return
         frame = one_key(frame, key, traces)
+        if title is None and frame.attrs.get("key"):
+            title = frame.attrs["key"]
         names = feature_columns(frame, traces)
         wanted = split_names(features)
         if wanted:
