@@ -106,12 +106,12 @@ def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
                          f"e.g. {example}", source=path)
     from ipfi_cli.io.values import parse_value
 
-    mask = None
+    mask: Any = True
     for name, wanted in chosen.items():
         # as explain --by keyed the rows: the value a file's field reads as (7, 07 and 7.0 are one key)
         value = parse_value(wanted)
         match = frame[name].map(lambda v, value=value, wanted=wanted: _same_key(v, value, wanted))
-        mask = match if mask is None else mask & match
+        mask = match & mask
     part = frame[mask.astype(bool)]
     if part.empty:
         raise InputError("no trace rows for " + ", ".join(f"{k}={v}" for k, v in chosen.items()), source=path)
