@@ -132,7 +132,8 @@ TracesOpt = Annotated[Optional[str], typer.Option(
     "method,row,<features>; iPFI of ordering 0 (static) or of the stream (--learn), then batch or "
     "interval PFI.", rich_help_panel=PANEL_OUTPUT, show_default=False, metavar="FILE")]
 TraceEveryOpt = Annotated[int, typer.Option(
-    "--trace-every", min=1, help="Keep the traces every N rows.", rich_help_panel=PANEL_OUTPUT)]
+    "--trace-every", min=1, help="Keep the traces after rows N, 2N, ... and the last (as explain --every; with "
+    "--learn also at each window's end).", rich_help_panel=PANEL_OUTPUT)]
 
 
 def compare(
