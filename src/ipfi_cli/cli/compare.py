@@ -265,7 +265,7 @@ def compare(
             check_output_names(list(resolve_groups(dataset.columns, explained, dataset.groups)), True, dataset.source)
         if learn:
             records = _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
-                                        trace_every, quiet, learn_first)
+                                        trace_every, quiet, learn_first, reporter)
         else:
             records = _compare_static(dataset, samplings, alphas, orderings, not keep_order, common, output, fmt,
                                       traces, trace_every, quiet, verbose, reporter)
@@ -325,8 +325,10 @@ def _compare_static(dataset: Any, samplings: list[str], alphas: list[float], ord
 
 def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], interval: int,
                       drift_at: int | None, common: dict[str, Any], output: str | None, fmt: str | None,
-                      traces: str | None, trace_every: int, quiet: bool, learn_first: bool = False
-                      ) -> list[dict[str, Any]]:
+                      traces: str | None, trace_every: int, quiet: bool, learn_first: bool = False,
+                      reporter: Any = None) -> list[dict[str, Any]]:
+    import numpy as np
+
     from ipfi_cli.cli.ui import show_learning_comparison
     from ipfi_cli.evaluation import RECORD_FIELDS, compare_learning
     from ipfi_cli.io.writers import write_records
@@ -347,6 +349,12 @@ def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], i
     write_records(output, fmt, RECORD_FIELDS, records)
     if traces:
         _write_traces(traces, result.names, result.trace_table())
+    empty = [p.row for p in result.intervals if not (np.asarray(p.result.mean) > 0).any()]
+    if empty and reporter is not None:
+        shown = ", ".join(f"{row:,}" for row in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        reporter.message(f"interval PFI is 0 or below for every feature in the window(s) ending at row {shown} (the "
+                         "model used no feature on those rows): the error there only says whether iPFI is 0 too (0) or "
+                         "not (its normalised total: 1.0 with --normalisation sum)", "warning")
     if stopped is not None:
         last = result.intervals[-1].row if result.intervals else 0
         raise _stopped_by(stopped, f"wrote the records{' and traces' if traces else ''} of the "
