@@ -160,7 +160,10 @@ def _plot_importance(path: str | Path, names: Sequence[str], panels: Sequence[Se
             top = name in colour
             style = dict(color=colour.get(name, GREY), lw=1.6 if top else 0.8, alpha=1.0 if top else 0.7,
                          zorder=3 if top else 1)
-            ax.plot(series.rows, series.values[:, j], ls="-", label=figure_text(name) if top else None, **style)
+            # one finite point (a one-row trace) draws no line: a marker shows it
+            alone = int(np.isfinite(np.asarray(series.values[:, j], dtype=float)).sum()) == 1
+            ax.plot(series.rows, series.values[:, j], ls="-", marker="o" if alone else None,
+                    label=figure_text(name) if top else None, **style)
             if steps is not None:
                 ax.plot(steps[0], steps[1][:, j], ls="--", **style)
         if drift_at is not None:

@@ -150,3 +150,40 @@ def test_learn_first_needs_learn_and_changes_what_is_measured(drift_small, hoeff
     assert interval[0] == interval[1]  # the same model at each window's end, the same interval PFI
     ipfi = [[r["importance"] for r in records(out.stdout) if r["method"] == "ipfi"] for out in (prequential, first)]
     assert ipfi[0] != ipfi[1]
+
+
+def test_trace_every_keeps_the_rows_explain_every_keeps(agrawal_small, hgb, tmp_path):
+    """--trace-every 300 kept rows 1, 301, 601 while explain --every 300 keeps 300, 600 (and the last)."""
+    every = 70  # on 300 rows: 70, 140, 210, 280 and the last, 300
+    n_rows = len(agrawal_small.read_text().splitlines()) - 1
+    expected = [*range(every, n_rows + 1, every)] + ([n_rows] if n_rows % every else [])
+    traces = tmp_path / "traces.csv"
+    result = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "-M", "1", "--seed", "0", "--keep-order",
+                    "--sampling", "uniform", "-q", "--traces", traces, "--trace-every", str(every))
+    assert result.exit_code == 0, result.output
+    kept = [int(r["row"]) for r in records(traces.read_text()) if r["method"] != "batch"]
+    assert kept == expected
+    explained = invoke("explain", agrawal_small, "-m", hgb, "-t", "class", "-M", "1", "--seed", "0", "-q",
+                       "--every", str(every))
+    assert [int(r["row"]) for r in records(explained.stdout)] == expected
+
+
+def test_windows_whose_interval_pfi_is_all_zero_are_noted(tmp_path):
+    """A model that uses no feature (river's running mean): interval PFI is exactly 0 in every window, and the
+    error against it was given without a word (1.0 whenever iPFI is not 0 too)."""
+    import pickle
+
+    import numpy as np
+    from river import dummy, stats
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 2))
+    data = tmp_path / "d.csv"
+    data.write_text("a,b,y\n" + "".join(f"{a!r},{b!r},{a + b!r}\n" for a, b in X.tolist()))
+    (tmp_path / "mean.pkl").write_bytes(pickle.dumps(dummy.StatisticRegressor(stats.Mean())))
+    result = invoke("compare", data, "-m", tmp_path / "mean.pkl", "-t", "y", "--learn", "--loss", "squared",
+                    "--interval", "40", "-M", "2", "--seed", "0")
+    assert result.exit_code == 0, result.output
+    assert {float(r["importance"]) for r in records(result.stdout) if r["method"] == "interval"} == {0.0}
+    warned = [line for line in result.stderr.splitlines() if line.startswith("ipfi: warning: interval PFI is 0")]
+    assert len(warned) == 1 and "ending at row 40, 80, 120" in warned[0], result.stderr

@@ -47,3 +47,37 @@ def test_lines_of_spaces_at_the_end_are_blank_lines(tmp_path, run):
     assert plain.exit_code == trailing.exit_code == 0, trailing.stderr
     assert trailing.stdout == plain.stdout
     assert np.isfinite([float(v) for v in parse_csv(plain.stdout)[-1].values()]).all()
+
+
+def test_compare_learn_writes_the_windows_finished_before_a_bad_row(tmp_path, run):
+    """compare --learn read the whole stream first: a bad row at 150 dropped the windows ending at 50 and
+    100 (exit 1, nothing written, no word of it)."""
+    import pickle
+
+    from river import linear_model
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(160, 3))
+    lines = ["a,b,c,y\n"] + [f"{a!r},{b!r},{c!r},{3 * a + 2 * b - c!r}\n" for a, b, c in X.tolist()]
+    bad = list(lines)
+    bad[150] = "0.5,0.5,abc,1.0\n"  # row 150
+    (tmp_path / "bad.csv").write_text("".join(bad))
+    (tmp_path / "first149.csv").write_text("".join(lines[:150]))
+    (tmp_path / "lr.pkl").write_bytes(pickle.dumps(linear_model.LinearRegression()))
+    common = ["-m", tmp_path / "lr.pkl", "-t", "y", "--learn", "--loss", "squared", "--seed", "0", "-M", "2", "-q"]
+    args = [*common, "--interval", "50"]
+    stopped = run("compare", tmp_path / "bad.csv", *args, "--traces", tmp_path / "bad_tr.csv")
+    assert stopped.exit_code == 1
+    lines_said = stopped.stderr.strip().splitlines()
+    assert len(lines_said) == 1 and "row 150" in lines_said[0] and "column 'c'" in lines_said[0]
+    assert "wrote the records and traces of the 2 window(s) before it (rows 1 to 100)" in lines_said[0]
+    assert sorted({r["row"] for r in parse_csv(stopped.stdout)}) == ["100", "50"]
+    # the same as a run on the rows before it and nothing after them
+    clean = run("compare", tmp_path / "first149.csv", *args, "--traces", tmp_path / "clean_tr.csv")
+    assert clean.exit_code == 0, clean.stderr
+    assert stopped.stdout == clean.stdout
+    assert (tmp_path / "bad_tr.csv").read_text() == (tmp_path / "clean_tr.csv").read_text()
+    # a bad row before the first window ends: nothing to write, and said so
+    early = run("compare", tmp_path / "bad.csv", *common, "--interval", "200")
+    assert early.exit_code == 1 and early.stdout == ""
+    assert "row 150" in early.stderr and "no window was finished before it: nothing was written" in early.stderr

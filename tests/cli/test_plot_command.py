@@ -44,6 +44,17 @@ def test_plot_explain_traces_with_bounds_and_separate_interval_file(tmp_path):
     assert out.read_bytes()[:8] == PNG and result.stderr == ""
 
 
+def test_a_feature_named_method_in_explains_traces_is_a_feature(tmp_path):
+    """Traces of explain (written before a feature named 'method' was refused): a method column after row is
+    a feature, not compare's method column (ipfi plot once drew 299 panels, one per distinct value)."""
+    traces = tmp_path / "explain.csv"
+    traces.write_text("row,method,b\n1,,\n" + "".join(f"{r},{0.5 + r / 1000},0.1\n" for r in range(2, 300)))
+    out = tmp_path / "explain.png"
+    result = invoke("plot", traces, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.stderr and "(1 panel(s), 2 features)" in result.stderr
+
+
 def test_plot_errors(tmp_path):
     missing = invoke("plot", tmp_path / "none.csv", "-o", tmp_path / "x.png")
     assert missing.exit_code == 1 and "no such file" in missing.stderr
@@ -171,3 +182,64 @@ def test_a_keyed_trace_is_plotted_one_key_at_a_time(tmp_path, monkeypatch):
     assert drawn[0].rows.tolist() == [1, 2] and drawn[0].values.tolist() == [[0.9, 0.5], [0.8, 0.5]]
     assert invoke("plot", traces, "-o", tmp_path / "y.png", "--key", "region=mars").exit_code == 1
     assert invoke("plot", traces, "-o", tmp_path / "y.png", "--key", "city=x").exit_code == 2
+
+
+def test_compare_records_are_told_apart_from_its_traces(tmp_path, drift_small, hoeffding):
+    """The records of compare (method,feature,...,row,...) once got a message about explain --by keys."""
+    records = tmp_path / "compare.csv"
+    traces = tmp_path / "traces.csv"
+    result = invoke("compare", drift_small, "-m", hoeffding, "-t", "class", "--learn", "--interval", "100", "-M", "1",
+                    "--seed", "0", "-q", "-o", records, "--traces", traces)
+    assert result.exit_code == 0, result.output
+    for args in ((records,), (traces, "--interval-traces", records)):
+        refused = invoke("plot", *args, "-o", tmp_path / "x.png")
+        assert refused.exit_code == 1
+        line, = refused.stderr.strip().splitlines()
+        assert "these are the records of `ipfi compare`" in line and "--traces FILE" in line, line
+        assert "explain --by" not in line
+    drawn = invoke("plot", traces, "-o", tmp_path / "x.png", "-q")
+    assert drawn.exit_code == 0, drawn.output
+
+
+def test_a_one_row_trace_is_drawn_as_a_point(tmp_path):
+    """One explained row (the first row is NaN: nothing to compare with) drew empty axes."""
+    traces = tmp_path / "one.csv"
+    traces.write_text("row,a\n1,\n2,0.5\n")
+    out = tmp_path / "one.svg"
+    result = invoke("plot", traces, "-o", out, "-q")
+    assert result.exit_code == 0, result.output
+    # a line of one point draws nothing; a marker is a filled path in the first highlighted colour
+    assert "fill: #e69f00" in out.read_text().lower()
+
+
+def test_a_key_is_matched_as_explain_by_keyed_the_rows_and_named_in_the_title(tmp_path, monkeypatch):
+    """explain --by shop takes 7, 07 and 7.0 for one key (as numbers); plot --key shop=7.0 found no rows."""
+    import joblib
+    import numpy as np
+    from sklearn.linear_model import LinearRegression
+
+    import ipfi_cli.plotting as plotting
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    shops = ["7", "07", "7.0", "12"] * 10
+    data = tmp_path / "shops.csv"
+    data.write_text("shop,a,b,y\n" + "".join(f"{s},{a!r},{b!r},{2 * a!r}\n" for s, (a, b) in zip(shops, X.tolist())))
+    joblib.dump(LinearRegression().fit(X, 2 * X[:, 0]), tmp_path / "m.joblib")
+    traces = tmp_path / "keyed.csv"
+    result = invoke("explain", data, "-m", tmp_path / "m.joblib", "-t", "y", "--by", "shop", "--loss", "squared",
+                    "--features", "a,b", "--seed", "0", "-q", "-o", traces)
+    assert result.exit_code == 0, result.output
+    drawn = []
+    original = plotting.plot_importance
+    monkeypatch.setattr(plotting, "plot_importance",
+                        lambda output, names, panels, **kw: (drawn.append((panels, kw["title"])),
+                                                             original(output, names, panels, **kw))[1])
+    for spelled in ("7", "07", "7.0", " 7 "):
+        result = invoke("plot", traces, "-o", tmp_path / "seven.png", "--key", f"shop={spelled}", "-q")
+        assert result.exit_code == 0, (spelled, result.output)
+        panels, title = drawn[-1]
+        assert panels[0].rows.tolist() == list(range(1, 31)), spelled  # 30 rows of shop 7, numbered by key
+        assert title == "shop=7", title
+    result = invoke("plot", traces, "-o", tmp_path / "twelve.png", "--key", "shop=12", "--title", "mine", "-q")
+    assert result.exit_code == 0 and drawn[-1][0][0].rows.tolist() == list(range(1, 11)) and drawn[-1][1] == "mine"

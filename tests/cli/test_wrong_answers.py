@@ -125,6 +125,70 @@ def test_a_feature_named_like_a_trace_field_is_refused(run, tmp_path):
     assert record["row"] == 200 and record["first"] > 0.3
 
 
+@pytest.fixture(scope="module")
+def method_feature(tmp_path_factory):
+    """A linear model on a feature named ``method``, the field compare's traces name their method by."""
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(120, 3)), columns=["method", "b", "c"])
+    y = 3 * X["method"] + 2 * X.b - X.c
+    folder = tmp_path_factory.mktemp("method")
+    joblib.dump(LinearRegression().fit(X, y), folder / "m.joblib")
+    X.assign(y=y).to_csv(folder / "d.csv", index=False)
+    return folder
+
+
+@pytest.mark.parametrize("command", ["explain", "compare --traces", "compare --learn", "explain --by"])
+def test_a_feature_or_key_named_method_is_refused_before_anything_is_written(run, method_feature, command, tmp_path):
+    """compare --traces once wrote the header method,row,method,b,c (its method column then held importances)
+    and exit 0; ipfi plot took explain's feature 'method' for compare's method column."""
+    data, model = method_feature / "d.csv", method_feature / "m.joblib"
+    traces = tmp_path / "tr.csv"
+    args = ["--loss", "squared", *BASE, "-q"]
+    if command == "explain --by":
+        from sklearn.linear_model import LinearRegression
+
+        frame = pd.read_csv(data).rename(columns={"method": "a"})
+        joblib.dump(LinearRegression().fit(frame[["a", "b", "c"]], frame.y), tmp_path / "abc.joblib")
+        frame.assign(method="k").to_csv(tmp_path / "keyed.csv", index=False)
+        result = run("explain", tmp_path / "keyed.csv", "-m", tmp_path / "abc.joblib", "-t", "y", "--by", "method",
+                     *args, "-o", traces)
+        one_error(result, "the key column 'method' has the name of", "compare's traces")
+    elif command == "compare --learn":
+        (tmp_path / "m.pkl").write_bytes(pickle.dumps(linear_model.LinearRegression()))
+        result = run("compare", data, "-m", tmp_path / "m.pkl", "-t", "y", "--learn", "--interval", "50", *args,
+                     "--traces", traces)
+        one_error(result, "the feature 'method' has the name of the method field", "--group NEW=method")
+    else:
+        extra = ["--traces", traces] if command == "compare --traces" else ["-o", traces]
+        result = run(command.split()[0], data, "-m", model, "-t", "y", *args, *extra)
+        one_error(result, "the feature 'method' has the name of the method field", "--group NEW=method")
+    assert not traces.exists() or traces.read_text() == ""
+    renamed = run("compare", data, "-m", model, "-t", "y", *args, "--traces", traces, "--group", "m=method",
+                  "--sampling", "uniform")
+    assert renamed.exit_code == 0, renamed.stderr
+    assert traces.read_text().splitlines()[0] == "method,row,m,b,c"
+
+
+def test_compare_traces_refuse_a_feature_named_row_or_the_bound_of_another(run, method_feature, tmp_path):
+    frame = pd.read_csv(method_feature / "d.csv").rename(columns={"method": "row"})
+    frame.to_csv(tmp_path / "row.csv", index=False)
+    from sklearn.linear_model import LinearRegression
+
+    X = frame.drop(columns="y")
+    joblib.dump(LinearRegression().fit(X, frame.y), tmp_path / "row.joblib")
+    one_error(run("compare", tmp_path / "row.csv", "-m", tmp_path / "row.joblib", "-t", "y", "--loss", "squared",
+                  *BASE, "--traces", tmp_path / "tr.csv"), "'row' has the name of the traces' row-number field")
+    bound = frame.rename(columns={"row": "b_bound"})
+    bound.to_csv(tmp_path / "bound.csv", index=False)
+    joblib.dump(LinearRegression().fit(bound.drop(columns="y"), bound.y), tmp_path / "bound.joblib")
+    one_error(run("compare", tmp_path / "bound.csv", "-m", tmp_path / "bound.joblib", "-t", "y", "--loss",
+                  "squared", *BASE, "--traces", tmp_path / "tr.csv"),
+              "'b_bound' has the name of the bound column of 'b'")
+    assert not (tmp_path / "tr.csv").exists()
+
+
 def test_a_jsonl_key_the_first_row_lacks_is_reported(run, tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))

@@ -226,6 +226,45 @@ def proba_mlflow_server(tmp_path_factory, forest, fit_frame) -> Iterator[str]:
     yield from _serve_mlflow(tmp_path_factory, forest[0], fit_frame, "proba_forest", pyfunc_predict_fn="predict_proba")
 
 
+#: saves an MLflow pyfunc model whose predict answers the forest's predict_proba as a DataFrame with one
+#: column per class ("0", "1"): `mlflow models serve` then answers one {class: probability} object per row.
+#: Run as a script, so that cloudpickle keeps the class by value (the server cannot import the tests)
+PYFUNC_PROBA = """
+import sys
+import mlflow.pyfunc
+
+
+class Proba(mlflow.pyfunc.PythonModel):
+    def load_context(self, context):
+        import joblib
+        self.model = joblib.load(context.artifacts["model"])
+
+    def predict(self, context, model_input, params=None):
+        import pandas as pd
+        return pd.DataFrame(self.model.predict_proba(model_input), columns=[str(c) for c in self.model.classes_])
+
+
+mlflow.pyfunc.save_model(sys.argv[1], python_model=Proba(), artifacts={"model": sys.argv[2]})
+"""
+
+
+@pytest.fixture(scope="session")
+def dict_proba_mlflow_server(tmp_path_factory, forest) -> Iterator[str]:
+    """`mlflow models serve` of a pyfunc model answering ``{"0": p0, "1": p1}`` per row (the forest's)."""
+    pytest.importorskip("mlflow.pyfunc")
+    folder = tmp_path_factory.mktemp("mlflow")
+    (folder / "save.py").write_text(PYFUNC_PROBA)
+    subprocess.run([sys.executable, str(folder / "save.py"), str(folder / "proba"), str(forest[1])], check=True,
+                   env=server_env(), capture_output=True, timeout=300)
+    port = free_port()
+    log = tmp_path_factory.mktemp("logs") / "mlflow-dict-proba.log"
+    process = start_server([sys.executable, "-m", "mlflow", "models", "serve", "-m", str(folder / "proba"),
+                            "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port), "-w", "1"],
+                           f"http://127.0.0.1:{port}/ping", log)
+    yield f"http://127.0.0.1:{port}/invocations"
+    stop_server(process)
+
+
 @pytest.fixture(scope="session")
 def mlserver_server(tmp_path_factory, forest, bool_forest) -> Iterator[str]:
     """Seldon MLServer with its scikit-learn runtime serving the forest; yields .../v2/models/forest

@@ -85,6 +85,22 @@ def test_probability_answers_of_mlflow_serve_work_with_the_log_loss(run, proba_m
     assert served.stdout == reference.stdout
 
 
+@pytest.mark.parametrize("loss", ["log", "zero-one"])
+def test_class_probability_objects_of_mlflow_serve_need_no_classes(run, dict_proba_mlflow_server, forest, data_csv,
+                                                                   loss):
+    """A pyfunc model answering {"0": p0, "1": p1} per row: the classes come from the keys (--loss log takes the
+    label's probability, zero-one the likeliest class), for explain, batch and compare: the in-process forest's
+    numbers. It was refused: "each prediction has 2 fields (0, 1); expected one label or value per row"."""
+    _, path = forest
+    for command, extra in (("explain", ("--no-live",)), ("batch", ()), ("compare", ("-M", "2"))):
+        reference = run(command, data_csv, "-m", path, "-t", "class", "--loss", loss, *ARGS, *extra)
+        assert reference.exit_code == 0, reference.stderr
+        served = run(command, data_csv, "--model-url", dict_proba_mlflow_server, "--task", "classification",
+                     "--loss", loss, "-t", "class", *ARGS, *extra)
+        assert served.exit_code == 0, (command, served.stderr)
+        assert served.stdout == reference.stdout, command
+
+
 # -- standard-library servers whose answers a test writes --------------------------------------------------
 @pytest.fixture
 def serve() -> Iterator[Callable[[Callable[[str, Any], Any]], Answers]]:
@@ -130,6 +146,48 @@ def test_labels_the_model_never_answers_exit_1(run, serve, forest, data_csv, com
                  *ARGS, *extra)
     line = one_line_error(result)
     assert "maximal zero-one loss" in line and "never match what the" in line
+
+
+def forest_probabilities(model: Any) -> Callable[[str, Any], Any]:
+    """The forest's [p0, p1] per row (a model logged with pyfunc_predict_fn="predict_proba")."""
+    import pandas as pd
+
+    def reply(path: str, payload: Any) -> Any:
+        return {"predictions": model.predict_proba(pd.DataFrame(rows_of(payload))).tolist()}
+    return reply
+
+
+@pytest.mark.parametrize("loss", ["log", "zero-one"])
+def test_probability_lists_without_or_with_the_wrong_classes_say_so(run, serve, forest, data_csv, loss):
+    """[p0, p1] answers without --classes once got "expected one label or value per row (for probabilities use
+    --loss log)" under --loss log; --classes naming three classes got the same."""
+    server = serve(forest_probabilities(forest[0]))
+    served = ("--model-url", server.url, "--task", "classification", "--loss", loss, "-t", "class", *ARGS)
+    for command in ("explain", "batch"):
+        line = one_line_error(run(command, data_csv, *served))
+        assert "the server gives probabilities without class names: give --classes" in line, line
+        line = one_line_error(run(command, data_csv, *served, "--classes", "0,1,2"))
+        assert "2 probabilities per row, but --classes names 3 classes" in line, line
+
+
+@pytest.mark.parametrize("command", ["explain", "batch", "compare"])
+def test_answers_that_are_no_probabilities_are_refused_naming_the_row(run, serve, forest, data_csv, command):
+    """A server answering [1.5, -0.5] for one row under --loss log: every importance was 0 with exit 0."""
+    import pandas as pd
+
+    bad = pd.read_csv(data_csv).salary[4]  # row 5's salary: only row 5 has it, until a later row borrows it
+    probabilities = forest_probabilities(forest[0])
+
+    def reply(path: str, payload: Any) -> Any:
+        answer = probabilities(path, payload)["predictions"]
+        return {"predictions": [[1.5, -0.5] if row["salary"] == bad else p
+                                for row, p in zip(rows_of(payload), answer)]}
+    server = serve(reply)
+    extra = ("--no-live",) if command == "explain" else ("-M", "2") if command == "compare" else ()
+    result = run(command, data_csv, "--model-url", server.url, "--task", "classification", "--classes", "0,1",
+                 "--loss", "log", "-t", "class", *ARGS, *extra)
+    line = one_line_error(result)
+    assert "row 5 (line 6)" in line and "[1.5, -0.5] is not class probabilities" in line, line
 
 
 @pytest.mark.parametrize("command", ["explain", "batch"])

@@ -132,7 +132,8 @@ TracesOpt = Annotated[Optional[str], typer.Option(
     "method,row,<features>; iPFI of ordering 0 (static) or of the stream (--learn), then batch or "
     "interval PFI.", rich_help_panel=PANEL_OUTPUT, show_default=False, metavar="FILE")]
 TraceEveryOpt = Annotated[int, typer.Option(
-    "--trace-every", min=1, help="Keep the traces every N rows.", rich_help_panel=PANEL_OUTPUT)]
+    "--trace-every", min=1, help="Keep the traces after rows N, 2N, ... and the last (as explain --every; with "
+    "--learn also at each window's end).", rich_help_panel=PANEL_OUTPUT)]
 
 
 def compare(
@@ -241,7 +242,7 @@ def compare(
         reporter = TerminalReporter(live=False, quiet=quiet)
         dataset = load_dataset(load_predictor(model, learn=learn, trust=split_names(trust), http=http), inputs,
                                chosen, reporter, learn=learn, on_bad_row=value(on_bad_row), verbose=verbose,
-                               max_rows=None if learn else max_rows, seed=seed)
+                               max_rows=None if learn else max_rows, seed=seed, keep_before_failure=learn)
         fmt = value(output_format)
         if verbose:
             reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; loss "
@@ -257,9 +258,15 @@ def compare(
                                   "is fine)", "--features")
             common.update(method="sage", n_inner=inner, empty=value(empty_coalition), permutations=permutations,
                           features=None)
+        if traces:
+            from ipfi_cli.core.groups import resolve_groups
+            from ipfi_cli.run.checks import check_output_names
+
+            explained = None if value(method) == "sage" else dataset.features  # SAGE explains every column
+            check_output_names(list(resolve_groups(dataset.columns, explained, dataset.groups)), True, dataset.source)
         if learn:
             records = _compare_learning(dataset, samplings, alphas, interval, drift_at, common, output, fmt, traces,
-                                        trace_every, quiet, learn_first)
+                                        trace_every, quiet, learn_first, reporter)
         else:
             records = _compare_static(dataset, samplings, alphas, orderings, not keep_order, common, output, fmt,
                                       traces, trace_every, quiet, verbose, reporter)
@@ -319,13 +326,18 @@ def _compare_static(dataset: Any, samplings: list[str], alphas: list[float], ord
 
 def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], interval: int,
                       drift_at: int | None, common: dict[str, Any], output: str | None, fmt: str | None,
-                      traces: str | None, trace_every: int, quiet: bool, learn_first: bool = False
-                      ) -> list[dict[str, Any]]:
+                      traces: str | None, trace_every: int, quiet: bool, learn_first: bool = False,
+                      reporter: Any = None) -> list[dict[str, Any]]:
+    import numpy as np
+
     from ipfi_cli.cli.ui import show_learning_comparison
     from ipfi_cli.evaluation import RECORD_FIELDS, compare_learning
     from ipfi_cli.io.writers import write_records
 
     n = len(dataset.frame)
+    stopped = dataset.failure  # a bad row ended the stream: the windows before it are written, then it is said
+    if stopped is not None and (interval > n or (drift_at is not None and not 0 < drift_at < n)):
+        raise _stopped_by(stopped, "no window was finished before it: nothing was written")
     if drift_at is not None and not 0 < drift_at < n:
         raise usage_error(f"the drift row must lie inside the stream (1 to {n - 1})", "--drift-at")
     if interval > n:
@@ -338,6 +350,23 @@ def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], i
     write_records(output, fmt, RECORD_FIELDS, records)
     if traces:
         _write_traces(traces, result.names, result.trace_table())
+    empty = [p.row for p in result.intervals if not (np.asarray(p.result.mean) > 0).any()]
+    if empty and reporter is not None:
+        shown = ", ".join(f"{row:,}" for row in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        reporter.message(f"interval PFI is 0 or below for every feature in the window(s) ending at row {shown} (the "
+                         "model used no feature on those rows): the error there only says whether iPFI is 0 too (0) or "
+                         "not (its normalised total: 1.0 with --normalisation sum)", "warning")
+    if stopped is not None:
+        last = result.intervals[-1].row if result.intervals else 0
+        raise _stopped_by(stopped, f"wrote the records{' and traces' if traces else ''} of the "
+                          f"{len(result.intervals)} window(s) before it (rows 1 to {last:,})")
     if not quiet:
         show_learning_comparison(result)
     return records
+
+
+def _stopped_by(error: Any, what: str) -> Any:
+    """The bad row that ended a ``--learn`` stream, saying what was written before it."""
+    from ipfi_cli.errors import InputError
+
+    return InputError(f"{error}; {what}")

@@ -21,6 +21,8 @@ from ipfi_cli.cli.options import DebugOpt, QuietOpt, check_outputs, split_names
 from ipfi_cli.errors import InputError, OutputError
 
 REFERENCE_METHODS = ("interval", "batch")
+#: fields that only the records of ``ipfi compare`` have together (see ipfi_cli.evaluation.records)
+COMPARE_RECORDS = {"method", "feature", "importance", "reference", "abs_diff", "error"}
 
 TracesArg = Annotated[str, typer.Argument(
     help="Trace file (CSV or JSONL) from `ipfi explain` or `ipfi compare --traces`.", show_default=False,
@@ -60,6 +62,9 @@ def read_traces(path: str, *, batch: bool = False) -> Any:
             if row.error is not None:
                 raise row.error
             records.append(row.values)
+    if COMPARE_RECORDS <= set(columns):
+        raise InputError("these are the records of `ipfi compare` (one per method and feature), not traces: "
+                         "write its traces with `ipfi compare ... --traces FILE` and plot that file", source=path)
     if "row" not in columns and not (batch and {"feature", "importance"} <= set(columns)):
         raise InputError("no 'row' column; expected the traces of `ipfi explain` or `ipfi compare --traces`"
                          + (" (or the records of `ipfi batch`)" if batch else ""), source=path)
@@ -68,10 +73,19 @@ def read_traces(path: str, *, batch: bool = False) -> Any:
     return pd.DataFrame.from_records(records, columns=columns)
 
 
+def has_methods(frame: Any) -> bool:
+    """Whether the traces have compare's ``method`` field: a ``method`` column before ``row``
+    (compare writes ``method,row,...``); one after ``row`` is a feature of explain's traces."""
+    columns = list(frame.columns)
+    return "method" in columns[:columns.index("row")] if "row" in columns else "method" in columns
+
+
 def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
     """The rows of one key of an ``explain --by`` trace (its key columns come before ``row``), chosen
-    by ``--key NAME=VALUE``; a keyed trace without ``--key`` is refused (its keys' rows would be
-    drawn as one zigzag line). Other traces are returned as they are."""
+    by ``--key NAME=VALUE`` (a value matches as explain --by keyed the rows: ``7``, ``07`` and ``7.0``
+    are one key), with the key as the traces spell it in ``attrs["key"]``; a keyed trace without
+    ``--key`` is refused (its keys' rows would be drawn as one zigzag line). Other traces are returned
+    as they are."""
     columns = list(frame.columns)
     key_columns = [c for c in columns[:columns.index("row")] if c != "method"] if "row" in columns else []
     if not key_columns:
@@ -90,19 +104,37 @@ def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
         example = " ".join(f"--key {c}={first[c]}" for c in key_columns)
         raise InputError(f"the traces of `explain --by` ({', '.join(key_columns)}): plot one key at a time, "
                          f"e.g. {example}", source=path)
-    mask = None
+    from ipfi_cli.io.values import parse_value
+
+    mask: Any = True
     for name, wanted in chosen.items():
-        match = frame[name].astype(str) == wanted
-        mask = match if mask is None else mask & match
-    part = frame[mask].drop(columns=key_columns)
+        # as explain --by keyed the rows: the value a file's field reads as (7, 07 and 7.0 are one key)
+        value = parse_value(wanted)
+        match = frame[name].map(lambda v, value=value, wanted=wanted: _same_key(v, value, wanted))
+        mask = match & mask
+    part = frame[mask.astype(bool)]
     if part.empty:
         raise InputError("no trace rows for " + ", ".join(f"{k}={v}" for k, v in chosen.items()), source=path)
-    return part
+    part.attrs["key"] = ", ".join(f"{c}={part[c].iloc[0]}" for c in key_columns)  # the key as the traces spell it
+    return part.drop(columns=key_columns)
+
+
+def _same_key(found: Any, value: Any, text: str) -> bool:
+    """Whether a key column's value is the key ``--key`` gives (as ``text``, read as ``value``)."""
+    if isinstance(value, float) and value != value:  # a missing value: no key of explain --by
+        return False
+    try:
+        if found == value:
+            return True
+    except (TypeError, ValueError):
+        pass
+    return str(found) == text
 
 
 def feature_columns(frame: Any, path: str) -> list[str]:
     """The importance columns: numeric, not row/method, not a ``<name>_bound`` of another column."""
-    names = [c for c in frame.columns if c not in ("row", "method")]
+    fields = ("row", "method") if has_methods(frame) else ("row",)
+    names = [c for c in frame.columns if c not in fields]
     names = [c for c in names if not (c.endswith("_bound") and c[: -len("_bound")] in names)]
     import pandas as pd
 
@@ -142,6 +174,8 @@ def plot(
             _plot_curves(frame, output, split_names(features), title, quiet)
             return
         frame = one_key(frame, key, traces)
+        if title is None and frame.attrs.get("key"):
+            title = frame.attrs["key"]
         names = feature_columns(frame, traces)
         wanted = split_names(features)
         if wanted:
@@ -151,7 +185,7 @@ def plot(
                                   "--features")
             names = wanted
         panels, reference = [], None
-        if "method" in frame.columns:
+        if has_methods(frame):
             for method, part in frame.groupby("method", sort=False):
                 label = f"{method} PFI" if str(method) in REFERENCE_METHODS else str(method)
                 series = Series(label, part["row"].to_numpy(), part[names].to_numpy(dtype=float))
@@ -202,7 +236,7 @@ def reference_series(path: str, names: list[str], last_row: float) -> Any:
         except (TypeError, ValueError):
             raise InputError("the 'importance' column is not numbers", source=path) from None
         return Series(label, np.array([end]), level)
-    if "method" in other.columns:
+    if has_methods(other):
         other = other[other["method"].isin(REFERENCE_METHODS)]
     missing = [n for n in names if n not in other.columns]
     if missing:

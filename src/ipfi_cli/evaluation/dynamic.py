@@ -194,7 +194,8 @@ def compare_learning(
 ) -> LearningComparison:
     """Experiment B on one learning model and stream (see the module docstring).
 
-    ``trace_every`` keeps the traces every that many rows (and always at window ends).
+    ``trace_every`` keeps the traces after rows ``trace_every``, 2 x ``trace_every``, ... (as
+    ``explain --every``), at window ends and after the last row.
     ``on_row(rows_seen)`` is called after each row (progress display).
 
     ``checkpoint``: a file where the whole run (the model, the explainers, the window of
@@ -284,7 +285,7 @@ def compare_learning(
         losses.append(explainers[0].last_loss)
         loss_rows.append(seen)
         result = learner.last
-        keep = result is not None or (seen - 1) % trace_every == 0
+        keep = result is not None or seen % trace_every == 0  # rows N, 2N, ... as explain --every
         if keep:
             for trace, values in zip(traces, estimates):
                 trace.rows.append(seen)

@@ -137,7 +137,7 @@ def _run(predictor: Predictor, block: np.ndarray, targets: np.ndarray, columns: 
         estimates = explainer.explain_many(block[index], targets[index].tolist())
         if keep_trace:
             positions = np.arange(begin, begin + len(index))
-            keep = (positions % trace_every == 0) | (positions == n - 1)
+            keep = ((positions + 1) % trace_every == 0) | (positions == n - 1)  # rows N, 2N, ... as --every
             trace_rows.append(positions[keep])
             trace.append(estimates[keep])
     final = explainer.importance_array()
@@ -181,8 +181,8 @@ def compare_static(
     ``orderings`` random permutations of the rows are streamed (``shuffle=False``
     with one ordering keeps the rows' own order). ``batch`` may pass a batch PFI
     already computed on the same rows (it is not recomputed). ``keep_traces`` keeps
-    ordering 0's estimates every ``trace_every`` rows, for plotting. ``on_run`` is
-    called with each finished run (in submission order), e.g. to write partial results.
+    ordering 0's estimates after rows ``trace_every``, 2 x ``trace_every``, ... and the last, for
+    plotting. ``on_run`` is called with each finished run (in submission order), e.g. to write partial results.
     ``skip`` lists ``(ordering, sampling)`` runs not to do (finished by an earlier, stopped
     call with the same seed): the others get exactly the numbers they would have had.
 

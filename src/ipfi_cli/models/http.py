@@ -53,6 +53,10 @@ from ipfi_cli.models.http_v2 import V2Protocol
 __all__ = ["PROTOCOLS", "HttpModelError", "HttpOptions", "HttpPredictor", "parse_header", "resolve_protocol"]
 
 
+#: how far a served probability may lie outside [0, 1], and its row's sum from 1 (float32 rounding)
+PROBABILITY_TOLERANCE = 1e-6
+SUM_TOLERANCE = 1e-3
+
 _EXPECTED = {Output.LABEL: "one label", Output.VALUE: "one number", Output.PROBA: "class probabilities"}
 
 
@@ -72,6 +76,14 @@ def _class_key(value: Any) -> str:
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return str(int(value))
     return str(value).strip().lower()
+
+
+def _class_probabilities(answer: Any) -> bool:
+    """Whether one row's answer reads as class probabilities: a list, or a ``{class: p}`` object, of
+    two or more numbers (a one-field object or list is one label or value)."""
+    values = list(answer.values()) if isinstance(answer, dict) else answer if isinstance(answer, list) else None
+    return values is not None and len(values) > 1 and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
 
 
 class _Late(Exception):
@@ -341,7 +353,7 @@ class HttpPredictor:
         results = self._call(block, columns, output)
         try:
             return self._decode(results, len(block), output, targets)
-        except HttpModelError:
+        except ModelError:  # the server's (HttpModelError), or a row's answer that cannot be right
             raise
         except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError):
             sample = _shown(results[:2])
@@ -350,35 +362,30 @@ class HttpPredictor:
 
     def _decode(self, results: list[Any], n_rows: int, output: Output, targets: np.ndarray | None) -> np.ndarray:
         first = results[0]
-        if output is Output.LABEL and self.classes and isinstance(first, list) and len(first) == len(self.classes) \
-                and len(first) > 1:  # a server that answers probabilities: the label is the likeliest class
-            matrix = np.asarray(results, dtype=np.float64).reshape(n_rows, -1)
-            labels = np.empty(n_rows, dtype=object)
-            labels[:] = [self.classes[i] for i in matrix.argmax(axis=1)]
-            return labels
         if output is Output.PROBA:
-            if isinstance(first, dict):
-                classes = self.classes or list(first)
-                matrix = np.array([[row.get(c, row.get(str(c), 0.0)) for c in classes] for row in results],
-                                  dtype=np.float64)
-                return _proba_of(matrix, classes, targets)
-            if not self.classes:
-                raise HttpModelError(f"{self.options.display_url}: the server gives probabilities without class "
-                                     "names: give --classes in the order of its probability columns")
-            matrix = np.asarray(results, dtype=np.float64).reshape(n_rows, -1)
-            if matrix.shape[1] != len(self.classes):
-                raise HttpModelError(f"{self.options.display_url}: {matrix.shape[1]} probabilities per row, but "
-                                     f"--classes names {len(self.classes)} classes")
-            return _proba_of(matrix, self.classes, targets)
+            matrix, classes = self._probabilities(results, n_rows)
+            return _proba_of(matrix, classes, targets)
+        shape = (f"each prediction has {len(first)} fields ({', '.join(map(str, first))})" if isinstance(first, dict)
+                 else f"each prediction is a list of {len(first)}" if isinstance(first, list) else "")
+        if output is Output.LABEL and _class_probabilities(first):
+            # a server that answers probabilities: the label is the likeliest class
+            try:
+                matrix, classes = self._probabilities(results, n_rows)
+            except HttpModelError:
+                raise
+            except ModelError:  # numbers, but no probabilities: not what a label is either
+                raise HttpModelError(f"{self.options.display_url}: {shape}, which are not class probabilities; "
+                                     "expected one label per row, or class probabilities") from None
+            labels = np.empty(n_rows, dtype=object)
+            labels[:] = [classes[i] for i in matrix.argmax(axis=1)]
+            return labels
         if isinstance(first, dict):
             if len(first) != 1:
-                raise HttpModelError(f"{self.options.display_url}: each prediction has {len(first)} fields "
-                                     f"({', '.join(map(str, first))}); expected one label or value per row")
+                raise HttpModelError(f"{self.options.display_url}: {shape}; expected one label or value per row")
             results = [next(iter(r.values())) for r in results]
         elif isinstance(first, list):
             if len(first) != 1:
-                raise HttpModelError(f"{self.options.display_url}: each prediction is a list of {len(first)}; "
-                                     "expected one label or value per row (for probabilities use --loss log)")
+                raise HttpModelError(f"{self.options.display_url}: {shape}; expected one label or value per row")
             results = [r[0] for r in results]
         if output is Output.VALUE:
             if any(isinstance(r, (str, bool, list, dict)) for r in results):
@@ -389,6 +396,36 @@ class HttpPredictor:
         labels = np.empty(len(results), dtype=object)
         labels[:] = [self._declared(r) for r in results] if self.classes else results
         return labels
+
+    def _probabilities(self, results: list[Any], n_rows: int) -> tuple[np.ndarray, list[Any]]:
+        """Every row's class probabilities ``[N, C]`` and the classes of the columns: ``{class: p}``
+        objects name them (the first answer's keys, unless ``--classes`` did), lists are in the order
+        ``--classes`` gives. Rows that are not probabilities are the model's answer on that row: a
+        :class:`~ipfi_cli.errors.ModelError`, located in the row that got it."""
+        first = results[0]
+        if isinstance(first, dict):
+            classes = self.classes or list(first)
+            matrix = np.array([[row.get(c, row.get(str(c), 0.0)) for c in classes] for row in results],
+                              dtype=np.float64)
+        else:
+            if not self.classes:
+                raise HttpModelError(f"{self.options.display_url}: the server gives probabilities without class "
+                                     "names: give --classes in the order of its probability columns")
+            classes = self.classes
+            matrix = np.asarray(results, dtype=np.float64).reshape(n_rows, -1)
+            if matrix.shape[1] != len(classes):
+                raise HttpModelError(f"{self.options.display_url}: {matrix.shape[1]} probabilities per row, but "
+                                     f"--classes names {len(classes)} classes")
+        bad = ~np.isfinite(matrix).all(axis=1) | (matrix < -PROBABILITY_TOLERANCE).any(axis=1) \
+            | (matrix > 1 + PROBABILITY_TOLERANCE).any(axis=1) | (np.abs(matrix.sum(axis=1) - 1) > SUM_TOLERANCE)
+        if bad.any():
+            shown = _shown(results[int(np.argmax(bad))])
+            raise ModelError(f"the server's answer {shown} is not class probabilities (each in [0, 1], "
+                             "summing to 1)")
+        if not self.classes:  # the server named its classes: labels are matched to them from now on
+            self.classes = list(classes)
+            self._class_lookup = None
+        return matrix, list(classes)
 
     def _declared(self, answer: Any) -> Any:
         """An answer as the ``--classes`` value it names: ``true`` finds ``True``, ``1`` finds ``'1'``."""

@@ -33,20 +33,38 @@ def check_inputs(loaded: LoadedModel, columns: Sequence[str], source: str) -> No
         raise InputError(problem, source=source)
 
 
+#: the fields of the trace files besides the features: ``row`` (explain's and compare's), and
+#: ``method`` (compare --traces'; ``ipfi plot`` takes a file that has one for compare's traces)
+TRACE_FIELDS = ("row", "method")
+
+
 def check_output_names(names: Sequence[str], bounds: bool, source: str) -> None:
     """Refuse feature or group names that would collide with the traces' own fields.
+
+    ``bounds``: the traces hold a ``<name>_bound`` column per name (explain --bounds); the
+    traces of compare have none, but ``ipfi plot`` takes a ``<name>_bound`` column beside
+    ``<name>`` for a bound (and does not draw it), so compare --traces passes True too.
 
     >>> check_output_names(["row", "x"], False, "data.csv")
     Traceback (most recent call last):
     ...
     ipfi_cli.errors.InputError: data.csv: the feature 'row' has the name of the traces' row-number field; ...
+    >>> check_output_names(["x", "method"], False, "data.csv")
+    Traceback (most recent call last):
+    ...
+    ipfi_cli.errors.InputError: data.csv: the feature 'method' has the name of the method field of compare's ...
     """
-    taken = {"row"} | ({f"{name}_bound" for name in names} if bounds else set())
+    taken = set(TRACE_FIELDS) | ({f"{name}_bound" for name in names} if bounds else set())
     clash = [name for name in names if name in taken]
     if clash:
-        what = "the traces' row-number field" if clash[0] == "row" else f"the bound column of {clash[0][:-6]!r}"
-        raise InputError(f"the feature {clash[0]!r} has the name of {what}; the traces would hold two fields of "
-                         f"that name: report it under another name with --group NEW={clash[0]}", source=source)
+        if clash[0] == "method":
+            why = "the method field of compare's traces, which `ipfi plot` reads as one"
+        elif clash[0] == "row":
+            why = "the traces' row-number field; the traces would hold two fields of that name"
+        else:
+            why = f"the bound column of {clash[0][:-6]!r}; the traces would hold two fields of that name"
+        raise InputError(f"the feature {clash[0]!r} has the name of {why}: report it under another name with "
+                         f"--group NEW={clash[0]}", source=source)
 
 
 def labels_match_nothing(matcher: LabelMatcher) -> str:

@@ -29,6 +29,8 @@ class Dataset:
     plan: RunPlan
     frame: Any  # pandas DataFrame of the model's columns
     targets: list[Any]
+    #: with ``keep_before_failure``: the bad row that ended the input early (the rows before it are kept)
+    failure: IpfiError | None = None
 
     @property
     def loaded(self) -> LoadedModel:
@@ -57,13 +59,18 @@ class Dataset:
 
 def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, reporter: Reporter, *,
                  learn: bool = False, on_bad_row: str = "fail", verbose: bool = False,
-                 max_rows: int | None = None, seed: int | None = None) -> Dataset:
+                 max_rows: int | None = None, seed: int | None = None,
+                 keep_before_failure: bool = False) -> Dataset:
     """Read the whole input for ``loaded``: the run's plan (:func:`~ipfi_cli.run.plan.plan_run`), then
     every row, checked and screened with the model, and the labels converted.
 
     Bad rows stop with their :class:`~ipfi_cli.errors.InputError` (``on_bad_row="fail"``) or are
     counted and left out. With ``max_rows``, at most that many good rows are kept, a uniform
     sample of them all (:class:`RowSample`, drawn with ``seed``) in input order, and a note says so.
+
+    ``keep_before_failure`` (``compare --learn``, which streams): a row that stops the command ends the
+    input instead; the rows before it are the dataset's and the error is its ``failure``, for the
+    command to raise once it has written what those rows gave (as ``ipfi explain`` does).
     """
 
     plan, reader = plan_run(loaded, inputs, selection, learn=learn, say=reporter.message, streaming=False,
@@ -73,6 +80,7 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
         if verbose:
             reporter.message(f"skipped {error}", "warning")
 
+    stopped: IpfiError | None = None
     with reader:
         checker = plan.row_checker(on_bad_row=on_bad_row, on_skip=on_skip)
         sample = RowSample(max_rows, seed)
@@ -80,11 +88,19 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
         for batch in reader.batches(SCREEN_ROWS):
             good, failure = checker.check(batch)
             # a row the model cannot take before the bad row `failure` is the first to report
-            screened = screen_rows(good, plan.predictor, plan.columns, plan.loss.output, plan.source, checker)
+            try:
+                screened = screen_rows(good, plan.predictor, plan.columns, plan.loss.output, plan.source, checker)
+            except StopAtRow as stop:
+                if not keep_before_failure:
+                    raise
+                screened, failure = stop.before, stop
             # kept compact: the model's inputs as a tuple and the label (a row's dict weighs about 3x)
             sample.extend([(tuple([r.values[c] for c in columns]), r.label) for r in screened])
             if failure is not None:
-                raise failure
+                if not keep_before_failure:
+                    raise failure
+                stopped = failure
+                break
         noted = reader.noted_missing_summary()
         if noted:
             reporter.message(noted, "note")
@@ -100,6 +116,8 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
     if sample.seen > len(rows):
         reporter.message(f"explained a uniform sample of {len(rows):,} of the {sample.seen:,} good rows "
                          f"(--max-rows {max_rows:,}; drawn with the seed)", "note")
+    if stopped is not None and len(rows) < 2:
+        raise stopped
     if len(rows) < 2:
         why = f"all {checker.skipped:,} row(s) were bad" if checker.skipped and not rows else \
             "the input has no rows" if not rows else f"{len(rows)} good row(s); batch PFI needs at least 2"
@@ -107,7 +125,7 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
     import pandas as pd
 
     frame = pd.DataFrame.from_records([inputs for inputs, _ in rows], columns=list(plan.columns))
-    return Dataset(plan, frame, [label for _, label in rows])
+    return Dataset(plan, frame, [label for _, label in rows], stopped)
 
 
 #: rows read, checked and screened with the model at a time
@@ -155,6 +173,14 @@ class RowSample:
     def rows(self) -> list[Any]:
         """The kept rows in the order they came."""
         return [row for _, row in sorted(self._kept, key=lambda item: item[0])]
+class StopAtRow(InputError):
+    """A row the model cannot take, which stops the command; ``before``: the good rows before it."""
+
+    def __init__(self, message: str, before: list[Any]) -> None:
+        super().__init__(message)
+        self.before = before
+
+
 #: rows tried as the reference that names a failing column
 REFERENCE_TRIES = 20
 
@@ -231,7 +257,7 @@ def screen_rows(rows: list[Any], predictor: Any, columns: list[str], output: Out
                                 rows[reference].values if reference is not None else None)
         message = failure_message(source, row.number, row.line, row.values, columns, cause, column)
         if checker.on_bad_row == "fail":
-            raise InputError(message) from cause
+            raise StopAtRow(message, [r for i, r in enumerate(rows[:index]) if i not in bad]) from cause
         checker.skip(message)
     return [r for i, r in enumerate(rows) if i not in bad]
 

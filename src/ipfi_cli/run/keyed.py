@@ -84,11 +84,12 @@ class KeyedSessionMixin(_SessionBase):
         if s.state is not None or s.max_keys is not None:
             self._check_saveable(prototype, "--state" if s.state is not None else "--max-keys")
         check_output_names(prototype.names, s.bounds, plan.source)
-        taken = {"row", *prototype.names, *(f"{n}_bound" for n in prototype.names if s.bounds)}
+        taken = {"row", "method", *prototype.names, *(f"{n}_bound" for n in prototype.names if s.bounds)}
         clash = [c for c in plan.by if c in taken]
         if clash:
-            raise InputError(f"the key column {clash[0]!r} has the name of a trace field (row, a feature or a bound); "
-                             "the traces would hold two fields of that name: rename the column", source=plan.source)
+            raise InputError(f"the key column {clash[0]!r} has the name of a trace field (row, a feature or a bound) "
+                             "or of the method field of compare's traces, which `ipfi plot` reads: rename the column",
+                             source=plan.source)
         watch = ChangeWatch(s.watch, prototype, plan.loss) if s.watch is not None else None
 
         def factory(key: Hashable) -> KeyRun:

@@ -262,7 +262,8 @@ def model_classes_from_first_row(model: Any, x: dict[str, Any]) -> list[Any] | N
 
 def model_classes_from_answer(predictor: Any, x: dict[str, Any]) -> list[Any] | None:
     """The classes a model that does not list them (a served model, a pyfunc) shows in its answer on
-    one row: the answer itself, or both bools when it is a bool (so ``no`` finds ``False`` too)."""
+    one row: every class when the answer named them (``{class: probability}``), else the answer itself,
+    or both bools when it is a bool (so ``no`` finds ``False`` too)."""
     from ipfi_cli.core.losses import Output
     from ipfi_cli.errors import ServiceError
 
@@ -272,6 +273,9 @@ def model_classes_from_answer(predictor: Any, x: dict[str, Any]) -> list[Any] | 
         raise
     except Exception:  # noqa: BLE001 - the row's own problems are reported when it is explained
         return None
+    named = getattr(predictor, "classes", None)
+    if named:  # the answer named every class (a served model's {class: probability} objects)
+        return list(named)
     predicted = _native(predicted)
     if predicted is None or (isinstance(predicted, float) and not math.isfinite(predicted)):
         return None

@@ -173,11 +173,8 @@ class RowSteps:
         self._explain_part(part[middle:])
 
     def _model_takes(self, row: GoodRow) -> bool:
-        from ipfi_cli.core.losses import Output
-
-        output = self.output if self.output is not Output.PROBA else Output.LABEL
-        try:
-            self.predictor.predict_records([{c: row.values[c] for c in self.columns}], output, row.label)
+        try:  # what the run asks of the model: a served model's probabilities are no label
+            self.predictor.predict_records([{c: row.values[c] for c in self.columns}], self.output, row.label)
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:
