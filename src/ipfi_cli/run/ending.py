@@ -11,7 +11,7 @@ measure the model, no row explained) with one line.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import IpfiError, RunError, first_line
 from ipfi_cli.run.checks import all_zero_warning, labels_match_nothing
@@ -19,11 +19,44 @@ from ipfi_cli.run.observers import RunEnd
 from ipfi_cli.run.plan import RunPlan
 from ipfi_cli.run.settings import RunParts, RunStatus
 
+if TYPE_CHECKING:
+    from ipfi_cli.core.explainer import Explainer
+    from ipfi_cli.io.readers import RowReader
+    from ipfi_cli.run.observers import RunObserver, Snapshot
+    from ipfi_cli.run.report import Reporter
+    from ipfi_cli.run.resume import StateKeeper
+    from ipfi_cli.run.settings import ExplainSettings
+    from ipfi_cli.run.steps import RowSteps
+
 #: the end-of-run lines of a run that ended without failing
 _ENDED = (RunStatus.OK, RunStatus.INTERRUPTED, RunStatus.STOPPED_ON_CHANGE)
 
-#: the mixin's base for the type checker: the session it is part of (not imported: it imports this module)
-_SessionBase: Any = object
+if TYPE_CHECKING:
+    class _SessionBase:
+        """The type checker's view of the session the mixin is part of (:class:`~ipfi_cli.run.explain.ExplainSession`,
+        not imported: it imports this module): what the mixin uses of it. Not a class at run time."""
+
+        settings: ExplainSettings
+        reporter: Reporter
+        observers: list[RunObserver]
+        seed: int
+        status: RunStatus
+        error: str | None
+        started: float
+        plan: RunPlan | None
+        reader: RowReader | None
+        parts: RunParts | None
+        state: StateKeeper | None
+        steps: RowSteps | None
+
+        @property
+        def explainer(self) -> Explainer | None: ...
+
+        def title(self) -> str: ...
+
+        def snapshot(self) -> Snapshot: ...
+else:
+    _SessionBase = object
 
 
 class RunEndMixin(_SessionBase):
@@ -113,6 +146,7 @@ class RunEndMixin(_SessionBase):
         if saved:
             from ipfi_cli.models.files import save_model
 
+            assert s.save_model  # saved implies it
             save_model(s.save_model, plan.loaded.model)
             if s.verbose:
                 notes.append((f"saved the learned model to {s.save_model}", None))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ipfi_cli.errors import InputError, IpfiError, RunError, UsageError
 from ipfi_cli.run.checks import check_output_names
@@ -37,7 +37,9 @@ from ipfi_cli.run.steps import RowSteps
 from ipfi_cli.run.watch import ChangeWatch
 
 if TYPE_CHECKING:
+    from ipfi_cli.core.explainer import Explainer
     from ipfi_cli.io.values import Row
+    from ipfi_cli.run.ending import RunEndMixin
     from ipfi_cli.run.plan import RunPlan
     from ipfi_cli.run.rows import GoodRow, RowChecker
 
@@ -60,8 +62,29 @@ class KeyedSteps(RowSteps):
         return super()._nonfinite_loss(self._located(row))
 
 
-#: the mixin's base for the type checker: the session it extends (not imported: it imports this module)
-_SessionBase: Any = object
+if TYPE_CHECKING:
+    class _SessionBase(RunEndMixin):
+        """The type checker's view of the session the mixin extends (:class:`~ipfi_cli.run.explain.ExplainSession`,
+        not imported: it imports this module): what the mixin uses or overrides of it. Not a class at run time."""
+
+        def run(self) -> RunStatus: ...
+
+        def _make_parts(self, plan: RunPlan, checker: RowChecker) -> RunParts: ...
+
+        def _build_explainer(self, plan: RunPlan) -> Explainer: ...
+
+        @staticmethod
+        def _check_saveable(explainer: Explainer, option: str) -> None: ...
+
+        def _make_steps(self, plan: RunPlan, parts: RunParts) -> RowSteps: ...
+
+        def _explain_batch(self, batch: list[Row]) -> IpfiError | None: ...
+
+        def refresh_when_due(self) -> None: ...
+
+        def report_events(self, events: Sequence[Any]) -> None: ...
+else:
+    _SessionBase = object
 
 
 class KeyedSessionMixin(_SessionBase):
@@ -119,7 +142,7 @@ class KeyedSessionMixin(_SessionBase):
     @property
     def keyed(self) -> KeyedExplainer:
         assert self.parts is not None
-        return self.parts.explainer
+        return cast(KeyedExplainer, self.parts.explainer)  # what _make_parts put there
 
     def _explain_batch(self, batch: list[Row]) -> IpfiError | None:
         """Number each row among its key's; explain each key's good rows of the micro-batch together (one
