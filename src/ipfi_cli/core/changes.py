@@ -82,8 +82,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ipfi_cli.core.events import LOSS, ChangeEvent, RankingEvent
-from ipfi_cli.core.ranking import importance_error, ndcg_at_k, top_names
+# ChangeEvent, RankingEvent and ndcg_at_k are this module's too (re-exported from where they live)
+from ipfi_cli.core.events import LOSS
+from ipfi_cli.core.events import ChangeEvent as ChangeEvent
+from ipfi_cli.core.events import RankingEvent as RankingEvent
+from ipfi_cli.core.ranking import importance_error, top_names
+from ipfi_cli.core.ranking import ndcg_at_k as ndcg_at_k
 
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer

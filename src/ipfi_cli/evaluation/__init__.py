@@ -11,12 +11,13 @@ estimators (``IPFIEstimator``, ``batch_pfi``, ``IntervalPFIEstimator``, ``explai
 * :mod:`~ipfi_cli.evaluation.changes`: streams with a known change of reliance, run through the change detector.
 """
 
+from ipfi_cli.core.batch import as_block
 from ipfi_cli.evaluation.changes import SCENARIOS, ChangeRun, change_scenario, scenario_stream
 from ipfi_cli.evaluation.drift import agrawal_function_drift, function_drift, pick_swap_partner, swap_features
 from ipfi_cli.evaluation.dynamic import IntervalPoint, LearningComparison, Trace, compare_learning
 from ipfi_cli.evaluation.metrics import NORMALISATIONS, ErrorSummary, importance_error, normalise, summarise
 from ipfi_cli.evaluation.records import RECORD_FIELDS, FeatureComparison, compare_vectors
-from ipfi_cli.evaluation.static import StaticComparison, StaticRun, as_block, compare_static
+from ipfi_cli.evaluation.static import StaticComparison, StaticRun, compare_static
 
 __all__ = [
     "NORMALISATIONS", "RECORD_FIELDS", "SCENARIOS", "ChangeRun", "ErrorSummary", "FeatureComparison",

@@ -36,7 +36,8 @@ from urllib.parse import quote, urlsplit
 import numpy as np
 
 from ipfi_cli.core.losses import Output
-from ipfi_cli.models.adapters import ModelError, _proba_of, predict_records_as_block
+from ipfi_cli.errors import ModelError
+from ipfi_cli.models.adapters import _proba_of, predict_records_as_block
 from ipfi_cli.models.http_mlflow import MlflowProtocol
 from ipfi_cli.models.http_options import (
     FIRST_PAUSE,

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core.losses import Output
-from ipfi_cli.models.adapters import ModelError, SklearnPredictor
+from ipfi_cli.errors import ModelError
+from ipfi_cli.models.adapters import SklearnPredictor
 
 MLFLOW_MISSING = "loading MLflow models needs mlflow: pip install 'ipfi-cli[mlflow]' (or: pip install mlflow)"
 URI_SCHEMES = ("models:/", "runs:/")

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core.losses import Output
-from ipfi_cli.models.adapters import ModelError, _proba_of, predict_records_as_block
+from ipfi_cli.errors import ModelError
+from ipfi_cli.models.adapters import _proba_of, predict_records_as_block
 
 ONNX_MISSING = "running .onnx models needs onnxruntime: pip install 'ipfi-cli[onnx]' (or: pip install onnxruntime)"
 

@@ -156,7 +156,8 @@ def _check_address(address: str) -> None:
     """Refuse, before connecting, an address Dask cannot connect to from here (Dask would raise, then
     hang on exit): an unknown scheme (the dashboard's http://), no host, a port out of range, a
     scheme this installation cannot use (tls:// without Dask's TLS settings, ucx:// without UCX)."""
-    from distributed.comm import parse_address, parse_host_port, registry
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address, parse_host_port
 
     def refuse(why: str) -> UsageError:
         return UsageError(f"not a scheduler address ({why}): give tcp://HOST:PORT as `dask scheduler` prints it "

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ipfi_cli.io.readers import MISSING, InputError, Row
+from ipfi_cli.errors import InputError
+from ipfi_cli.io.values import MISSING, Row
 
 if TYPE_CHECKING:
     from ipfi_cli.io.blocks import RowBlock
