@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -52,13 +52,13 @@ class PFIResult:
 
     @property
     def mean(self) -> list[float]:
-        return self.values.mean(axis=1).tolist()
+        return cast(list[float], self.values.mean(axis=1).tolist())
 
     @property
     def std(self) -> list[float]:
         if self.values.shape[1] < 2:
             return [float("nan")] * len(self.names)
-        return self.values.std(axis=1, ddof=1).tolist()
+        return cast(list[float], self.values.std(axis=1, ddof=1).tolist())
 
     @property
     def n_repeats(self) -> int:
@@ -84,7 +84,7 @@ def as_block(rows: Any, columns: Sequence[str], *, exact: bool = False) -> np.nd
     if hasattr(rows, "to_numpy") and hasattr(rows, "columns"):
         frame = rows[list(columns)]
         numeric = not exact and all(kind in "biuf" for kind in (dt.kind for dt in frame.dtypes))
-        return frame.to_numpy(dtype=np.float64 if numeric else object)
+        return cast(np.ndarray, frame.to_numpy(dtype=np.float64 if numeric else object))
     if isinstance(rows, np.ndarray):
         if rows.ndim != 2 or rows.shape[1] != len(columns):
             raise ValueError(f"expected rows with {len(columns)} columns, got shape {rows.shape}")

@@ -59,7 +59,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from statistics import NormalDist
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -217,7 +217,8 @@ def half_width(method: str, delta: float, variance: np.ndarray, effective_count:
     check_delta(delta)
     variance = np.asarray(variance, dtype=np.float64)
     if method in ("chebyshev", "normal"):
-        return independent_half_widths(method, delta, variance[None, :], np.array([effective_count]))[0]
+        return cast(np.ndarray,
+                    independent_half_widths(method, delta, variance[None, :], np.array([effective_count]))[0])
     if not effective_count >= MIN_BOUNDS_EFFECTIVE_COUNT:
         return np.full_like(variance, np.nan)
     if spread is None or spread.count < 2:

@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -106,7 +106,7 @@ def default_ranges(loss: Any) -> tuple[float | None, float | None]:
 
 def _ranks(means: np.ndarray) -> np.ndarray:
     """1 + the number of strictly larger means (ties share the better rank)."""
-    return 1 + (means[None, :] > means[:, None]).sum(axis=1)
+    return cast(np.ndarray, 1 + (means[None, :] > means[:, None]).sum(axis=1))
 
 
 class ChangeDetector:

@@ -36,7 +36,7 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -623,7 +623,7 @@ class IPFIEstimator:
         estimate (NaN before the first explained row). The row's unperturbed loss is
         :attr:`last_loss`. After :meth:`explain_many` these are its last row's; ask it for
         every row's with ``return_contributions=True``."""
-        return np.add.reduce(self.last_contributions, axis=0) / self.n_repeats
+        return cast(np.ndarray, np.add.reduce(self.last_contributions, axis=0) / self.n_repeats)
 
     @property
     def n_explained(self) -> int:
@@ -723,7 +723,7 @@ class IPFIEstimator:
         slots = slots.reshape(-1)
         if self._pair_draw is not None:
             slots = slots[self._pair_draw]
-        return rows.reshape(-1)[self._pair_offset + slots * rows.shape[2]]
+        return cast(np.ndarray, rows.reshape(-1)[self._pair_offset + slots * rows.shape[2]])
 
     def _draw_conditional(self, row: np.ndarray) -> np.ndarray:
         """Conditional removal: every replaced cell drawn given the row's other columns."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class Loss:
 
 
 def _zero_one(y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-    return (predicted != y_true).astype(np.float64)
+    return cast(np.ndarray, (predicted != y_true).astype(np.float64))
 
 
 def _as_numbers(values: np.ndarray, what: str) -> np.ndarray:
@@ -91,12 +91,12 @@ def _as_numbers(values: np.ndarray, what: str) -> np.ndarray:
 
 
 def _absolute(y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-    return np.abs(_as_numbers(predicted, "predictions") - _as_numbers(y_true, "targets"))
+    return cast(np.ndarray, np.abs(_as_numbers(predicted, "predictions") - _as_numbers(y_true, "targets")))
 
 
 def _squared(y_true: np.ndarray, predicted: np.ndarray) -> np.ndarray:
     diff = _as_numbers(predicted, "predictions") - _as_numbers(y_true, "targets")
-    return diff * diff
+    return cast(np.ndarray, diff * diff)
 
 
 def _log(y_true: np.ndarray, proba_of_true: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ back as it was.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class BothRemovals:
         return np.concatenate([first, second, first - second], axis=-1)
 
     def explain_one(self, x: Mapping[str, Any], y: Any) -> np.ndarray:
-        return self.explain_many([x], [y])[-1]
+        return cast(np.ndarray, self.explain_many([x], [y])[-1])
 
     def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray, *,
                      return_contributions: bool = False) -> Any:

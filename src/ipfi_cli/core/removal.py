@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -253,7 +253,7 @@ class GaussianSampler(ConditionalSampler):
                      n_draws: int) -> np.ndarray:
         a, b, gain, root = self._factors(absent)
         mean = self._mean[a] - gain @ (row[b] - self._mean[b])
-        return mean + rng.standard_normal((n_draws, len(a))) @ root.T
+        return cast(np.ndarray, mean + rng.standard_normal((n_draws, len(a))) @ root.T)
 
     def draw_groups(self, rng: np.random.Generator, row: np.ndarray, groups: Sequence[np.ndarray],
                     n_repeats: int) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -47,12 +47,12 @@ class SAGEResult:
     # read like a PFIResult where both are a comparison's reference (ipfi compare --method sage)
     @property
     def mean(self) -> list[float]:
-        return self.values.tolist()
+        return cast(list[float], self.values.tolist())
 
     @property
     def std(self) -> list[float]:
         """The standard errors of the values (a PFIResult's is the spread of one repeat)."""
-        return self.std_errors.tolist()
+        return cast(list[float], self.std_errors.tolist())
 
     @property
     def n_repeats(self) -> int:

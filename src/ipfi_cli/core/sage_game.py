@@ -9,7 +9,7 @@ of an ordering, the marginal prediction (the empty coalition's), the losses it c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -151,5 +151,5 @@ def squared_loss_excess(predictions: np.ndarray) -> np.ndarray:
     >>> squared_loss_excess(np.array([[1.0, 3.0]])).tolist()   # variance 2, over k = 2
     [1.0]
     """
-    return predictions.var(axis=-1, ddof=1) / predictions.shape[-1]
+    return cast(np.ndarray, predictions.var(axis=-1, ddof=1) / predictions.shape[-1])
 

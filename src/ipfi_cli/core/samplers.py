@@ -29,6 +29,7 @@ does the rest.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import cast
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def bounded_integers(rng: np.random.Generator, highs: np.ndarray, counts: np.nda
     near = low < bounds  # the threshold 2**32 mod high is below high: only these can be rejected
     if near.any() and np.any(low[near] < np.uint64(_WORD) % bounds[near]):
         return None
-    drawn = (product >> np.uint64(32)).view(np.int64)
+    drawn = cast(np.ndarray, (product >> np.uint64(32)).view(np.int64))
     if every:
         return drawn
     out = np.zeros(len(highs), dtype=np.intp)
@@ -273,7 +274,7 @@ class Reservoir(ABC):
         two side by side)."""
         n_columns = self.rows.shape[2]
         table = np.concatenate([self.rows.reshape(-1, n_columns), rows])
-        return table.reshape(-1).take(sources * n_columns + column)
+        return cast(np.ndarray, table.reshape(-1).take(sources * n_columns + column))
 
     def _draw_insert_stepwise(self, rng: np.random.Generator, rows: np.ndarray, n_draws: int,
                               draw_index: np.ndarray, column: np.ndarray,

@@ -20,7 +20,7 @@ age and elevel only):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,7 @@ def agrawal_rule_2(block: np.ndarray) -> np.ndarray:
 class SwappedRule:
     """A rule reading columns ``i`` and ``j`` swapped (a model that follows a feature swap); pickles."""
 
-    rule: Any
+    rule: Callable[[np.ndarray], np.ndarray]
     i: int
     j: int
 
