@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from ipfi_cli.api._shared import (
 )
 from ipfi_cli.core import incremental as core_incremental
 from ipfi_cli.core.losses import Loss
+from ipfi_cli.core.paired import BothRemovals
 from ipfi_cli.models.adapters import as_predictor
 
 #: explained rows after which :meth:`IncrementalPFI.explain_one` checks that the answers can be right
@@ -241,10 +242,11 @@ class IncrementalPFI:
                 raise ModelError(_api_text(why))
 
     @property
-    def explainer(self) -> core_incremental.IPFIEstimator | None:
+    def explainer(self) -> core_incremental.IPFIEstimator | BothRemovals | None:
         """The core explainer (arrays in ``names`` order; the
         :class:`~ipfi_cli.core.explainer.Explainer` protocol), ``None`` before the first row."""
-        return self._core
+        # what make_explainer built: iPFI's (or iSAGE's) estimator, or both removals side by side (removal="both")
+        return cast("core_incremental.IPFIEstimator | BothRemovals | None", self._core)
 
     @property
     def importances(self) -> dict[str, float]:
@@ -263,7 +265,7 @@ class IncrementalPFI:
         :meth:`load_state_dict`."""
         if self._core is None:
             raise ValueError("nothing explained yet: the state starts with the first row")
-        return self._core.state_dict()
+        return cast(dict[str, Any], self._core.state_dict())
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s data, in this process or another; the settings must

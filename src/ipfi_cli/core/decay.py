@@ -35,7 +35,7 @@ unchanged). Landmarks sit on that grid, so two states are aligned by scaling the
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -156,7 +156,7 @@ class DecayedMean(WeightedMoments):
             raise ValueError("forward decay needs each row's event time")
         self._move_landmark(self._grid(time))
         assert self.landmark is not None
-        return 2.0 ** ((time - self.landmark) / self.half_life)
+        return cast(float, 2.0 ** ((time - self.landmark) / self.half_life))  # a float: the base is positive
 
     # -- updating ------------------------------------------------------------------------------
     def update(self, values: np.ndarray, time: float | None = None) -> np.ndarray:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
+    from ipfi_cli.core.incremental import IPFIEstimator
     from ipfi_cli.core.losses import Loss
     from ipfi_cli.core.predictor import Predictor
 
@@ -116,7 +117,8 @@ def loss_sum(explainer: Any) -> float:
 ExplainerFactory = Callable[..., Explainer]
 
 
-def _both_or_one(cls: Any, predictor: Predictor, columns: Sequence[str], settings: dict[str, Any]) -> Explainer:
+def _both_or_one(cls: type[IPFIEstimator], predictor: Predictor, columns: Sequence[str],
+                 settings: dict[str, Any]) -> Explainer:
     """``removal="both"``: the marginal and the conditional explainer side by side (:mod:`ipfi_cli.core.paired`)."""
     if settings.get("removal") != "both":
         try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Hashable, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 
 class KeyedExplainers:
@@ -97,10 +97,10 @@ class KeyedExplainers:
     def state(self, key: Hashable) -> dict[str, Any]:
         """The state of ``key``'s explainer (live or saved) as plain data."""
         if key in self._live:
-            return self._live[key].state_dict()
+            return cast(dict[str, Any], self._live[key].state_dict())
         from ipfi_cli.core.plain_state import loads
 
-        return loads(self._saved[key])
+        return cast(dict[str, Any], loads(self._saved[key]))  # what _evict saved: a state_dict()
 
     def state_dict(self) -> dict[str, Any]:
         """Every key's state, in the order the keys first came (plain data)."""

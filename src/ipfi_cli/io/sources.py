@@ -16,7 +16,7 @@ import sys
 import time
 import zlib
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from ipfi_cli.errors import InputError
 
@@ -51,7 +51,7 @@ class ByteSource:
         self._pollable = self._fd is not None
         self._eof = False
         self._first = True
-        self._inflate: Any = None  # zlib decompressor when the input is gzip
+        self._inflate: zlib._Decompress | None = None  # zlib decompressor when the input is gzip
         self._pending = b""  # compressed bytes not yet inflated
 
     def _raw_ready(self, timeout: float) -> bool:
@@ -108,17 +108,19 @@ class ByteSource:
     _inflate_started = False
 
     def _inflate_step(self, chunk: bytes) -> bytes:
+        inflate = self._inflate
+        assert inflate is not None  # only gzip input is inflated (and has pending bytes)
         data = self._pending + chunk if self._pending else chunk
         self._pending = b""
         try:
-            out = self._inflate.decompress(data, _MAX_INFLATE)
+            out = inflate.decompress(data, _MAX_INFLATE)
         except zlib.error as error:
             raise InputError(f"invalid gzip data ({error})") from None
         self._inflate_started = True
-        if self._inflate.unconsumed_tail:
-            self._pending = self._inflate.unconsumed_tail
-        elif self._inflate.eof:
-            rest = self._inflate.unused_data
+        if inflate.unconsumed_tail:
+            self._pending = inflate.unconsumed_tail
+        elif inflate.eof:
+            rest = inflate.unused_data
             if rest.strip(b"\x00"):  # concatenated gzip members: start the next one
                 self._inflate = zlib.decompressobj(wbits=31)
                 self._pending = rest

@@ -97,8 +97,8 @@ class RecentIds:
         self._order.append(ident)
         self._counts[ident] += 1
 
-    def __contains__(self, ident: object) -> bool:
-        return self._counts.get(ident, 0) > 0  # type: ignore[call-overload]
+    def __contains__(self, ident: str) -> bool:
+        return self._counts.get(ident, 0) > 0
 
     def take(self, ident: str) -> bool:
         """Count one of ``ident`` as used; False if none is left."""
