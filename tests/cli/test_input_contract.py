@@ -53,6 +53,38 @@ def test_decimal_comma_without_the_option_is_refused_with_the_hint(run, european
     assert "row 1 (line 2), column 'salary'" in line and "use --decimal ," in line, line
 
 
+@pytest.mark.parametrize("amounts", [["1.200", "2.500", "3.750", "1.999"], ["1.200", "2.500", "3.750,5", "1.999"]],
+                         ids=["thousands-only", "thousands-and-comma"])
+def test_a_thousands_separator_with_the_decimal_comma_is_refused_not_read_as_a_point(run, tmp_path, amounts):
+    """With --decimal , a field such as 1.200 (1,200 in a German export) was kept as text, and the
+    model read the text as 1.2: a model of y = amount gave a mean loss of 2746.9 with exit 0."""
+    import joblib
+    import pandas as pd
+    from sklearn.linear_model import LinearRegression
+
+    train = pd.DataFrame({"amount": [1000.0, 2000, 3000, 4000], "other": [0.0, 1, 0, 1]})
+    model = tmp_path / "m.joblib"
+    joblib.dump(LinearRegression().fit(train, train["amount"]), model)
+    values = [float(a.replace(".", "").replace(",", ".")) for a in amounts]
+    data = tmp_path / "eu.csv"
+    data.write_text("amount;other;y\n" + "".join(f"{a};{i % 2};{str(v).replace('.', ',')}\n"
+                                                   for i, (a, v) in enumerate(zip(amounts, values))))
+    result = run("explain", data, "-m", model, "-t", "y", "--decimal", ",", "--no-live")
+    assert result.exit_code == 1, result.stderr
+    [line] = error_lines(result)
+    assert "row 1 (line 2), column 'amount'" in line and "'1.200' has a '.'" in line, line
+    # written without the separator, the same numbers give the model's exact answers: a loss of 0
+    plain = tmp_path / "plain.csv"
+    plain.write_text("amount;other;y\n" + "".join(f"{str(v).replace('.', ',')};{i % 2};{str(v).replace('.', ',')}\n"
+                                                    for i, v in enumerate(values)))
+    meta = tmp_path / "meta.json"
+    result = run("explain", plain, "-m", model, "-t", "y", "--decimal", ",", "--no-live", "-q", "--meta", meta)
+    assert result.exit_code == 0, result.stderr
+    import json
+
+    assert json.loads(meta.read_text())["final"]["mean_loss"] == pytest.approx(0, abs=1e-9)
+
+
 def test_decimal_comma_on_stdin_and_its_misuse(run, european):
     text = (european / "eu.csv").read_text()
     assert run("batch", "-", *BASE, "-q", "--decimal", ",", input=text).exit_code == 0

@@ -51,6 +51,7 @@ from ipfi_cli.io.values import (
     NotANumber,
     Row,
     decimal_comma_hint,
+    decimal_point_hint,
     delimiter_for,
     detect_format,
     noted_missing_summary,
@@ -239,6 +240,13 @@ class RowReader:
         as_number = number_parser(na_values, decimal)
         # a decimal comma read with the decimal point: refused with the hint, not learned as text
         comma_hint = decimal == "." and self.delimiter != ","
+
+        def number_hint(text: str) -> str | None:
+            """Why a number-like field is refused: a decimal comma read with the point, or a point read
+            with the comma (refused, not learned as text, which a model would read as a number)."""
+            if comma_hint:
+                return decimal_comma_hint(text, self.delimiter)
+            return decimal_point_hint(text) if decimal == "," else None
         as_strings = self._csv_strings = [string_parser(na_values, noted.setdefault(h, {})) for h in header]
         while True:
             # lines taken by read_block are not the csv reader's: it counts only its own
@@ -274,7 +282,7 @@ class RowReader:
                     values = {name: convert(text) for name, convert, text in zip(header, converters, fields)}
                 except NotANumber as clash:
                     column = next(h for h, k, t in zip(header, kinds, fields) if k == NUMBER and t == clash.args[0])
-                    comma = decimal_comma_hint(clash.args[0], self.delimiter) if comma_hint else None
+                    comma = number_hint(clash.args[0])
                     yield self._bad(f"expected a number (the column held numbers before), got {clash.args[0]!r}"
                                     + (f"; {comma}" if comma else ""), line, column)
                     continue
@@ -293,7 +301,7 @@ class RowReader:
                 if value != value and text.strip() in NOT_PANDAS_NA:  # read as missing, where pandas keeps it
                     as_strings[i](text)  # counts it
                 if type(value) is str:
-                    comma = decimal_comma_hint(text, self.delimiter) if comma_hint else None
+                    comma = number_hint(text)
                     if kind == NUMBER:
                         problem = (f"expected a number (the column held numbers before), got {text!r}"
                                    + (f"; {comma}" if comma else ""), header[i])

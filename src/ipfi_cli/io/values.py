@@ -114,6 +114,26 @@ def decimal_comma_hint(text: str, delimiter: str | None) -> str | None:
             "that is text)")
 
 
+#: a field that is a number written with a decimal point, or with points between groups of three digits
+#: (``1.200``, ``3.750,5``, ``-0.5``, ``1e-3``)
+DECIMAL_POINT = re.compile(r"[+-]?(\d{1,3}(\.\d{3})+(,\d+)?|\d*\.\d+([eE][+-]?\d+)?|\d+\.\d*([eE][+-]?\d+)?)")
+
+
+def decimal_point_hint(text: str) -> str | None:
+    """The reason a field that looks like a number with a ``.`` is refused when numbers are read with
+    the decimal comma (``--decimal ,``): the ``.`` may be a thousands separator (``1.200`` for 1200)
+    or a decimal point, and a model given the text would read it as a point (scikit-learn turns
+    ``"1.200"`` into 1.2); ``None`` for a field that does not look like a number.
+
+    >>> [decimal_point_hint(t) is not None for t in ["1.200", "3.750,5", "0.5", "v1.2", "10.0.0.1", "12,8"]]
+    [True, True, True, False, False, False]
+    """
+    if not DECIMAL_POINT.fullmatch(text.strip()):
+        return None
+    return (f"{text!r} has a '.', which --decimal , does not read: thousands separators are not read (export "
+            "the numbers without them), and a column that is text is read with --text")
+
+
 def parse_delimiter(text: str) -> str:
     """A ``--delimiter`` value as one character: ``;``, ``tab`` or ``\\t``, ``|``...
 
