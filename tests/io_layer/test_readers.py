@@ -180,6 +180,26 @@ def test_truncated_gzip_raises():
         list(reader)
 
 
+@pytest.mark.parametrize("max_rows", [1, 1000])
+def test_a_truncated_gzip_hands_out_its_complete_rows_before_the_error(max_rows):
+    """A .gz cut short (an interrupted copy): every complete row before the cut reaches the micro-
+    batches, then the error names the file and the line it cut (the batch under way was lost)."""
+    import zlib
+
+    text = b"a,b\n" + b"".join(b"%d,%d\n" % (i, 7 * i % 1000) for i in range(3000))
+    data = gzip.compress(text)
+    cut = data[: len(data) * 2 // 3]
+    readable = zlib.decompressobj(wbits=31).decompress(cut)  # what zcat recovers
+    complete = readable[: readable.rfind(b"\n") + 1].decode().splitlines()[1:]
+    reader = RowReader(io.BytesIO(cut), name="t.csv.gz")
+    got = []
+    with pytest.raises(InputError, match="ends early") as error:
+        for batch in reader.batches(max_rows, blocks=True):
+            got.extend(batch)
+    assert [f"{r.values['a']},{r.values['b']}" for r in got] == complete and len(complete) > 1000
+    assert str(error.value).startswith(f"t.csv.gz: line {len(complete) + 2}: ")
+
+
 # -- opening ------------------------------------------------------------------------------------
 def test_open_missing_file_and_directory(tmp_path):
     with pytest.raises(InputError, match="no such file") as error:

@@ -110,7 +110,7 @@ class RowReader:
         self.delimiter = delimiter
         self.decimal = decimal
         self._source = ByteSource(stream, close)
-        self._lines = LineBuffer(self._source)
+        self._lines = LineBuffer(self._source, name=self.name)
         self._format = detect_format(None, format) if format else None
         self._columns: list[str] | None = None
         self._kinds: dict[str, int] = {}  # JSONL: the kinds; CSV: kinds assumed before the first row
@@ -500,6 +500,9 @@ class RowReader:
                 except StopIteration:
                     yield batch
                     return
+                except InputError:  # the input ended in error (a gzip cut short): the rows before it first
+                    yield batch
+                    raise
             yield batch
 
     def close(self) -> None:

@@ -136,8 +136,9 @@ class ByteSource:
 class LineBuffer:
     """Complete decoded lines (with their ``\\n``) taken from a byte source as they arrive."""
 
-    def __init__(self, source: ByteSource) -> None:
+    def __init__(self, source: ByteSource, name: str | None = None) -> None:
         self._source = source
+        self._name = name  # the input's name, for an error it ends with
         self._lines: collections.deque[str] = collections.deque()
         self._partial = b""
         self._start = True
@@ -147,6 +148,26 @@ class LineBuffer:
         #: line number -> message, for lines that were not valid UTF-8 or too long
         self.bad_lines: dict[int, str] = {}
         self._skipping = False  # dropping the rest of a line longer than MAX_LINE_BYTES
+        self._error: InputError | None = None  # the input ended in error (a gzip cut short)
+
+    def _read(self, wait: bool) -> bytes | None:
+        """The source's next bytes. When it ends in error (a truncated gzip), the input ends there:
+        the complete lines before it are handed out first, the line it cut is dropped, and the error
+        is raised when a line past them is asked for."""
+        try:
+            return self._source.read(wait=wait)
+        except InputError as error:
+            if error.source is None and error.line is None:  # where it ended: the line it cut
+                error.source, error.line = self._name, self._next_line
+            self._error = error
+            self._partial = b""
+            self._skipping = False
+            return b""
+
+    def _at_end(self) -> None:
+        """The end of input: raise the error it ended with, if any."""
+        if self._error is not None:
+            raise self._error
 
     def _take(self, chunk: bytes) -> None:
         if self._start:
@@ -232,7 +253,7 @@ class LineBuffer:
         """
         deadline = time.monotonic() + timeout
         while not self._lines and not self._eof:
-            chunk = self._source.read(wait=False)
+            chunk = self._read(wait=False)
             if chunk is None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self._source.ready(remaining):
@@ -248,16 +269,18 @@ class LineBuffer:
                 if text.strip():
                     return text
             if self._eof:
+                self._at_end()
                 return None
-            self._take(self._source.read(wait=True) or b"")
+            self._take(self._read(wait=True) or b"")
 
     def readline(self) -> str:
         """The next line with its newline; ``''`` at the end of input. Blocks if needed."""
         lines = self._lines
         while not lines:
             if self._eof:
+                self._at_end()
                 return ""
-            self._take(self._source.read(wait=True) or b"")
+            self._take(self._read(wait=True) or b"")
         self.lines_read += 1
         return lines.popleft()
 
