@@ -110,6 +110,9 @@ def test_only_models_that_may_depend_on_string_hashing_re_execute(union_pipeline
     assert "sklearn.linear_model._logistic" in modules and any(m.startswith("numpy") for m in modules)
     assert not needed(sklearn_model) and not needed(sklearn_model, "batch")
     assert not hash_seed_needed(["ipfi", "explain", "-m" + str(sklearn_model), "-t", "y"])
+    # the model the command uses is the last -m given (a wrapper may pass a default before the user's)
+    assert hash_seed_needed(["ipfi", "explain", "-m", str(sklearn_model), "data.csv", "--model", str(river_model)])
+    assert not hash_seed_needed(["ipfi", "explain", "-m", str(river_model), "-m" + str(sklearn_model)])
     assert not needed(sklearn_model, "plot") and not hash_seed_needed(["ipfi", "explain", "--help"])
     for compress, expected in ((3, False), (("gzip", 3), False), (("bz2", 3), True)):
         compressed = tmp_path / f"lr-{compress}.joblib"

@@ -78,17 +78,23 @@ def _decompressed(data: bytes) -> bytes:
 
 
 def _model_argument(arguments: list[str]) -> str | None:
-    """The value of ``-m``/``--model`` among a command's arguments."""
-    for index, argument in enumerate(arguments):
-        if argument in ("-m", "--model"):
-            return arguments[index + 1] if index + 1 < len(arguments) else None
-        if argument.startswith("--model="):
-            return argument.split("=", 1)[1]
-        if argument.startswith("-m") and not argument.startswith("--") and len(argument) > 2:
-            return argument[2:]
+    """The value of ``-m``/``--model`` among a command's arguments: the last one given, which is
+    the one the command uses (a wrapper may pass a default before the user's)."""
+    found, index = None, 0
+    while index < len(arguments):
+        argument = arguments[index]
         if argument == "--":
             break
-    return None
+        if argument in ("-m", "--model"):
+            found = arguments[index + 1] if index + 1 < len(arguments) else None
+            index += 2
+            continue
+        if argument.startswith("--model="):
+            found = argument.split("=", 1)[1]
+        elif argument.startswith("-m") and not argument.startswith("--") and len(argument) > 2:
+            found = argument[2:]
+        index += 1
+    return found
 
 
 def hash_seed_needed(argv: list[str]) -> bool:
