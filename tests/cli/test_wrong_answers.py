@@ -85,6 +85,25 @@ def test_a_river_model_trained_on_other_names_is_refused(run, tmp_path):
                   "learned the features 0, 1, 2", "none of them is an input column", "iter_array")
 
 
+def test_a_river_pipeline_whose_first_step_renames_its_inputs_is_explained(run, tmp_path):
+    """OneHotEncoder | LogisticRegression learns weights for 'city_paris', ...: only the first step
+    sees the input columns. It was refused ("none of them is an input column"), so a --state run of
+    it could not continue after any stop, nor its --save-model output be explained."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"city": rng.choice(["paris", "oslo", "rome"], 400), "plan": rng.choice(["a", "b"], 400)})
+    frame["y"] = frame.city == "paris"
+    model = preprocessing.OneHotEncoder() | linear_model.LogisticRegression()
+    for x, label in zip(frame[["city", "plan"]].to_dict("records"), frame["y"]):
+        model.learn_one(x, label)
+    assert model.predict_proba_one({"city": "paris", "plan": "a"})[True] > 0.5  # it works on these columns
+    (tmp_path / "model.pkl").write_bytes(pickle.dumps(model))
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    result = run("batch", tmp_path / "data.csv", "-m", tmp_path / "model.pkl", "-t", "y", *BASE, "-q")
+    assert result.exit_code == 0, result.stderr
+    importances = batch_importances(result.stdout)
+    assert importances["city"] > 0.1 and importances["plan"] == pytest.approx(0, abs=0.02)  # y is city alone
+
+
 @pytest.fixture(scope="module")
 def bool_labels(tmp_path_factory):
     rng = np.random.default_rng(1)

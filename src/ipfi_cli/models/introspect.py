@@ -4,8 +4,9 @@ A river model takes any dict, so one trained on other names than the input's col
 header ``0,1,2`` read as text against int keys from ``stream.iter_array``, or renamed
 columns) silently predicts a constant and every importance comes out 0. The names a model
 learned are visible in its state: a scaler's counts, a linear model's weights, a tree's
-split features, the keys a ``compose.Select`` picks. :func:`learned_features` collects them
-so a run can refuse inputs the model has never seen.
+split features, the keys a ``compose.Select`` picks; of a pipeline, only its first step's (the
+later steps see that step's outputs, such as a one-hot encoder's ``city_paris``).
+:func:`learned_features` collects them so a run can refuse inputs the model has never seen.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def _walk(obj: Any, found: set[Any], depth: int, seen: set[int]) -> None:
     feature = state.get("feature")
     if isinstance(feature, (str, int)) and "tree" in module:
         found.add(feature)
+    steps = state.get("steps")
+    if isinstance(steps, dict):  # a pipeline: only its first step sees the inputs (the later ones see its
+        for first in list(steps.values())[:1]:  # outputs, such as one-hot names); nothing else of it
+            _walk(first, found, depth + 1, seen)
+        return
     for name, value in state.items():
         if name in ("steps", "transformers", "_root", "children", "model", "classifier", "regressor") or \
                 (isinstance(value, (dict, list, tuple)) and name not in _KEYED):
