@@ -90,6 +90,24 @@ def test_resume_in_another_process_gives_the_same_bytes(union_pipeline, tmp_path
     assert traces.read_bytes() == whole
 
 
+def test_a_resume_under_another_hash_seed_is_refused(union_pipeline, tmp_path):
+    """A river run started under PYTHONHASHSEED=1 and continued under ipfi's pin (0) wrote numbers of
+    neither run with exit 0; now the resume is refused in one line naming the hash seed."""
+    state, traces = tmp_path / "run.state", tmp_path / "traces.csv"
+    _explain(union_pipeline, "--state", str(state), "-o", str(traces), data="head150.csv", hash_seed="1")
+    env = subprocess_env()
+    env.pop("PYTHONHASHSEED", None)
+    command = [*ipfi_command(), "explain", str(union_pipeline / "data.csv"), "-m", str(union_pipeline / "model.pkl"),
+               "-t", "y", "--learn", "--loss", "log", "--seed", "1", "-M", "3", "-q", "--state", str(state),
+               "-o", str(traces)]
+    refused = subprocess.run(command, capture_output=True, env=env, timeout=120)
+    assert refused.returncode == 1, refused.stderr
+    assert b"PYTHONHASHSEED: state '1', now '0'" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    env["PYTHONHASHSEED"] = "1"  # under the run's own hash seed it continues, to the uninterrupted run's bytes
+    assert subprocess.run(command, capture_output=True, env=env, timeout=120).returncode == 0
+    assert traces.read_bytes() == _explain(union_pipeline, hash_seed="1")
+
+
 def test_only_models_that_may_depend_on_string_hashing_re_execute(union_pipeline, tmp_path):
     """The decision reads the pickle's globals without loading it: a river model (its sets of
     column names) re-executes, a scikit-learn one starts once; so does anything unknown."""

@@ -56,6 +56,9 @@ _OMITTED_SETTINGS: dict[str, Any] = {
     "--empty-coalition": "mean",  # SAGE's states of before the choice scored it by the mean prediction
     # how the input is read: another reading of the same rows is another run
     "--na-values": None, "--no-default-na": False, "--delimiter": None, "--decimal": None, "--text": None,
+    # a river model's sums run in the order of its sets of names, which Python's string hashing sets:
+    # ipfi pins it to 0 (ipfi_cli.cli.hash_seed); a run under another seed continues only under it
+    "PYTHONHASHSEED": "0",
 }
 
 
@@ -81,12 +84,22 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
                                           ("--decimal", s.decimal), ("--text", sorted(s.text) if s.text else None))
            if value != _OMITTED_SETTINGS[key]},
         "--by": list(s.by) if s.by else None,
+        **_hash_seed(plan),
         "--output-format": output_format_for(s.output, s.output_format),
         "--detect": None if s.watch is None else {
             "--change-delta": s.watch.delta, "--min-change": s.watch.min_change,
             "--reference": file_digest(s.watch.reference) if s.watch.reference else None,
             "--ndcg-threshold": s.watch.ndcg_threshold, "--top-k": s.watch.top_k},
     }
+
+
+def _hash_seed(plan: RunPlan) -> dict[str, Any]:
+    """``PYTHONHASHSEED`` for a river model, where it is not ipfi's pin of 0 (the numbers of a river
+    model with sets of names depend on it in their last digits)."""
+    if not type(plan.loaded.model).__module__.startswith("river"):
+        return {}
+    seed = os.environ.get("PYTHONHASHSEED", "random")
+    return {} if seed == _OMITTED_SETTINGS["PYTHONHASHSEED"] else {"PYTHONHASHSEED": seed}
 
 
 class StateKeeper:
