@@ -210,16 +210,31 @@ def dask_runner(client: Any) -> Any:
     """
 
     def run(function: Any, shared: Any, tasks: Any) -> list[Any]:
-        try:
-            everywhere = client.scatter(list(shared), broadcast=True, hash=False)
-        except TimeoutError:  # "No valid workers found": every worker left since the start
-            raise _no_workers(client) from None
-        try:
-            return gather_tasks(client, function, [(*task, *everywhere) for task in tasks])
-        finally:
-            client.cancel(everywhere)
+        for attempt in range(1, ROUND_ATTEMPTS + 1):
+            try:
+                everywhere = client.scatter(list(shared), broadcast=True, hash=False)
+            except TimeoutError:  # "No valid workers found": every worker left since the start
+                raise _no_workers(client) from None
+            try:
+                return gather_tasks(client, function, [(*task, *everywhere) for task in tasks])
+            except TaskDropped:
+                # a worker lost with data Dask cannot recompute (the shared inputs, mid-scatter): the tasks
+                # carry their own random streams, so the round sent again gives the same results
+                if attempt == ROUND_ATTEMPTS:
+                    raise
+            finally:
+                client.cancel(everywhere)
+        raise AssertionError("unreachable")
 
     return run
+
+
+#: times a round of tasks is sent when the cluster drops some (a worker lost with data it held alone)
+ROUND_ATTEMPTS = 3
+
+
+class TaskDropped(RunError):
+    """The cluster cancelled or lost a task (its inputs were lost with a worker)."""
 
 
 def gather_tasks(client: Any, function: Any, tasks: Any) -> list[Any]:
@@ -256,7 +271,7 @@ def _wait(client: Any, futures: list[Any]) -> None:
             if future.status == "error":
                 future.result()  # raises the task's error
             if future.status in ("cancelled", "lost"):
-                raise RunError(f"the Dask cluster failed ({_where(client)} dropped a task: {future.status})")
+                raise TaskDropped(f"the Dask cluster failed ({_where(client)} dropped a task: {future.status})")
             pending = pending or future.status != "finished"
         if not pending:
             return
