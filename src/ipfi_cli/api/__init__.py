@@ -37,7 +37,8 @@ maximum, or a loss that is not finite raise :class:`~ipfi_cli.errors.ModelError`
 from __future__ import annotations
 
 from ipfi_cli.api.loading import load_model
-from ipfi_cli.api.streams import IncrementalPDP, IncrementalPFI, IncrementalSAGE
+from ipfi_cli.api.pdp import IncrementalPDP
+from ipfi_cli.api.streams import IncrementalPFI, IncrementalSAGE
 from ipfi_cli.api.tables import IntervalPFI, batch_pfi, batch_sage
 
 __all__ = ["IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "batch_pfi", "batch_sage",
