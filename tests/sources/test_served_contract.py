@@ -188,6 +188,23 @@ def test_answers_that_are_no_probabilities_are_refused_naming_the_row(run, serve
                  "--loss", "log", "-t", "class", *ARGS, *extra)
     line = one_line_error(result)
     assert "row 5 (line 6)" in line and "[1.5, -0.5] is not class probabilities" in line, line
+    assert "ModelError" not in line, line
+
+
+@pytest.mark.parametrize("command", ["explain", "batch", "compare"])
+def test_every_answer_no_probabilities_under_skip_says_why(run, serve, data_csv, command):
+    """--on-bad-row skip with a server answering [1.5, -0.5] for every row ended with "all 150 row(s) were
+    bad" and no reason; the reason read "ModelError: ..." where it was one."""
+    def reply(path: str, payload: Any) -> Any:
+        return {"predictions": [[1.5, -0.5] for _ in rows_of(payload)]}
+    server = serve(reply)
+    extra = ("--no-live",) if command == "explain" else ("-M", "2") if command == "compare" else ()
+    result = run(command, data_csv, "--model-url", server.url, "--task", "classification", "--classes", "0,1",
+                 "--loss", "log", "-t", "class", "--on-bad-row", "skip", *ARGS, *extra)
+    line = one_line_error(result)
+    assert "all 150 row(s) were bad; the first: row 1 (line 2): " in line, line
+    assert line.endswith("the server's answer [1.5, -0.5] is not class probabilities (each in [0, 1], summing to 1)")
+    assert "ModelError" not in line and line.count(str(data_csv)) == 1, line
 
 
 @pytest.mark.parametrize("command", ["explain", "batch"])

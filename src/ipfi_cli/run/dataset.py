@@ -119,7 +119,7 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
     if stopped is not None and len(rows) < 2:
         raise stopped
     if len(rows) < 2:
-        why = f"all {checker.skipped:,} row(s) were bad" if checker.skipped and not rows else \
+        why = checker.all_bad() if checker.skipped and not rows else \
             "the input has no rows" if not rows else f"{len(rows)} good row(s); batch PFI needs at least 2"
         raise RunError(f"{plan.source}: no data to explain: {why}")
     import pandas as pd

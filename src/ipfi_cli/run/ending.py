@@ -250,7 +250,7 @@ class RunEndMixin(_SessionBase):
         if status is RunStatus.OK and explainer.n_explained == 0:
             skipped_rows, rows = parts.checker.skipped, parts.progress.rows
             given_up = int(getattr(self.reader, "given_up", 0) or 0)  # late labels that did not come in time
-            why = (f"all {skipped_rows:,} row(s) were bad" if skipped_rows and not rows
+            why = (parts.checker.all_bad() if skipped_rows and not rows
                    else f"no row got its label within --label-wait ({given_up:,} given up)" if given_up and rows <= 1
                    else "the input has no rows" if not rows
                    else "one row only fills the reservoir; a row is explained against earlier rows")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ipfi_cli.core.losses import Output
-from ipfi_cli.errors import IpfiError, ModelCallError, ServiceError, first_line
+from ipfi_cli.errors import IpfiError, ModelCallError, ModelError, ServiceError, first_line
 
 #: the largest 32-bit float: scikit-learn's trees take float32, so a larger value fails
 FLOAT32_MAX = 3.4028234663852886e38
@@ -80,7 +80,8 @@ def failure_message(source: str, number: int, line: int | None, values: dict[str
     if isinstance(error, ModelCallError):
         error = error.cause  # the model's own exception, by its own type
     message = first_line(error)
-    cause = f"{type(error).__name__}: {message}"
+    # ipfi's own finding on the model's answer reads as it is; a model's exception keeps its type
+    cause = message if isinstance(error, ModelError) else f"{type(error).__name__}: {message}"
     where = f"{source}: row {number}" + (f" (line {line})" if line is not None else "")  # Parquet has no lines
     if column is not None:
         v = values[column]

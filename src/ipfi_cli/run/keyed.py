@@ -302,7 +302,7 @@ class KeyedSessionMixin(_SessionBase):
                     zero.append(key)
         if explained == 0:
             skipped_rows, rows = parts.checker.skipped, parts.progress.rows
-            why = (f"all {skipped_rows:,} row(s) were bad" if skipped_rows and not rows
+            why = (parts.checker.all_bad() if skipped_rows and not rows
                    else "the input has no rows" if not rows
                    else "each key's first row only fills its reservoir; a row is explained against earlier rows "
                         "of its key")

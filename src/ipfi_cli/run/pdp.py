@@ -205,7 +205,7 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
                                                             if checker.skipped else "")
             raise RunError(f"{source}: no curve point: " + (
                 f"{seen}, the warm-up takes {s.warm_up}" if pdp.n_seen
-                else f"all {checker.skipped:,} row(s) were bad" if checker.skipped else "the input has no rows"))
+                else checker.all_bad() if checker.skipped else "the input has no rows"))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the curves after the last whole batch, as at the end
         if last is not None and last[0] % s.every != 0 and pdp.n_explained:
             yield from _records(last[0], s.features, last[1], last[2])

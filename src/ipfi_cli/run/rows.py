@@ -171,6 +171,13 @@ class RowChecker:
             return None
         return f"skipped {self.skipped:,} bad row(s); the first: {self.first_skip}"
 
+    def all_bad(self) -> str:
+        """Why nothing was explained when every row was skipped: how many, and the first's reason."""
+        first = self.first_skip or ""
+        if first.startswith(f"{self.source}: "):  # the message that ends the run names the source once
+            first = first[len(self.source) + 2:]
+        return f"all {self.skipped:,} row(s) were bad" + (f"; the first: {first}" if first else "")
+
     def _error(self, message: str, row: Row, column: str | None) -> InputError:
         return InputError(message, source=self.source, row=row.number, line=row.line, column=column)
 
