@@ -50,7 +50,8 @@ def test_many_leading_bad_rows_all_bad(run, tmp_path, numeric_model):
     result = run("explain", path, "-m", model, "-t", "label", "--on-bad-row", "skip", "-q")
     assert result.exit_code == 1
     assert error_line(result) == (f"ipfi: error: {path}: no row was explained: all 1,200 row(s) were bad"
-                                  "; the first: row 1 (line 2), column 'x1': the model needs a number, got '1,5' (ValueError: could not convert string to float: '1,5')")
+                                  "; the first: row 1 (line 2), column 'x1': the model needs a number, got '1,5' "
+                                  "(ValueError: could not convert string to float: '1,5')")
 
 
 def test_many_leading_bad_rows_then_good_rows(run, tmp_path, numeric_model):
@@ -188,7 +189,8 @@ def test_batch_on_text_where_the_model_needs_numbers(run, tmp_path, numeric_mode
     result = run("batch", path, "-m", model, "-t", "label", "--on-bad-row", "skip")
     assert result.exit_code == 1
     assert error_line(result) == (f"ipfi: error: {path}: no data to explain: all 1,200 row(s) were bad"
-                                  "; the first: row 1 (line 2), column 'x1': the model needs a number, got '1,5' (ValueError: could not convert string to float: '1,5')")
+                                  "; the first: row 1 (line 2), column 'x1': the model needs a number, got '1,5' "
+                                  "(ValueError: could not convert string to float: '1,5')")
 
 
 # -- F-D: a model fitted on pandas' names with spaces (' workclass'), a header read without them ---------------

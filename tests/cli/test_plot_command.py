@@ -243,3 +243,36 @@ def test_a_key_is_matched_as_explain_by_keyed_the_rows_and_named_in_the_title(tm
         assert title == "shop=7", title
     result = invoke("plot", traces, "-o", tmp_path / "twelve.png", "--key", "shop=12", "--title", "mine", "-q")
     assert result.exit_code == 0 and drawn[-1][0][0].rows.tolist() == list(range(1, 11)) and drawn[-1][1] == "mine"
+
+
+def test_text_keys_keep_their_spelling(tmp_path, monkeypatch):
+    """explain --by shop --text shop keeps 07 and 7 apart; plot read the traces' key 07 back as 7, so
+    --key shop=07 drew both keys' rows as one line and titled it shop=7."""
+    import joblib
+    import numpy as np
+    from sklearn.linear_model import LinearRegression
+
+    import ipfi_cli.plotting as plotting
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 2))
+    shops = ["07", "7"] * 20
+    data = tmp_path / "shops.csv"
+    data.write_text("shop,a,b,y\n" + "".join(f"{s},{a!r},{b!r},{2 * a!r}\n" for s, (a, b) in zip(shops, X.tolist())))
+    joblib.dump(LinearRegression().fit(X, 2 * X[:, 0]), tmp_path / "m.joblib")
+    traces = tmp_path / "keyed.csv"
+    result = invoke("explain", data, "-m", tmp_path / "m.joblib", "-t", "y", "--by", "shop", "--text", "shop",
+                    "--loss", "squared", "--features", "a,b", "--seed", "0", "-q", "-o", traces)
+    assert result.exit_code == 0, result.output
+    assert {line.split(",")[0] for line in traces.read_text().splitlines()[1:]} == {"07", "7"}
+    drawn = []
+    original = plotting.plot_importance
+    monkeypatch.setattr(plotting, "plot_importance",
+                        lambda output, names, panels, **kw: (drawn.append((panels, kw["title"])),
+                                                             original(output, names, panels, **kw))[1])
+    for spelled in ("07", "7"):
+        result = invoke("plot", traces, "-o", tmp_path / "shop.png", "--key", f"shop={spelled}", "-q")
+        assert result.exit_code == 0, (spelled, result.output)
+        panels, title = drawn[-1]
+        assert panels[0].rows.tolist() == list(range(1, 21)), spelled  # 20 rows per key, numbered by key
+        assert title == f"shop={spelled}", title

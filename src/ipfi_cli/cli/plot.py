@@ -57,6 +57,8 @@ def read_traces(path: str, *, batch: bool = False) -> Any:
 
     with open_rows(path, hint=False) as reader:
         columns = reader.columns
+        if "row" in columns:  # explain --by's key columns come before row: keys as written (07 stays 07)
+            reader.keep_as_text([c for c in columns[:columns.index("row")] if c != "method"])
         records = []
         for row in reader:
             if row.error is not None:
@@ -108,9 +110,12 @@ def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
 
     mask: Any = True
     for name, wanted in chosen.items():
-        # as explain --by keyed the rows: the value a file's field reads as (7, 07 and 7.0 are one key)
-        value = parse_value(wanted)
-        match = frame[name].map(lambda v, value=value, wanted=wanted: _same_key(v, value, wanted))
+        # the key as written (explain --by --text keeps 07 and 7 apart); else as explain --by keyed the
+        # rows without --text: the value a field reads as (7, 07 and 7.0 are one key)
+        match = frame[name].map(lambda v, wanted=wanted: isinstance(v, str) and v.strip() == wanted.strip())
+        if not match.any():
+            value = parse_value(wanted)
+            match = frame[name].map(lambda v, value=value, wanted=wanted: _same_key(v, value, wanted))
         mask = match & mask
     part = frame[mask.astype(bool)]
     if part.empty:
@@ -123,6 +128,10 @@ def _same_key(found: Any, value: Any, text: str) -> bool:
     """Whether a key column's value is the key ``--key`` gives (as ``text``, read as ``value``)."""
     if isinstance(value, float) and value != value:  # a missing value: no key of explain --by
         return False
+    if isinstance(found, str):
+        from ipfi_cli.io.values import parse_value
+
+        found = parse_value(found)
     try:
         if found == value:
             return True
