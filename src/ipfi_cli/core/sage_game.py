@@ -142,14 +142,27 @@ def default_inner(loss: Loss, empty: str = "imputed") -> int:
     return 2 if empty == "imputed" and loss.name == "squared" else 1
 
 
-def squared_loss_excess(predictions: np.ndarray) -> np.ndarray:
+def squared_loss_excess(predictions: np.ndarray, pool: np.ndarray | None = None) -> np.ndarray:
     """What the squared loss of the mean of ``k`` imputed predictions (last axis, ``k >= 2``)
     exceeds that of their expectation by, estimated without bias: their sample variance over
     ``k``. Subtracted, a coalition's loss estimates the loss of its mean prediction, as in
     Covert et al.'s SAGE, instead of a loss inflated by the imputations' spread.
 
+    ``pool``: the donors were drawn (with replacement) from this many rows, themselves a sample
+    of the stream (a reservoir), one count per row of ``predictions``' first axis. The mean over
+    ``N`` such rows misses the expectation by a variance of ``sigma^2 / N``, which inflates the
+    loss too (by ``1/N`` of the coalition's spread: 10 % with 10 rows); the sample variance
+    over ``N - 1`` estimates it without bias. A pool of one row gives no spread to measure (0).
+
     >>> squared_loss_excess(np.array([[1.0, 3.0]])).tolist()   # variance 2, over k = 2
     [1.0]
+    >>> squared_loss_excess(np.array([[1.0, 3.0]]), pool=np.array([5])).tolist()   # 2/2 + 2/(5 - 1)
+    [1.5]
     """
-    return cast(np.ndarray, predictions.var(axis=-1, ddof=1) / predictions.shape[-1])
+    spread = predictions.var(axis=-1, ddof=1)
+    excess = spread / predictions.shape[-1]
+    if pool is not None:
+        pool = np.asarray(pool, dtype=np.float64).reshape((-1,) + (1,) * (spread.ndim - 1))
+        excess = excess + np.divide(spread, pool - 1, out=np.zeros_like(spread), where=pool > 1)
+    return cast(np.ndarray, excess)
 
