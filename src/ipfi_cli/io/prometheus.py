@@ -3,7 +3,7 @@
 ``prometheus_client`` is imported here and nowhere else. A :class:`MetricSet` holds the
 samples of one moment of a run (set all at once, so one scrape never mixes two moments:
 an importance and its rank always come from the same row); what the samples are is
-decided by the run layer (:mod:`ipfi_cli.run.monitor`). Three ways out, as the Prometheus
+decided by the run layer (:mod:`ipfi_cli.run.metrics`). Three ways out, as the Prometheus
 documentation recommends them:
 
 * :func:`serve`: an HTTP endpoint (``/metrics``) for a long-running ``ipfi explain``;
