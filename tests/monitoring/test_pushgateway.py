@@ -70,6 +70,33 @@ def test_a_pushgateway_that_is_down_fails_the_run_after_the_records_are_written(
     assert f"--pushgateway {url}: the push failed" in result.stderr
 
 
+def test_a_failed_pushs_reason_is_one_clean_line_without_secrets(rows_file):
+    """The reason is the operating system's words without the errno (it printed "[Errno 111]
+    Connection refused"), and the URL's password, path and query are never shown."""
+    port = free_port()  # nothing listens there
+    url = f"http://admin:s3cretpw@127.0.0.1:{port}/prefix/tok3n?token=abcdef"
+    result = ipfi(*BATCH, rows_file, "--features", "salary", "--pushgateway", url)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (f"ipfi: error: --pushgateway http://admin:***@127.0.0.1:{port}/***: "
+                                              "the push failed (connection refused)")
+    for secret in ("s3cretpw", "tok3n", "abcdef", "prefix", "Errno"):
+        assert secret not in result.stderr
+
+
+@pytest.mark.parametrize("url", ["http://admin:s3cretpw@127.0.0.1:{port}/tok3n",
+                                 "http://admin:s3cretpw@nosuchhost.invalid:{port}/tok3n"])
+def test_push_says_why_it_failed_in_the_systems_words_without_the_errno(url):
+    from ipfi_cli.errors import OutputError
+    from ipfi_cli.io.prometheus import MetricSet, push
+
+    with pytest.raises(OutputError) as error:
+        push(url.format(port=free_port()), MetricSet({}), "ipfi", {}, timeout=5)
+    message = str(error.value)
+    reason = message.split("the push failed (", 1)[1]
+    assert reason[:1].islower() and reason.endswith(")") and "\n" not in message, message
+    assert "Errno" not in message and "[" not in reason and "s3cretpw" not in message and "tok3n" not in message
+
+
 def test_bad_label_options_are_usage_errors(rows_file):
     result = ipfi(*BATCH, rows_file, "--metrics-textfile", "x.prom", "--metrics-label", "feature=x")
     assert result.returncode == 2 and "ipfi sets itself" in result.stderr
@@ -126,7 +153,7 @@ def test_a_pushgateway_behind_basic_auth_takes_the_urls_user_and_password(rows_f
             assert 'job="guarded"' in response.read().decode()
         refused = ipfi(*BATCH, rows_file, "--pushgateway", f"http://admin:wrong@127.0.0.1:{port}/",
                        "--push-job", "guarded")
-        assert refused.returncode == 1 and "the push failed (HTTP 401)" in refused.stderr
+        assert refused.returncode == 1 and "the push failed (HTTP 401 Unauthorized)" in refused.stderr
         assert "wrong" not in refused.stderr and "admin:***@" in refused.stderr
     finally:
         server.stop()
@@ -183,7 +210,7 @@ def test_a_query_string_stays_the_query_and_is_never_shown(rows_file, receiver_f
     refusing = receiver_factory(path="/prefix", status=403)
     result = ipfi(*BATCH, rows_file, "--features", "salary", "--pushgateway", refusing.url + "?token=s3cret")
     assert result.returncode == 1
-    assert "the push failed (HTTP 403)" in result.stderr and "s3cret" not in result.stderr
+    assert "the push failed (HTTP 403 Forbidden)" in result.stderr and "s3cret" not in result.stderr
     assert "/prefix" not in result.stderr  # the path is shown as *** too, as --webhook's and --meta's are
 
 

@@ -73,3 +73,22 @@ def test_no_module_imports_itself_back():
             if chain:
                 cycles.add(" -> ".join((module, *chain)))
     assert sorted(cycles) == []
+
+
+def test_the_metric_families_are_their_own_module_and_the_old_names_still_import():
+    """run/metrics.py builds the families, run/monitor.py sends them: batch and compare build theirs
+    without loading the exporter, the webhook or a session; ``ipfi_cli.run.monitor`` still exports the
+    names it had (the same objects)."""
+    code = ("import sys, ipfi_cli.run.metrics\n"
+            "print(sorted(m for m in ('ipfi_cli.run.monitor', 'ipfi_cli.run.webhook', 'ipfi_cli.run.explain')"
+            " if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    from ipfi_cli.run import metrics, monitor
+
+    for name in metrics.__all__:
+        if name != "build_families":
+            assert getattr(monitor, name) is getattr(metrics, name), name
+    assert {"MetricsExporter", "MonitorSettings", "StreamMonitor", "publish"} <= set(monitor.__all__)
+    assert "def stream_families" not in (PACKAGE / "run" / "monitor.py").read_text()

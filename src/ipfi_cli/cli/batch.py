@@ -206,7 +206,8 @@ def batch(
         if zero:
             reporter.message(zero, "warning")
         if monitor is not None:
-            from ipfi_cli.run.monitor import batch_families, publish
+            from ipfi_cli.run.metrics import batch_families
+            from ipfi_cli.run.monitor import publish
 
             publish(monitor, batch_families(list(result.names), list(map(float, result.mean)),
                                             list(map(float, result.std)), result.n_rows, result.baseline_loss,

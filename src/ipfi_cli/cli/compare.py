@@ -271,7 +271,8 @@ def compare(
             records = _compare_static(dataset, samplings, alphas, orderings, not keep_order, common, output, fmt,
                                       traces, trace_every, quiet, verbose, reporter)
         if monitor is not None:
-            from ipfi_cli.run.monitor import comparison_families, publish
+            from ipfi_cli.run.metrics import comparison_families
+            from ipfi_cli.run.monitor import publish
 
             publish(monitor, comparison_families(records, dataset.loss.name), started)
 

@@ -101,7 +101,8 @@ def monitor_settings(*, metrics_port: int | None = None, metrics_addr: str = DEF
     if (metrics_port is None and metrics_textfile is None and pushgateway is None and webhook is None
             and not metrics_label and not push_label):
         return None  # nothing asked: the run's monitoring module (and its imports) is not loaded
-    from ipfi_cli.run.monitor import MonitorSettings, parse_labels
+    from ipfi_cli.run.metrics import parse_labels
+    from ipfi_cli.run.monitor import MonitorSettings
 
     try:
         labels = parse_labels(metrics_label, "--metrics-label")

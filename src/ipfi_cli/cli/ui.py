@@ -252,7 +252,7 @@ class Dashboard:
         if s.loss == s.loss:
             loss = f"loss {s.loss:.4f}"
             if s.recent_loss == s.recent_loss:
-                loss += f" (recent {s.recent_loss:.4f})"
+                loss += f" (last {_count(s.recent_rows)} rows {s.recent_loss:.4f})"
             parts.append(loss)
         if s.skipped:
             parts.append(f"{_count(s.skipped)} skipped")

@@ -3,7 +3,7 @@
 ``prometheus_client`` is imported here and nowhere else. A :class:`MetricSet` holds the
 samples of one moment of a run (set all at once, so one scrape never mixes two moments:
 an importance and its rank always come from the same row); what the samples are is
-decided by the run layer (:mod:`ipfi_cli.run.monitor`). Three ways out, as the Prometheus
+decided by the run layer (:mod:`ipfi_cli.run.metrics`). Three ways out, as the Prometheus
 documentation recommends them:
 
 * :func:`serve`: an HTTP endpoint (``/metrics``) for a long-running ``ipfi explain``;
@@ -192,7 +192,7 @@ def push(url: str, metrics: MetricSet, job: str, grouping: Mapping[str, str], ti
     from prometheus_client import push_to_gateway
     from prometheus_client.exposition import default_handler
 
-    from ipfi_cli.io.urls import shown_url, split_credentials, without_secrets
+    from ipfi_cli.io.urls import failure_reason, shown_url, split_credentials
 
     try:
         bare, authorization = split_credentials(url)
@@ -210,18 +210,6 @@ def push(url: str, metrics: MetricSet, job: str, grouping: Mapping[str, str], ti
         push_to_gateway(gateway, job=job, registry=registry(metrics), grouping_key=dict(grouping),
                            timeout=timeout, handler=handler)
     except (OSError, ValueError) as error:  # urllib's URLError and HTTPError are OSErrors; a bad URL
-        raise OutputError(f"--pushgateway {shown_url(url)}: the push failed "
-                          f"({without_secrets(_reason(error), url)})") from None
+        raise OutputError(f"--pushgateway {shown_url(url)}: the push failed ({failure_reason(error, url)})"
+                          ) from None
 
-
-def _reason(error: Exception) -> str:
-    """The reason of a failed request: the HTTP status, or the network error (printable only)."""
-    code = getattr(error, "code", None)
-    if code is None:
-        found = re.search(r"pushgateway: (\d{3})", str(error))
-        code = found.group(1) if found else None
-    if code is not None:
-        return f"HTTP {code}"
-    reason = getattr(error, "reason", None)
-    text = str(reason if reason is not None else getattr(error, "strerror", None) or error)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)[:200]

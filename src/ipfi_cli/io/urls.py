@@ -1,5 +1,6 @@
 """The URLs ipfi sends to (``--pushgateway``, ``--webhook``): checked before a run, their
-``user:password@`` taken out as HTTP basic authentication. Standard library only.
+``user:password@`` taken out as HTTP basic authentication, shown without their secrets, and why
+a request to one failed said in one line (:func:`failure_reason`). Standard library only.
 
 >>> check_url("http://[::1/hook")
 'not a valid URL (an IPv6 address needs its closing ])'
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import base64
 import re
+import urllib.error
 import urllib.parse
+from typing import Any
 
 from ipfi_cli.text import terminal_safe
 
@@ -100,3 +103,54 @@ def without_secrets(text: str, url: str) -> str:
         if len(secret.strip("/")) >= 4:
             text = text.replace(secret, "/***" if secret.startswith("/") else "***")
     return re.sub(r"(://[^/:@\s]*):[^/@\s]*@", r"\1:***@", text)
+
+
+#: the longest reason shown (a server's reason phrase is its own text)
+_REASON_CHARS = 120
+#: prometheus_client's own error for an HTTP status (where urllib's opener did not raise it)
+_PUSHGATEWAY_STATUS = re.compile(r"error talking to pushgateway: (\d{3})\b ?(.*)", re.DOTALL)
+
+
+def failure_reason(error: BaseException, url: str = "") -> str:
+    """Why a request to ``url`` failed, in one printable line: ``HTTP 500 Internal Server Error`` (the
+    status and the server's reason phrase, control characters shown escaped), ``connection refused``,
+    ``timed out``, the operating system's words for a network error without its errno (``name or
+    service not known``), or the error's type and text. Any part of ``url`` that may be a secret (its
+    password, path and query: a Slack webhook's token is its path) is shown as ``***``.
+
+    >>> import urllib.error
+    >>> failure_reason(urllib.error.HTTPError("http://h/", 500, "Internal Server Error", None, None))
+    'HTTP 500 Internal Server Error'
+    >>> failure_reason(urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")))
+    'connection refused'
+    >>> import socket
+    >>> failure_reason(urllib.error.URLError(socket.gaierror(-2, "Name or service not known")))
+    'name or service not known'
+    >>> failure_reason(OSError("error talking to pushgateway: 401 Unauthorized"))
+    'HTTP 401 Unauthorized'
+    >>> failure_reason(urllib.error.HTTPError("http://h/", 502, "Bad\\x1b[2J Gateway", None, None))
+    'HTTP 502 Bad\\\\x1b[2J Gateway'
+    >>> failure_reason(ValueError("no host given in http://u:pw@h/services/T0/B0/tok"),
+    ...                "http://u:pw@h/services/T0/B0/tok")
+    'ValueError: no host given in http://u:***@h/***'
+    """
+    status = _PUSHGATEWAY_STATUS.match(str(error)) if not isinstance(error, urllib.error.URLError) else None
+    if isinstance(error, urllib.error.HTTPError):
+        phrase = error.reason if isinstance(error.reason, str) else ""
+        text = f"HTTP {error.code} {phrase}".strip()
+    elif status is not None:
+        text = f"HTTP {status.group(1)} {status.group(2)}".strip()
+    else:
+        reason: Any = error.reason if isinstance(error, urllib.error.URLError) else error
+        if isinstance(reason, ConnectionRefusedError):
+            text = "connection refused"
+        elif isinstance(reason, TimeoutError):
+            text = "timed out"
+        elif isinstance(reason, OSError) and reason.strerror:
+            text = reason.strerror[:1].lower() + reason.strerror[1:]
+        elif isinstance(reason, BaseException):
+            text = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
+        else:
+            text = str(reason)
+    text = without_secrets(terminal_safe(text), url)
+    return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."

@@ -9,7 +9,7 @@ queued less than ``cooldown`` seconds ago is suppressed (one page per feature an
 not one per row of a flapping feature). :meth:`close` waits a bounded time for the queue to
 drain; what is still unsent then is counted as dropped. The end-of-run line says why the last
 failed attempt failed (:func:`failure_reason`: the HTTP status and its reason phrase, or the
-network error), one printable line that never holds the URL's secrets. A ``user:password@`` in
+network error; :mod:`ipfi_cli.io.urls`), one printable line that never holds the URL's secrets. A ``user:password@`` in
 the URL is sent as HTTP basic authentication, as ``--pushgateway`` sends it
 (:func:`~ipfi_cli.io.urls.split_credentials`). Standard library only.
 """
@@ -26,8 +26,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ipfi_cli.io.urls import check_url, shown_url, split_credentials, without_secrets
-from ipfi_cli.text import terminal_safe
+from ipfi_cli.io.urls import check_url, failure_reason, shown_url, split_credentials
 
 __all__ = ["RETRY_STATUSES", "WebhookSender", "WebhookStats", "failure_reason", "shown_url"]
 
@@ -67,46 +66,6 @@ class WebhookStats:
         if self.last_failure and (self.retries or self.failed):
             parts.append(f"the last failed attempt: {self.last_failure}")
         return f"--webhook {url}: " + "; ".join(parts)
-
-
-#: the longest reason shown (a server's reason phrase is its own text)
-_REASON_CHARS = 120
-
-
-def failure_reason(error: BaseException, url: str = "") -> str:
-    """Why a post failed, in one printable line: ``HTTP 500 Internal Server Error`` (the status and
-    the server's reason phrase, control characters shown escaped), ``connection refused``,
-    ``timed out``, or the network error's text. Any part of ``url`` that may be a secret (its
-    password, path and query: a Slack webhook's token is its path) is shown as ``***``.
-
-    >>> import urllib.error
-    >>> failure_reason(urllib.error.HTTPError("http://h/", 500, "Internal Server Error", None, None))
-    'HTTP 500 Internal Server Error'
-    >>> failure_reason(urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")))
-    'connection refused'
-    >>> failure_reason(urllib.error.HTTPError("http://h/", 502, "Bad\\x1b[2J Gateway", None, None))
-    'HTTP 502 Bad\\\\x1b[2J Gateway'
-    >>> failure_reason(ValueError("no host given in http://u:pw@h/services/T0/B0/tok"),
-    ...                "http://u:pw@h/services/T0/B0/tok")
-    'ValueError: no host given in http://u:***@h/***'
-    """
-    if isinstance(error, urllib.error.HTTPError):
-        phrase = error.reason if isinstance(error.reason, str) else ""
-        text = f"HTTP {error.code} {phrase}".strip()
-    else:
-        reason: Any = error.reason if isinstance(error, urllib.error.URLError) else error
-        if isinstance(reason, ConnectionRefusedError):
-            text = "connection refused"
-        elif isinstance(reason, TimeoutError):
-            text = "timed out"
-        elif isinstance(reason, OSError) and reason.strerror:
-            text = reason.strerror[:1].lower() + reason.strerror[1:]
-        elif isinstance(reason, BaseException):
-            text = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
-        else:
-            text = str(reason)
-    text = without_secrets(terminal_safe(text), url)
-    return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
 
 
 class WebhookSender:

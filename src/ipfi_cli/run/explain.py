@@ -478,9 +478,10 @@ class ExplainSession(RunEndMixin):
         assert self.parts is not None
         explainer, progress, watch = self.parts.explainer, self.parts.progress, self.parts.watch
         explained = explainer.n_explained
-        self.meter.update(progress.rows, explained, explainer.mean_loss)
+        self.meter.update(progress.rows)
         elapsed = time.monotonic() - self.first_row_time if self.first_row_time is not None else 0.0
-        rate, recent_loss = self.meter.rate, self.meter.recent_loss if self.settings.learn else float("nan")
+        recent = self.steps.recent if self.steps is not None and self.settings.learn else None
+        rate, recent_loss = self.meter.rate, recent.value if recent is not None else float("nan")
         if self.status not in (RunStatus.RUNNING, RunStatus.STARTING):  # the final one: the whole run's figures
             recent_loss = float("nan")
             if elapsed > 0:
@@ -489,6 +490,7 @@ class ExplainSession(RunEndMixin):
                         bounds=explainer.bound_array(self.settings.delta).tolist(), rows=progress.rows,
                         explained=explained, skipped=self.parts.checker.skipped, elapsed=elapsed, rate=rate,
                         loss=explainer.mean_loss, loss_sum=loss_sum(explainer), recent_loss=recent_loss,
+                        recent_rows=recent.rows if recent is not None else 0,
                         seed=self.seed,
                         learning=self.settings.learn, marks=watch.marks() if watch is not None else {})
 

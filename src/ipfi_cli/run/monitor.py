@@ -1,7 +1,7 @@
-"""A run in the monitoring stack: its Prometheus metrics, and the observers a session adds.
+"""A run in the monitoring stack: where its Prometheus metrics go, and the observers a session adds.
 
 :class:`MetricsExporter` turns the state of an ``ipfi explain`` session into Prometheus
-metrics (:func:`stream_families`), served over HTTP while the stream runs
+metrics (:func:`~ipfi_cli.run.metrics.stream_families`), served over HTTP while the stream runs
 (``--metrics-port``), written atomically to a textfile (``--metrics-textfile``, at every
 update and at the end) and pushed to a Pushgateway at the end of a finite run, replacing its group
 (``--pushgateway``). :class:`~ipfi_cli.run.webhook.WebhookNotifier` (:mod:`ipfi_cli.run.webhook`)
@@ -10,47 +10,30 @@ posts each change event as it happens (``--webhook``). Both are run observers
 events file when ``settings.monitor`` asks (:class:`StreamMonitor`); the exporter turns at most
 one snapshot a second into metrics (a few floats per feature) and always the last one.
 
-The metrics (all with the constant labels of ``--metrics-label``):
-
-========================================  ========  =====================  ==========================================
-name                                      type      labels                 value
-========================================  ========  =====================  ==========================================
-``ipfi_feature_importance``               gauge     feature                the current importance (loss units)
-``ipfi_feature_importance_bound``         gauge     feature                its confidence half-width (``--delta``)
-``ipfi_feature_rank``                     gauge     feature                1 = most important (ties share)
-``ipfi_model_loss``                       summary                          the model's loss: ``_sum`` and ``_count``
-``ipfi_ranking_ndcg``                     gauge                            nDCG@k against ``--reference``
-``ipfi_change_events_total``              counter   kind, feature,         change events
-                                                    direction
-``ipfi_rows_read_total``                  counter                          rows read (explained, stored or skipped)
-``ipfi_rows_explained_total``             counter                          rows explained
-``ipfi_rows_skipped_total``               counter                          bad rows skipped
-``ipfi_model_calls_total``                counter                          calls to the model
-``ipfi_model_predictions_total``          counter                          rows those calls predicted
-``ipfi_last_row_timestamp_seconds``       gauge                            Unix time the last row was explained
-``ipfi_start_timestamp_seconds``          gauge                            Unix time the run started
-``ipfi_last_success_timestamp_seconds``   gauge                            the end of a complete run (textfile, push)
-``ipfi_duration_seconds``                 gauge                            its duration (textfile, push)
-``ipfi_build_info``                       gauge 1                          version, python
-``ipfi_run_info``                         gauge 1                          command, loss, mode, sampling
-========================================  ========  =====================  ==========================================
-
-The smoothed loss is ``rate(ipfi_model_loss_sum[w]) / rate(ipfi_model_loss_count[w])``: the
-mean over the window ``w`` the query chooses (the summary is the Prometheus way to expose it).
+The metrics themselves (their names, types, labels and values) are built in :mod:`ipfi_cli.run.metrics`;
+this module sends them where the options ask.
 """
 
 from __future__ import annotations
 
-import math
-import platform
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ipfi_cli.core.events import event_key
-from ipfi_cli.errors import UsageError
-from ipfi_cli.io.prometheus import Family, MetricSet, check_label_name
+from ipfi_cli.io.prometheus import Family, MetricSet
+from ipfi_cli.run.metrics import (
+    OWN_LABELS,
+    StreamNumbers,
+    batch_families,
+    build_families,
+    comparison_families,
+    end_families,
+    parse_labels,
+    ranks,
+    stream_families,
+)
 from ipfi_cli.run.settings import (
     DEFAULT_METRICS_ADDR,
     DEFAULT_PUSH_JOB,
@@ -67,14 +50,10 @@ from ipfi_cli.run.webhook import (
     event_text,
 )
 
-# the webhook's names (ipfi_cli.run.webhook) stay importable from here
+# the metric families' names (ipfi_cli.run.metrics) and the webhook's (ipfi_cli.run.webhook) stay importable from here
 __all__ = ["ALERT_NAMES", "OWN_LABELS", "MetricsExporter", "MonitorSettings", "StreamMonitor", "StreamNumbers",
            "WebhookNotifier", "alertmanager_payload", "batch_families", "comparison_families", "event_id", "event_key",
            "event_payload", "event_text", "parse_labels", "publish", "ranks", "stream_families"]
-
-#: label names ipfi sets on some metric: a --metrics-label cannot take them
-OWN_LABELS = ("feature", "kind", "direction", "version", "python", "command", "loss", "mode", "sampling",
-              "quantile", "job", "instance")
 
 
 @dataclass
@@ -106,140 +85,6 @@ class MonitorSettings:
         return self.metrics or bool(self.webhook)
 
 
-def parse_labels(pairs: Sequence[str] | None, option: str, reserved: Sequence[str] = OWN_LABELS) -> dict[str, str]:
-    """``["model=churn", "env=prod"]`` -> ``{"model": "churn", "env": "prod"}``; a bad pair is a usage error.
-
-    >>> parse_labels(["model=churn", "env=prod"], "--metrics-label")
-    {'model': 'churn', 'env': 'prod'}
-    """
-    labels: dict[str, str] = {}
-    for pair in pairs or []:
-        name, sep, value = pair.partition("=")
-        name = name.strip()
-        if not sep:
-            raise UsageError(f"expected name=value, got {pair!r}", option)
-        problem = check_label_name(name, reserved)
-        if problem:
-            raise UsageError(problem, option)
-        if name in labels:
-            raise UsageError(f"label {name!r} given twice", option)
-        labels[name] = value
-    return labels
-
-
-def ranks(values: Sequence[float]) -> list[int]:
-    """1 + the number of strictly larger values (ties share the better rank).
-
-    >>> ranks([0.1, 0.3, 0.1, 0.0])
-    [2, 1, 2, 4]
-    """
-    return [1 + sum(1 for other in values if other > v) for v in values]
-
-
-def _build_families(command: str, loss: str | None, settings: Any) -> list[Family]:
-    from ipfi_cli.version import __version__
-
-    families = [Family("ipfi_build_info", "info", "The ipfi that runs.",
-                       samples=[((), {"version": __version__, "python": platform.python_version()})])]
-    if loss is not None:
-        mode = "learning" if settings.learn else "static"
-        families.append(Family("ipfi_run_info", "info", "What the run computes: the loss the importances are in, "
-                               "learning or static.",
-                               samples=[((), {"command": command, "loss": loss, "mode": mode,
-                                              "sampling": settings.sampling})]))
-    return families
-
-
-@dataclass
-class StreamNumbers:
-    """The numbers of an ``explain`` session at one moment (all read together)."""
-
-    names: list[str]
-    importances: list[float]
-    bounds: list[float]
-    loss_sum: float
-    explained: int
-    rows_read: int
-    skipped: int
-    model_calls: int
-    predictions: int
-    last_row_time: float | None
-    ndcg: float | None
-    ndcg_threshold: float | None
-    events: dict[tuple[str, str, str], int]
-
-    @classmethod
-    def of(cls, snapshot: Any, session: Any, events: dict[tuple[str, str, str], int]) -> StreamNumbers:
-        """The numbers of ``snapshot`` (what the traces hold), with what the session adds: the model
-        calls, the reference ranking, the change events counted so far."""
-        importances = [float(v) for v in snapshot.importances]
-        explained = int(snapshot.explained)
-        explainer = session.explainer
-        ndcg = threshold = None
-        watch = getattr(session, "watch", None)
-        if watch is not None and watch.detector.reference is not None:
-            threshold = float(watch.detector.ndcg_threshold)
-            if explained:
-                from ipfi_cli.core.ranking import ndcg_at_k
-
-                ndcg = float(ndcg_at_k(importances, watch.detector.reference, watch.detector.k))
-        # the explainer's running sum: mean * count can be 1 ulp below an earlier value, a counter reset
-        loss_sum = float(snapshot.loss_sum) if explained else 0.0
-        return cls(names=list(snapshot.names), importances=importances, bounds=[float(b) for b in snapshot.bounds],
-                   loss_sum=loss_sum, explained=explained, rows_read=int(snapshot.rows) + int(snapshot.skipped),
-                   skipped=int(snapshot.skipped), model_calls=int(getattr(explainer, "n_model_calls", 0)),
-                   predictions=int(getattr(explainer, "n_predictions", 0)), last_row_time=None, ndcg=ndcg,
-                   ndcg_threshold=threshold, events=dict(events))
-
-
-def stream_families(numbers: StreamNumbers, delta: float, started: float, bounds_method: str = "chebyshev"
-                    ) -> list[Family]:
-    """The metric families of a stream's numbers (an importance not estimated yet is left out);
-    ``delta`` and ``bounds_method`` (``--bounds-method``) are the bound's, for its help text."""
-    known = [j for j, v in enumerate(numbers.importances) if not math.isnan(v)]
-    present = [numbers.importances[j] for j in known]
-    order = ranks(present)
-    families = [
-        Family("ipfi_feature_importance", "gauge",
-               "The feature's current importance: the smoothed increase of the model's loss when its value is "
-               "replaced by an earlier row's (in units of the loss of ipfi_run_info).", ("feature",),
-               [((numbers.names[j],), numbers.importances[j]) for j in known]),
-        Family("ipfi_feature_importance_bound", "gauge",
-               f"Half-width of the importance's confidence interval at level 1 - {delta} ({bounds_method} "
-               "bound, see ipfi explain --bounds-method).", ("feature",),
-               [((numbers.names[j],), numbers.bounds[j]) for j in known if not math.isnan(numbers.bounds[j])]),
-        Family("ipfi_feature_rank", "gauge", "The feature's rank by current importance (1 = most important; ties "
-               "share the better rank).", ("feature",),
-               [((numbers.names[j],), float(rank)) for j, rank in zip(known, order)]),
-        Family("ipfi_model_loss", "summary", "The model's loss on the explained rows (unperturbed predictions).",
-               (), [((), (numbers.explained, numbers.loss_sum))]),
-        Family("ipfi_rows_read_total", "counter", "Rows read: explained, stored (a stream's first) or skipped.",
-               (), [((), numbers.rows_read)]),
-        Family("ipfi_rows_explained_total", "counter", "Rows explained.", (), [((), numbers.explained)]),
-        Family("ipfi_rows_skipped_total", "counter", "Bad rows skipped (--on-bad-row skip).", (),
-               [((), numbers.skipped)]),
-        Family("ipfi_model_calls_total", "counter", "Calls the explainer made to the model.", (),
-               [((), numbers.model_calls)]),
-        Family("ipfi_model_predictions_total", "counter", "Rows the model predicted in those calls.", (),
-               [((), numbers.predictions)]),
-        Family("ipfi_change_events_total", "counter", "Change events: of a feature's importance (kind importance), "
-               "of the model's loss (kind loss), of the ranking against --reference (kind ranking).",
-               ("kind", "feature", "direction"),
-               [(key, count) for key, count in sorted(numbers.events.items())]),
-        Family("ipfi_start_timestamp_seconds", "gauge", "Unix time the run started.", (), [((), started)]),
-    ]
-    if numbers.last_row_time is not None:
-        families.append(Family("ipfi_last_row_timestamp_seconds", "gauge", "Unix time the last row was explained.",
-                               (), [((), numbers.last_row_time)]))
-    if numbers.ndcg is not None and not math.isnan(numbers.ndcg):
-        families.append(Family("ipfi_ranking_ndcg", "gauge", "nDCG@k of the current ranking against --reference "
-                               "(1 = the same top-k order).", (), [((), numbers.ndcg)]))
-    if numbers.ndcg_threshold is not None:
-        families.append(Family("ipfi_ranking_ndcg_threshold", "gauge", "The nDCG below which the ranking has "
-                               "departed from --reference (--ndcg-threshold).", (), [((), numbers.ndcg_threshold)]))
-    return families
-
-
 class MetricsExporter:
     """A run observer that keeps a :class:`MetricSet` equal to the run's numbers and sends it where asked."""
 
@@ -261,7 +106,7 @@ class MetricsExporter:
     def serve(self, session: Any) -> None:
         """Serve ``/metrics`` (``--metrics-port``) from the start: the build info until the run is set up."""
         self.session = session
-        self._info = _build_families(self.command, None, session.settings)
+        self._info = build_families(self.command, None, session.settings)
         self.metrics.set(self._info)
         if self.settings.metrics_port is not None and self.server is None:
             from ipfi_cli.io.prometheus import MetricsServer
@@ -276,7 +121,7 @@ class MetricsExporter:
     def on_start(self, start: Any) -> None:
         """The run is set up: its loss is known; every change-event series starts at 0."""
         session = self.session
-        self._info = _build_families(self.command, session.plan.loss.name, session.settings)
+        self._info = build_families(self.command, session.plan.loss.name, session.settings)
         watch = session.watch
         if watch is not None:
             # every series the run can count exists from the start at 0, so that an alert on
@@ -349,14 +194,6 @@ class MetricsExporter:
             self.server = None
 
 
-def end_families(started: float) -> list[Family]:
-    """The gauges of a run that ended well, published (textfile, Pushgateway) at its end."""
-    now = time.time()
-    return [Family("ipfi_last_success_timestamp_seconds", "gauge", "Unix time the last run that published these "
-                   "metrics ended (complete runs only).", (), [((), now)]),
-            Family("ipfi_duration_seconds", "gauge", "How long that run took.", (), [((), now - started)])]
-
-
 def publish(settings: MonitorSettings, families: list[Family], started: float) -> None:
     """A finished command's families (``batch``, ``compare``), with the batch-job metrics, to
     ``--metrics-textfile`` and pushed to ``--pushgateway`` (replacing its group)."""
@@ -368,62 +205,6 @@ def publish(settings: MonitorSettings, families: list[Family], started: float) -
         write_textfile(settings.metrics_textfile, metrics)
     if settings.pushgateway:
         push(settings.pushgateway, metrics, settings.push_job, settings.push_grouping)
-
-
-def comparison_families(records: Sequence[Mapping[str, Any]], loss: str) -> list[Family]:
-    """The metric families of ``ipfi compare``'s records: each method's error against its reference
-    (the last window's, for a learning comparison), and batch PFI's importances."""
-    from ipfi_cli.version import __version__
-
-    errors: dict[tuple[str, str, str, str], float] = {}
-    batch: list[tuple[tuple[str, ...], float]] = []
-    for record in records:
-        if record.get("method") == "batch":
-            if record.get("importance") is not None:
-                batch.append(((str(record["feature"]),), float(record["importance"])))
-            continue
-        if record.get("error") is None:
-            continue
-        key = tuple("" if record.get(k) is None else (f"{record[k]:g}" if k == "alpha" else str(record[k]))
-                    for k in ("method", "sampling", "alpha", "ordering"))
-        errors[key] = float(record["error"])  # type: ignore[index]
-    families = [
-        Family("ipfi_build_info", "info", "The ipfi that ran.",
-               samples=[((), {"version": __version__, "python": platform.python_version()})]),
-        Family("ipfi_run_info", "info", "What the run computed.",
-               samples=[((), {"command": "compare", "loss": loss, "mode": "comparison", "sampling": "several"})]),
-        Family("ipfi_comparison_error", "gauge", "The paper's error of a method's final importances against the "
-               "reference (normalised shares, L1 distance, in [0, 2]).", ("method", "sampling", "alpha", "ordering"),
-               sorted(errors.items())),
-    ]
-    if batch:
-        families.append(Family("ipfi_feature_importance", "gauge", "Batch PFI's importance of the feature (the "
-                               "reference of the comparison).", ("feature",), batch))
-    return families
-
-
-def batch_families(names: Sequence[str], means: Sequence[float], stds: Sequence[float], n_rows: int,
-                   baseline_loss: float, loss: str, command: str = "batch") -> list[Family]:
-    """The metric families of a batch PFI result."""
-    from ipfi_cli.version import __version__
-
-    order = ranks([float(m) for m in means])
-    return [
-        Family("ipfi_build_info", "info", "The ipfi that ran.",
-               samples=[((), {"version": __version__, "python": platform.python_version()})]),
-        Family("ipfi_run_info", "info", "What the run computed.",
-               samples=[((), {"command": command, "loss": loss, "mode": "static", "sampling": "permutation"})]),
-        Family("ipfi_feature_importance", "gauge", "The feature's batch permutation importance (mean over the "
-               "repeats; in units of the loss of ipfi_run_info).", ("feature",),
-               [((str(n),), float(m)) for n, m in zip(names, means)]),
-        Family("ipfi_feature_importance_std", "gauge", "Its standard deviation over the repeats.", ("feature",),
-               [((str(n),), float(sd)) for n, sd in zip(names, stds) if not math.isnan(float(sd))]),
-        Family("ipfi_feature_rank", "gauge", "The feature's rank (1 = most important; ties share).", ("feature",),
-               [((str(n),), float(r)) for n, r in zip(names, order)]),
-        Family("ipfi_model_loss", "summary", "The model's loss on the rows (unpermuted).", (),
-               [((), (n_rows, float(baseline_loss) * n_rows))]),
-        Family("ipfi_rows_read_total", "counter", "Rows read.", (), [((), n_rows)]),
-    ]
 
 
 class StreamMonitor:

@@ -64,7 +64,8 @@ class Snapshot:
     rate: float = float("nan")  # recent rows per second
     loss: float = float("nan")  # the model's mean loss over the explained rows
     loss_sum: float = 0.0  # the model's loss summed over the explained rows (never decreases)
-    recent_loss: float = float("nan")  # ... over recent rows
+    recent_loss: float = float("nan")  # ... over the last recent_rows explained rows (a learning model's)
+    recent_rows: int = 0
     seed: int | None = None
     learning: bool = False
     marks: dict[str, str] = field(default_factory=dict)  # feature -> its latest change ("↓ row 10,231")

@@ -24,7 +24,8 @@ from typing import IO, Any, Protocol
 
 from ipfi_cli.run.observers import ENDED, RunEnd, RunStart, Snapshot
 
-__all__ = ["ENDED", "PROG", "PlainReporter", "RateMeter", "Reporter", "RunEnd", "RunStart", "Snapshot"]
+__all__ = ["ENDED", "PROG", "RECENT_ROWS", "PlainReporter", "RateMeter", "RecentLoss", "Reporter", "RunEnd", "RunStart",
+           "Snapshot"]
 
 PROG = "ipfi"
 
@@ -110,26 +111,55 @@ class PlainReporter:
             self._write(f"  {snapshot.names[j]} {snapshot.importances[j]:.4f} ± {snapshot.bounds[j]:.4f}")
 
 
+#: the rows the live view's recent loss is the mean over (the last explained ones)
+RECENT_ROWS = 1000
+
+
 class RateMeter:
-    """Rows per second and the recent loss, smoothed over refreshes (for the live view)."""
+    """Rows per second, smoothed over refreshes (for the live view)."""
 
     def __init__(self) -> None:
         self.rate = float("nan")
-        self.recent_loss = float("nan")
-        self._mark: tuple[float, int, int, float] | None = None  # time, rows, explained, loss sum
+        self._mark: tuple[float, int] | None = None  # time, rows
 
-    def update(self, rows: int, explained: int, mean_loss: float) -> None:
+    def update(self, rows: int) -> None:
         now = time.monotonic()
-        loss_sum = mean_loss * explained if explained else 0.0
         if self._mark is None:
-            self._mark = (now, rows, explained, loss_sum)
+            self._mark = (now, rows)
             return
-        t0, rows0, explained0, loss0 = self._mark
+        t0, rows0 = self._mark
         if now - t0 < 0.2:
             return
         rate = (rows - rows0) / (now - t0)
         self.rate = rate if self.rate != self.rate else 0.5 * self.rate + 0.5 * rate
-        if explained > explained0:
-            recent = (loss_sum - loss0) / (explained - explained0)
-            self.recent_loss = recent if self.recent_loss != self.recent_loss else 0.5 * self.recent_loss + 0.5 * recent
-        self._mark = (now, rows, explained, loss_sum)
+        self._mark = (now, rows)
+
+
+class RecentLoss:
+    """The model's mean loss over the last ``rows`` explained rows, exactly: each row's loss is
+    kept (``rows`` floats) and :attr:`value` is their correctly rounded sum over ``rows``; NaN
+    until ``rows`` rows have been added (before that it is the loss over all of them).
+
+    >>> recent = RecentLoss(3)
+    >>> for loss in (1.0, 0.0, 0.0, 0.5):
+    ...     recent.add(loss)
+    >>> recent.value  # (0 + 0 + 0.5) / 3
+    0.16666666666666666
+    """
+
+    def __init__(self, rows: int = RECENT_ROWS) -> None:
+        from collections import deque
+
+        self.rows = rows
+        self._losses: deque[float] = deque(maxlen=rows)
+
+    def add(self, loss: float) -> None:
+        self._losses.append(float(loss))
+
+    @property
+    def value(self) -> float:
+        if len(self._losses) < self.rows:
+            return float("nan")
+        import math
+
+        return math.fsum(self._losses) / self.rows

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError, UsageError
+from ipfi_cli.run.report import RecentLoss
 from ipfi_cli.run.rows import GoodBlock, GoodRow
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class RowSteps:
         self.source = plan.source
         self.failure: IpfiError | None = None  # a row the model failed on (on_bad_row "fail")
         self.reference: tuple[dict[str, Any], Any] | None = None  # a row the model took, and its label
+        self.recent = RecentLoss()  # a learning model's loss on its last explained rows (the live view's)
 
     def explain(self, good: list[GoodRow]) -> None:
         """Explain (and with ``learn``, then learn) the good rows of one micro-batch."""
@@ -272,6 +274,7 @@ class RowSteps:
                 if self.failure is not None:
                     raise self.failure
                 continue
+            explained = explainer.n_explained
             try:
                 # a row's event time (--time-column) is read from the whole row
                 estimates = explainer.explain_one(row.values if getattr(explainer, "time_column", None) else x,
@@ -285,6 +288,8 @@ class RowSteps:
                 continue
             if explainer.n_explained and not np.isfinite(estimates).all():
                 raise self._nonfinite_loss(row)  # before the model learns the row
+            if explainer.n_explained > explained:  # not the stream's first row (only stored)
+                self.recent.add(explainer.last_loss)
             if watch is not None:
                 events = watch.row(row.number, explainer)
                 if events:
