@@ -62,10 +62,20 @@ class IncrementalPDP:
         self._core = CorePDP(as_predictor(model), names, features, grid_size=grid_size, quantiles=quantiles,
                              grid=grid, alpha=alpha, smoothing=smoothing, warm_up=warm_up,
                              target_class=target_class)
+        self._rows = 0  # explain_one calls: the row number errors name
 
     def explain_one(self, x: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Fold one row in; returns per feature ``(grid values, PD values)``."""
-        return self._core.explain_one(x)
+        """Fold one row in; returns per feature ``(grid values, PD values)``. A value of a tracked
+        feature that is not a finite number raises :class:`~ipfi_cli.errors.InputError` naming the
+        row (counted from 1 over the calls) and the column; the curves stay as they were."""
+        from ipfi_cli.core.pdp import NonFiniteValue
+
+        self._rows += 1
+        try:
+            return self._core.explain_one(x)
+        except NonFiniteValue as error:
+            error.row = self._rows + error.offset
+            raise
 
     @property
     def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:

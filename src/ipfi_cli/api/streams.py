@@ -29,6 +29,16 @@ from ipfi_cli.models.adapters import as_predictor
 _CHECK_ROWS = 25
 
 
+def _check_seed(seed: Any) -> None:
+    """One integer seed (or ``None``): every random stream of a run is spawned from it, so a
+    run is repeated from that number alone."""
+    import numbers
+
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise TypeError(f"seed must be an int or None, got {type(seed).__name__}: ipfi spawns every random "
+                        "stream of the explainer from one integer, so the same number repeats the run")
+
+
 class IncrementalPFI:
     """Incremental permutation feature importance (iPFI) of a model on a stream.
 
@@ -96,7 +106,9 @@ class IncrementalPFI:
                  conditional_sampler: str = "gaussian", bounds_method: str = "chebyshev") -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        _check_seed(seed)
         self.model = model
+        self._given = {"columns": columns, "loss": loss}  # as passed, for get_params
         self.loss = _default_loss(model, loss)
         self.options: dict[str, Any] = {"alpha": alpha, "n_repeats": n_repeats, "sampling": sampling,
                         "reservoir_size": reservoir_size, "features": features, "groups": groups, "seed": seed,
@@ -112,6 +124,30 @@ class IncrementalPFI:
 
     #: the core explainer's name in :func:`ipfi_cli.core.explainer.make_explainer`'s registry
     _method = "pfi"
+
+    def get_params(self, deep: bool = False) -> dict[str, Any]:
+        """The constructor's arguments, as given (scikit-learn's convention).
+
+        >>> IncrementalPFI(lambda X: X[:, 0], ["a", "b"], loss="squared", seed=0).get_params()["seed"]
+        0
+        """
+        return {"model": self.model, **self._given, **self.options}
+
+    def __repr__(self) -> str:
+        """The class and the arguments that differ from their defaults, as scikit-learn shows them.
+
+        >>> IncrementalPFI(lambda X: X[:, 0], ["a", "b"], loss="squared", alpha=0.01, seed=0)
+        IncrementalPFI(<function <lambda>>, columns=['a', 'b'], loss='squared', alpha=0.01, seed=0)
+        """
+        import inspect
+
+        defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+        shown = [f"{name}={value!r}" for name, value in self.get_params().items()
+                 if name != "model" and name in defaults and value is not defaults[name] and value != defaults[name]]
+        model = self.model
+        name = f"<function {model.__name__}>" if inspect.isfunction(model) else repr(model)
+        return f"{type(self).__name__}({', '.join([name, *shown])})"
 
     def _init_stream(self) -> None:
         self._labels = _matcher(self.model, self.loss)
@@ -142,6 +178,11 @@ class IncrementalPFI:
             rows = ", ".join(map(repr, keys[:6])) + (", ..." if len(keys) > 6 else "")
             raise ModelError(f"the river model learned the features {shown}, and none of them is a key of the rows "
                              f"({rows}): every importance would be 0; explain rows keyed as the model learned them")
+        expected = getattr(as_predictor(self.model), "n_features", None)
+        if expected is not None and expected != len(keys):
+            shown = ", ".join(map(str, keys[:6])) + (", ..." if len(keys) > 6 else "")
+            raise ModelError(f"the model was fitted on {expected} unnamed features and takes them by position, but "
+                             f"the rows have {len(keys)}: {shown} (pass columns= in the order it was fitted on)")
         self.columns = [str(c) for c in keys]
         self._inferred = inferred
         self._core = _build(self._method, self.model, self.columns, self.loss, self.options, self._keys)
@@ -215,6 +256,8 @@ class IncrementalPFI:
             self._labels = _matcher(self.model, self.loss, first if self._keys is None else self._named(first))
         with _located(self._rows):
             label = self._labels(_native_label(y)) if self._labels is not None else y
+            if core.n_seen == 0:
+                self._check_first_row(core, x, label)
             estimates = core.explain_one(x, label)
         if core.n_explained and not np.isfinite(estimates).all():
             from ipfi_cli.core.losses import unmeasurable
@@ -225,6 +268,26 @@ class IncrementalPFI:
             self._checked = True
             self.check()
         return self._named(dict(zip(core.names, estimates.tolist())))
+
+    def _check_first_row(self, core: Any, x: Mapping[str, Any], label: Any) -> None:
+        """The stream's first row is only stored, and later rows draw values from it: the model
+        must take it, or every later row would fail on its values and be blamed for them."""
+        from ipfi_cli.errors import ModelCallError, ModelError, first_line
+        from ipfi_cli.run.failures import guess_column
+
+        model = getattr(core, "model", None)
+        if model is None:
+            return
+        row = {c: x[c] for c in core.columns if c in x}
+        try:
+            model.predict_records([row], core.loss.output, label)
+        except ModelCallError as error:
+            cause = f"{type(error.cause).__name__}: {first_line(error.cause)}"
+            guess = guess_column(row, core.columns, first_line(error.cause))
+            where = f"row {self._rows}" + (f", column {guess[0]!r}: {guess[1]}" if guess else
+                                           ": the model failed on this row")
+            raise ModelError(f"{where} ({cause}); the first row is kept to draw values from for later "
+                             "rows, so the model must take it") from error.cause
 
     def check(self) -> None:
         """Raise :class:`~ipfi_cli.errors.ModelError` (the command line's line) when the rows so far
@@ -325,7 +388,8 @@ class IncrementalSAGE(IncrementalPFI):
         ``None``: zero-one for a classifier, absolute error otherwise (the log loss gives no
         marginal prediction).
     n_repeats : int, default=1
-        Orderings per row (iXAI: 1).
+        Orderings per row (iXAI: 1). The command line's ``--repeats`` defaults to 10 for every
+        method: pass ``n_repeats=10`` for ``ipfi explain --method sage``'s numbers.
     n_inner : int, default=None
         Imputations per coalition, their predictions averaged (labels: the most frequent).
         ``None``: 2 for the squared loss (whose values then estimate Covert et al.'s SAGE
@@ -357,7 +421,7 @@ class IncrementalSAGE(IncrementalPFI):
     >>> for x, target in zip(X.tolist(), (2 * X[:, 0]).tolist()):
     ...     values = explainer.explain_one({"a": x[0], "b": x[1]}, target)
     >>> round(explainer.explained_loss, 2), round(values["a"], 2), round(values["b"], 2)
-    (4.03, 4.06, -0.03)
+    (3.98, 4.01, -0.03)
 
     The explained loss estimates 4 Var(a) = 4 (4.01 over these rows), and it all goes to ``a``, up to the noise
     of 3,000 rows.
@@ -372,7 +436,9 @@ class IncrementalSAGE(IncrementalPFI):
                  empty: str = "imputed") -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        _check_seed(seed)
         self.model = model
+        self._given = {"columns": columns, "loss": loss}  # as passed, for get_params
         self.loss = _default_loss(model, loss)
         self.options = {"alpha": alpha, "n_repeats": n_repeats, "n_inner": n_inner, "sampling": sampling,
                         "reservoir_size": reservoir_size, "groups": groups, "seed": seed, "smoothing": smoothing,

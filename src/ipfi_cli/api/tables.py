@@ -149,6 +149,9 @@ def batch_sage(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] |
         Sampled (row, ordering) pairs.
     background : array-like, default=None
         Rows absent features are drawn from (default: ``X``; keep it small, a few hundred).
+        ``ipfi batch --method sage`` uses ``--background 64`` rows of ``X`` drawn with the seed:
+        ``X[np.sort(np.random.default_rng(np.random.SeedSequence(seed)).choice(len(X), 64,
+        replace=False))]`` gives its numbers.
     n_inner : int, default=None
         ``None``: every background row, predictions averaged (sage-importance's
         ``MarginalImputer``); ``k``: ``k`` random background rows per coalition (the game

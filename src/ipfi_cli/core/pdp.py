@@ -46,6 +46,16 @@ import numpy as np
 from ipfi_cli.core.losses import Output
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.smoothing import make_smoother
+from ipfi_cli.errors import InputError
+
+
+class NonFiniteValue(InputError):
+    """A row's value of a tracked feature is not finite. ``row``: the row's place in the call,
+    from 1 (``offset``: from 0), which a caller that counts rows replaces by its own number."""
+
+    def __init__(self, message: str, *, offset: int, column: str) -> None:
+        super().__init__(message, row=offset + 1, column=column)
+        self.offset = offset
 
 
 class IPDPEstimator:
@@ -152,9 +162,8 @@ class IPDPEstimator:
         bad = np.argwhere(~np.isfinite(curve_values))
         if len(bad):  # the grid's running quantiles would turn NaN for good, and every curve with them
             t, i = bad[0]
-            raise ValueError(f"row {int(t)} (0-based in this call): {self.features[int(i)]!r} is "
-                             f"{value_rows[t, self._index[i]]}, not a finite number; a curve's grid needs "
-                             "finite values")
+            raise NonFiniteValue(f"{value_rows[t, self._index[i]]} is not a finite number; a curve's grid needs "
+                                 "finite values", offset=int(t), column=self.features[int(i)])
         saved = copy.deepcopy((self._tracker, self._warm, self._grids, self.n_seen))
         out = np.empty((len(value_rows), len(self.features), self.grid_size))
         out_grids = np.empty_like(out)

@@ -55,7 +55,7 @@ def failing_column(predictor: Any, columns: Sequence[str], x: dict[str, Any], la
     return None
 
 
-def _guess_column(values: dict[str, Any], columns: Sequence[str], message: str) -> tuple[str, str] | None:
+def guess_column(values: dict[str, Any], columns: Sequence[str], message: str) -> tuple[str, str] | None:
     """A column and what is wrong with it, from the error's words (when no reference row exists)."""
     lower = message.lower()
     if "infinity" in lower or "too large" in lower:
@@ -94,7 +94,7 @@ def failure_message(source: str, number: int, line: int | None, values: dict[str
         else:
             what = f"the model cannot take the value {v!r}"
         return f"{where}, column {column!r}: {what} ({cause})"
-    guess = _guess_column(values, columns, message)
+    guess = guess_column(values, columns, message)
     if guess is not None:
         return f"{where}, column {guess[0]!r}: {guess[1]} ({cause})"
     numbers = [c for c in columns if isinstance(values.get(c), int) and not isinstance(values.get(c), bool)]
