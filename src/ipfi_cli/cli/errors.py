@@ -40,12 +40,13 @@ def usage_error(message: str, option: str | None = None) -> typer.BadParameter:
 
 
 def say(message: str, kind: str | None = None) -> None:
-    """One line on stderr, prefixed ``ipfi:`` (and ``error:``/``warning:`` when given)."""
-    from ipfi_cli.text import terminal_safe
+    """One line on stderr, prefixed ``ipfi:`` (and ``error:``/``warning:`` when given); a very long
+    one loses its middle (:func:`~ipfi_cli.text.message_line`)."""
+    from ipfi_cli.text import message_line
 
     prefix = f"ipfi: {kind}: " if kind else "ipfi: "
     try:
-        print(prefix + terminal_safe(message), file=sys.stderr, flush=True)
+        print(prefix + message_line(message), file=sys.stderr, flush=True)
     except (OSError, ValueError):  # stderr closed: nothing more we can do
         pass
 

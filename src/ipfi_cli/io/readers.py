@@ -60,6 +60,7 @@ from ipfi_cli.io.values import (
     sniff_delimiter,
     string_parser,
 )
+from ipfi_cli.text import quoted
 
 if TYPE_CHECKING:
     from ipfi_cli.io.blocks import RowBlock
@@ -283,7 +284,7 @@ class RowReader:
                 except NotANumber as clash:
                     column = next(h for h, k, t in zip(header, kinds, fields) if k == NUMBER and t == clash.args[0])
                     comma = number_hint(clash.args[0])
-                    yield self._bad(f"expected a number (the column held numbers before), got {clash.args[0]!r}"
+                    yield self._bad(f"expected a number (the column held numbers before), got {quoted(clash.args[0])}"
                                     + (f"; {comma}" if comma else ""), line, column)
                     continue
                 self.rows_read += 1
@@ -303,7 +304,7 @@ class RowReader:
                 if type(value) is str:
                     comma = number_hint(text)
                     if kind == NUMBER:
-                        problem = (f"expected a number (the column held numbers before), got {text!r}"
+                        problem = (f"expected a number (the column held numbers before), got {quoted(text)}"
                                    + (f"; {comma}" if comma else ""), header[i])
                         break
                     if comma:
@@ -354,7 +355,8 @@ class RowReader:
             # a key given twice would leave its last value silently (as json and pandas do): one `":` per
             # key is the usual line; any other line is parsed again to find a repeated key exactly
             if (text.count('":') != len(obj) or " :" in text or "\t:" in text) and (key := _repeated_key(text)):
-                yield self._bad(f"the key {key!r} is given twice in this object (which value is meant?)", line, key)
+                yield self._bad(f"the key {quoted(key)} is given twice in this object (which value is meant?)", line,
+                                key)
                 continue
             problem = None
             learned = []  # (key, kind) fixed by this row, kept only if the row is good
@@ -374,10 +376,10 @@ class RowReader:
                     problem = ("nested objects and arrays are not supported as values", key)
                     break
                 if kind == NUMBER and is_text:
-                    problem = (f"expected a number (the column held numbers before), got {value!r}", key)
+                    problem = (f"expected a number (the column held numbers before), got {quoted(value)}", key)
                     break
                 if kind == STRING and not is_text:
-                    problem = (f"expected a string (the column held strings before), got {value!r}", key)
+                    problem = (f"expected a string (the column held strings before), got {quoted(value)}", key)
                     break
                 if kind == 0:
                     learned.append((key, STRING if is_text else NUMBER))

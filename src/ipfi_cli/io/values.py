@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ipfi_cli.errors import InputError, UsageError
+from ipfi_cli.text import quoted
 
 #: the value a missing field becomes (an empty CSV field, a JSON null)
 MISSING = float("nan")
@@ -110,7 +111,7 @@ def decimal_comma_hint(text: str, delimiter: str | None) -> str | None:
     """
     if delimiter == "," or not DECIMAL_COMMA.fullmatch(text.strip()):
         return None
-    return (f"{text!r} looks like a number with a decimal comma: use --decimal , (or --text for a column "
+    return (f"{quoted(text)} looks like a number with a decimal comma: use --decimal , (or --text for a column "
             "that is text)")
 
 
@@ -130,7 +131,7 @@ def decimal_point_hint(text: str) -> str | None:
     """
     if not DECIMAL_POINT.fullmatch(text.strip()):
         return None
-    return (f"{text!r} has a '.', which --decimal , does not read: thousands separators are not read (export "
+    return (f"{quoted(text)} has a '.', which --decimal , does not read: thousands separators are not read (export "
             "the numbers without them), and a column that is text is read with --text")
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError
+from ipfi_cli.text import quoted
 
 if TYPE_CHECKING:  # imported when used: the command line loads this module for --help
     from ipfi_cli.models.loading import LoadedModel
@@ -69,7 +70,7 @@ def check_output_names(names: Sequence[str], bounds: bool, source: str) -> None:
 
 def labels_match_nothing(matcher: LabelMatcher) -> str:
     """The line for a run in which no label is one of the model's classes."""
-    examples = ", ".join(repr(label) for label in list(matcher.unknown)[:3])
+    examples = ", ".join(quoted(label) for label in list(matcher.unknown)[:3])
     classes = ", ".join(repr(c) for c in (matcher.classes or [])[:6])
     return (f"no label is one of the model's classes ({classes}); the labels read like {examples}: every "
             "prediction would count as wrong and every importance would be 0; check --target and the label values")
