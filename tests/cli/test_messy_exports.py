@@ -4,7 +4,9 @@ command, on data the test writes."""
 
 from __future__ import annotations
 
-from .conftest import SAMPLE, head_lines
+import pytest
+
+from .conftest import SAMPLE, head_lines, parse_csv
 
 BASE = ["--seed", "3", "-M", "3", "--no-live"]
 
@@ -42,3 +44,104 @@ def test_a_huge_column_name_leaves_a_line_of_bounded_length(run, hgb, tmp_path):
     line = one_line(result.stderr)
     assert len(line) < 2100 and "characters cut" in line, line[:300]
     assert "no column 'label' (the --target)" in line and line.endswith("loan, class")
+
+
+# -- ', ' between fields (UCI's files) and a model's one-hot encoder ------------------------------
+@pytest.fixture(scope="module")
+def census(tmp_path_factory):
+    """An adult-like table: two text columns a OneHotEncoder(handle_unknown="ignore") reads, one number.
+    ``spaced.csv`` is written as UCI writes adult.data (', ' between fields)."""
+    import joblib
+    import numpy as np
+    import pandas as pd
+    from sklearn.compose import make_column_transformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(0)
+    n = 120
+    frame = pd.DataFrame({"age": rng.integers(18, 80, n),
+                          "workclass": rng.choice(["State-gov", "Private", "Self-emp"], n),
+                          "sex": rng.choice(["Male", "Female"], n)})
+    frame["class"] = np.where((frame.workclass == "Private") ^ (rng.random(n) < 0.1), ">50K", "<=50K")
+    encoder = make_pipeline(SimpleImputer(strategy="most_frequent"), OneHotEncoder(handle_unknown="ignore"))
+    model = make_pipeline(make_column_transformer((encoder, ["workclass", "sex"]), remainder="passthrough"),
+                          LogisticRegression(max_iter=500))
+    model.fit(frame.drop(columns="class"), frame["class"])
+    folder = tmp_path_factory.mktemp("census")
+    joblib.dump(model, folder / "model.joblib")
+    frame.to_csv(folder / "clean.csv", index=False)
+    lines = [", ".join(frame.columns)] + [", ".join(map(str, row)) for row in frame.itertuples(index=False)]
+    (folder / "spaced.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_values_after_comma_space_are_refused_naming_the_fix(run, census):
+    common = ["-m", census / "model.joblib", "-t", "class", *BASE]
+    result = run("explain", census / "spaced.csv", *common)
+    assert result.exit_code == 2, result.stderr
+    line = one_line(result.stderr, "ipfi: usage error: ")
+    assert "spaced.csv: row 1 (line 2), column 'workclass': ' " in line, line
+    assert "is none of the categories the model's OneHotEncoder learned" in line
+    assert "(so for 1 more column(s): 'sex')" in line and "--skip-initial-space" in line
+    assert "--allow-unknown-categories" in line and "Invalid value" not in line
+    assert len(result.stdout.splitlines()) <= 1  # nothing explained: the header at most
+
+    piped = run("explain", "-", *common, input=(census / "spaced.csv").read_bytes())
+    assert piped.exit_code == 2 and "<stdin>: row 1 (line 2), column 'workclass'" in piped.stderr
+
+    for command in ("batch", "compare"):
+        whole = run(command, census / "spaced.csv", "-m", census / "model.joblib", "-t", "class", "--seed", "3")
+        assert whole.exit_code == 2 and "--skip-initial-space" in whole.stderr, (command, whole.stderr)
+
+
+def test_skip_initial_space_reads_the_values_as_the_model_learned_them(run, census):
+    common = ["-m", census / "model.joblib", "-t", "class", *BASE]
+    clean = run("explain", census / "clean.csv", *common)
+    spaced = run("explain", census / "spaced.csv", *common, "--skip-initial-space")
+    assert clean.exit_code == 0 and spaced.exit_code == 0, spaced.stderr
+    assert spaced.stdout == clean.stdout
+    final = parse_csv(spaced.stdout)[-1]
+    assert float(final["workclass"]) > 0.05  # the column the label depends on
+    piped = run("explain", "-", *common, "--skip-initial-space", input=(census / "spaced.csv").read_bytes())
+    assert piped.stdout == clean.stdout
+
+
+def test_allow_unknown_categories_runs_with_a_warning(run, census):
+    result = run("explain", census / "spaced.csv", "-m", census / "model.joblib", "-t", "class", *BASE,
+                 "--allow-unknown-categories")
+    assert result.exit_code == 0, result.stderr
+    line = one_line(result.stderr, "ipfi: warning: " + str(census / "spaced.csv"))
+    assert "column 'workclass'" in line and "--skip-initial-space" in line
+    assert float(parse_csv(result.stdout)[-1]["workclass"]) == 0.0  # what the warning says
+
+
+def test_values_none_of_which_the_encoder_knows_get_a_warning(run, census, tmp_path):
+    import pandas as pd
+
+    frame = pd.read_csv(census / "clean.csv")
+    frame["workclass"] = frame.workclass.str.upper()
+    frame.to_csv(tmp_path / "upper.csv", index=False)
+    result = run("explain", tmp_path / "upper.csv", "-m", census / "model.joblib", "-t", "class", *BASE)
+    assert result.exit_code == 0, result.stderr
+    line = one_line(result.stderr, "ipfi: warning: ")
+    assert "row 1 (line 2), column 'workclass': none of the first 20 rows' values is a category" in line
+    assert "'STATE-GOV'" in line or "'PRIVATE'" in line or "'SELF-EMP'" in line
+    assert "sex" not in line
+
+
+def test_spaced_jsonl_values_are_refused_without_the_csv_option(run, census, tmp_path):
+    import json
+
+    import pandas as pd
+
+    frame = pd.read_csv(census / "clean.csv")
+    rows = [{**row, "workclass": " " + row["workclass"]} for row in frame.to_dict("records")]
+    (tmp_path / "spaced.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run("explain", tmp_path / "spaced.jsonl", "-m", census / "model.joblib", "-t", "class", *BASE)
+    assert result.exit_code == 2
+    line = one_line(result.stderr, "ipfi: usage error: ")
+    assert "column 'workclass'" in line and "take the spaces off the values" in line
+    assert "--skip-initial-space" not in line

@@ -99,17 +99,21 @@ class RowReader:
         The CSV field separator; ``None`` sniffs it from the header line.
     decimal
         The CSV numbers' decimal mark, ``.`` or ``,`` (``12,8``); JSON numbers are typed.
+    skip_initial_space
+        CSV: spaces right after a separator are not part of the field (``39, State-gov`` is
+        ``'State-gov'``, as UCI's files are written), as ``pandas.read_csv(skipinitialspace=True)``.
     """
 
     supports_blocks = True  # batches(blocks=True) may give RowBlocks
 
     def __init__(self, stream: BinaryIO | int, *, name: str = STDIN_NAME, format: str | None = None,
                  close: bool = False, na_values: frozenset[str] = DEFAULT_NA_VALUES,
-                 delimiter: str | None = None, decimal: str = ".") -> None:
+                 delimiter: str | None = None, decimal: str = ".", skip_initial_space: bool = False) -> None:
         self.name = name
         self.na_values = na_values
         self.delimiter = delimiter
         self.decimal = decimal
+        self.skip_initial_space = skip_initial_space
         self._source = ByteSource(stream, close)
         self._lines = LineBuffer(self._source, name=self.name)
         self._format = detect_format(None, format) if format else None
@@ -158,7 +162,8 @@ class RowReader:
                 why = "--delimiter is ','" if given else "the header is separated by ',' (give --delimiter)"
                 raise UsageError("the decimal mark ',' needs fields separated by something else (';', a tab): "
                                  + why, "--decimal")
-            self._csv = csv.reader(iter(self._lines), delimiter=self.delimiter)
+            self._csv = csv.reader(iter(self._lines), delimiter=self.delimiter,
+                                   skipinitialspace=self.skip_initial_space)
             header = self._read_header()
             self._columns = header
         # JSONL: columns come from the first object (see ``columns``)
@@ -440,7 +445,7 @@ class RowReader:
 
         converters, header = self._csv_converters, self._columns
         if (converters is None or header is None or self._peeked or self.decimal != "."
-                or self.delimiter not in BLOCK_DELIMITERS):
+                or self.delimiter not in BLOCK_DELIMITERS or self.skip_initial_space):
             return None
         lines = self._lines.take_ready(max_rows)
         if not lines:
@@ -519,14 +524,14 @@ class RowReader:
 
 def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
               na_values: frozenset[str] = DEFAULT_NA_VALUES, delimiter: str | None = None,
-              decimal: str = ".") -> RowReader:
+              decimal: str = ".", skip_initial_space: bool = False) -> RowReader:
     """Open ``path`` (``None`` or ``-``: stdin) for reading rows.
 
     When reading a terminal, prints csvkit's hint to stderr so a user who forgot the
     input knows why nothing happens. Raises :class:`InputError` when the file cannot
     be opened. Parquet (a file, a folder of partitions or a glob) is read by
     :class:`~ipfi_cli.io.parquet.ParquetRowReader`, which has the same interface
-    (``delimiter`` and ``decimal`` do not apply to its typed columns).
+    (``delimiter``, ``decimal`` and ``skip_initial_space`` do not apply to its typed columns).
     """
     from ipfi_cli.io.parquet import is_parquet_input, open_parquet
 
@@ -534,7 +539,7 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
         return open_parquet(path, na_values=na_values)  # type: ignore[return-value]
     fmt = detect_format(path, format)
     options: dict[str, Any] = {"na_values": na_values, "delimiter": delimiter or delimiter_for(path),
-                               "decimal": decimal}
+                               "decimal": decimal, "skip_initial_space": skip_initial_space}
     if not path or path == "-":
         if hint and stdin_is_tty():
             print(TTY_HINT, file=sys.stderr, flush=True)

@@ -72,10 +72,11 @@ def na_tokens(extra: Iterable[str] | None = None, *, defaults: bool = True) -> f
 
 
 def reader_options(na_values: Iterable[str] | None = None, no_default_na: bool = False,
-                   delimiter: str | None = None, decimal: str | None = None) -> dict[str, Any]:
-    """``open_rows``'s ``na_values``, ``delimiter`` and ``decimal`` from the options ``--na-values``
-    (each value may hold several tokens, comma-separated), ``--no-default-na``, ``--delimiter`` and
-    ``--decimal``.
+                   delimiter: str | None = None, decimal: str | None = None, *,
+                   skip_initial_space: bool = False) -> dict[str, Any]:
+    """``open_rows``'s ``na_values``, ``delimiter``, ``decimal`` and ``skip_initial_space`` from the
+    options ``--na-values`` (each value may hold several tokens, comma-separated), ``--no-default-na``,
+    ``--delimiter``, ``--decimal`` and ``--skip-initial-space``.
 
     >>> options = reader_options(["-999,missing"], delimiter="tab")
     >>> options["delimiter"], {"-999", "missing", "NA"} <= options["na_values"], options["decimal"]
@@ -83,7 +84,7 @@ def reader_options(na_values: Iterable[str] | None = None, no_default_na: bool =
     """
     tokens = na_tokens([t for value in na_values or [] for t in value.split(",")], defaults=not no_default_na)
     return {"na_values": tokens, "delimiter": parse_delimiter(delimiter) if delimiter is not None else None,
-            "decimal": parse_decimal(decimal)}
+            "decimal": parse_decimal(decimal), "skip_initial_space": skip_initial_space}
 
 
 def parse_decimal(text: str | None) -> str:

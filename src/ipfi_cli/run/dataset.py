@@ -82,7 +82,7 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
 
     stopped: IpfiError | None = None
     with reader:
-        checker = plan.row_checker(on_bad_row=on_bad_row, on_skip=on_skip)
+        checker = plan.row_checker(on_bad_row=on_bad_row, on_skip=on_skip, say=reporter.message)
         sample = RowSample(max_rows, seed)
         columns = plan.columns
         for batch in reader.batches(SCREEN_ROWS):

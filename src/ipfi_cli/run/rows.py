@@ -22,6 +22,7 @@ from ipfi_cli.io.values import MISSING, Row
 
 if TYPE_CHECKING:
     from ipfi_cli.io.blocks import RowBlock
+    from ipfi_cli.run.checks import CategoryCheck
 
 
 class GoodRow(NamedTuple):
@@ -80,13 +81,17 @@ class RowChecker:
     key_columns : sequence of str
         ``explain --by``: a row without a value in one of them (missing, or absent from a JSONL
         object) is a bad row naming the column.
+    categories : CategoryCheck, optional
+        Compares the first good rows' values with the categories the model's encoders learned
+        (it may refuse the run before they are explained).
     """
 
     def __init__(self, *, source: str, target: str, columns: Sequence[str], to_label: Callable[[Any], Any],
                  check_columns: bool, learn: bool, on_bad_row: str = "fail",
                  on_skip: Callable[[InputError], None] | None = None,
                  on_first_row: Callable[[dict[str, Any]], None] | None = None,
-                 known_keys: set[str] | None = None, key_columns: Sequence[str] = ()) -> None:
+                 known_keys: set[str] | None = None, key_columns: Sequence[str] = (),
+                 categories: CategoryCheck | None = None) -> None:
         self.source = source
         self.target = target
         self.columns = list(columns)
@@ -101,9 +106,18 @@ class RowChecker:
         self.known_keys = known_keys
         self.late_key: tuple[int, str] | None = None  # (row, key) of the first key the first row lacked
         self.key_columns = list(key_columns)
+        self.categories = categories if categories is not None and not categories.done else None
 
     def check(self, batch: Iterable[Row]) -> tuple[list[GoodRow], InputError | None]:
         """The batch's good rows, and the error to stop with (``fail``: the first bad row's)."""
+        good, error = self._check(batch)
+        if self.categories is not None:
+            self.categories.check(good)
+            if self.categories.done:
+                self.categories = None
+        return good, error
+
+    def _check(self, batch: Iterable[Row]) -> tuple[list[GoodRow], InputError | None]:
         good: list[GoodRow] = []
         for row in batch:
             error = row.error
@@ -135,7 +149,8 @@ class RowChecker:
         nothing is counted then."""
         import numpy as np
 
-        if (self.on_first_row is not None or self.key_columns or self.known_keys is not None or self.learn
+        if (self.on_first_row is not None or self.categories is not None or self.key_columns
+                or self.known_keys is not None or self.learn
                 or self.target not in block.names or not len(block)
                 or any(c not in block.floats for c in self.columns)):
             return None
