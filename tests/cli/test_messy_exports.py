@@ -145,3 +145,20 @@ def test_spaced_jsonl_values_are_refused_without_the_csv_option(run, census, tmp
     line = one_line(result.stderr, "ipfi: usage error: ")
     assert "column 'workclass'" in line and "take the spaces off the values" in line
     assert "--skip-initial-space" not in line
+
+
+# -- ipfi pdp reads its input as explain does -------------------------------------------------------
+def test_pdp_reads_decimal_commas_as_its_error_advises(run, hgb, tmp_path):
+    lines = head_lines(SAMPLE / "agrawal_static.csv", 60).splitlines()
+    path = tmp_path / "euro.csv"
+    path.write_text("\n".join(";".join(f.replace(".", ",") for f in line.split(",")) for line in lines) + "\n")
+    common = ["-m", hgb, "--feature", "salary", "--class", "1", "-t", "class", "--every", "50"]
+    refused = run("pdp", path, *common)
+    assert refused.exit_code == 1 and "use --decimal ," in one_line(refused.stderr)
+    result = run("pdp", path, *common, "--decimal", ",")
+    assert result.exit_code == 0, result.stderr
+    (tmp_path / "plain.csv").write_text("\n".join(lines) + "\n")
+    plain = run("pdp", tmp_path / "plain.csv", *common)
+    assert result.stdout == plain.stdout and len(parse_csv(result.stdout)) == 20  # rows 50 and 60, 10 points
+    piped = run("pdp", "-", *common, "--decimal", ",", input=path.read_bytes())
+    assert piped.stdout == plain.stdout
