@@ -162,3 +162,60 @@ def test_pdp_reads_decimal_commas_as_its_error_advises(run, hgb, tmp_path):
     assert result.stdout == plain.stdout and len(parse_csv(result.stdout)) == 20  # rows 50 and 60, 10 points
     piped = run("pdp", "-", *common, "--decimal", ",", input=path.read_bytes())
     assert piped.stdout == plain.stdout
+
+
+# -- JSONL with nested objects, as log shippers write ---------------------------------------------
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory):
+    """agrawal rows as a log shipper writes them: a nested 'host' object first, a 'tags' array last."""
+    import json
+
+    rows = parse_csv(head_lines(SAMPLE / "agrawal_static.csv", 80))
+    folder = tmp_path_factory.mktemp("shipped")
+    with open(folder / "logs.jsonl", "w") as out:
+        for i, row in enumerate(rows):
+            values = {k: float(v) if k != "class" else int(v) for k, v in row.items()}
+            out.write(json.dumps({"host": {"name": "a", "ip": [10, 0, 0, i % 3]}, **values, "tags": ["x"]}) + "\n")
+    with open(folder / "plain.jsonl", "w") as out:
+        for row in rows:
+            out.write(json.dumps({k: float(v) if k != "class" else int(v) for k, v in row.items()}) + "\n")
+    return folder
+
+
+def test_nested_keys_the_model_does_not_take_are_ignored(run, hgb, shipped):
+    common = ["-m", hgb, "-t", "class", *BASE]
+    plain = run("explain", shipped / "plain.jsonl", *common)
+    assert plain.exit_code == 0, plain.stderr
+    for extra in ([], ["--drop", "host,tags"]):
+        result = run("explain", shipped / "logs.jsonl", *common, *extra)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == plain.stdout
+    piped = run("explain", "-", *common, input=(shipped / "logs.jsonl").read_bytes())
+    assert piped.stdout == plain.stdout
+    batch = run("batch", shipped / "logs.jsonl", "-m", hgb, "-t", "class", "--seed", "3")
+    assert batch.exit_code == 0, batch.stderr
+
+
+def test_nested_keys_dropped_for_a_model_without_names(run, hoeffding, shipped):
+    common = ["-m", hoeffding, "-t", "class", "--learn", *BASE]
+    refused = run("explain", shipped / "logs.jsonl", *common)
+    assert refused.exit_code == 1
+    line = one_line(refused.stderr)
+    assert """logs.jsonl: row 1 (line 1), column 'host': a nested JSON object ('{"name":"a","ip":[10,0,0,0]}')""" \
+        in line, line
+    assert "--drop host" in line
+    result = run("explain", shipped / "logs.jsonl", *common, "--drop", "host,tags")
+    plain = run("explain", shipped / "plain.jsonl", *common)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == plain.stdout
+
+
+def test_a_nested_value_in_a_model_input_names_its_row_and_column(run, hgb, shipped, tmp_path):
+    lines = (shipped / "logs.jsonl").read_text().splitlines()
+    lines[6] = lines[6].replace('"age": ', '"age": {"years": 3}, "x": ', 1)
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    result = run("explain", tmp_path / "bad.jsonl", "-m", hgb, "-t", "class", *BASE)
+    assert result.exit_code == 1
+    line = one_line(result.stderr)
+    assert """bad.jsonl: row 7 (line 7), column 'age': a nested JSON object ('{"years":3}')""" in line, line
+    assert len(parse_csv(result.stdout)) == 6  # rows 1-6 explained and written (the first only fills the reservoir)

@@ -141,9 +141,12 @@ def test_jsonl_types_nulls_blank_lines_and_bad_lines():
     assert rows[0].values == {"a": 1, "b": "x", "c": True}
     assert math.isnan(rows[1].values["a"]) and rows[1].line == 3
     errors = [(r.number, r.line, r.error.column) for r in rows if r.error]
-    assert errors == [(3, 4, None), (4, 5, None), (5, 6, "a"), (6, 7, "b")]
+    assert errors == [(3, 4, None), (4, 5, None), (5, 6, "a")]
     assert "expected a JSON object" in str(rows[2].error)
     assert "not valid JSON" in str(rows[3].error)
+    # a nested value is kept (the run refuses it only in a column it uses) and fixes no column's kind
+    nested = rows[5].values["b"]
+    assert type(nested).__name__ == "Nested" and nested.value == {"n": 1} and str(nested) == '{"n":1}'
     assert rows[-1].values == {"a": 3.5, "b": "w"} and rows[-1].number == 7
 
 

@@ -3,7 +3,9 @@
 * ``INPUT`` is a path, ``-`` or ``None`` (stdin). gzip is recognised by its magic bytes;
   text is UTF-8 and a byte-order mark is ignored (:mod:`ipfi_cli.io.sources`).
 * CSV has a header line; fields follow the stdlib ``csv`` rules (quoted fields may hold
-  commas, quotes and newlines). JSONL is one JSON object per line; blank lines are skipped.
+  commas, quotes and newlines). JSONL is one JSON object per line; blank lines are skipped. A
+  nested object or array in a JSONL object is kept as a :class:`~ipfi_cli.io.values.Nested`
+  value, which the run refuses only in a column it uses.
   How a field becomes a number, a string or missing, and the separator, are the rules of
   :mod:`ipfi_cli.io.values`.
 * A column's kind is fixed by its first non-missing value: once a column has held a
@@ -48,6 +50,7 @@ from ipfi_cli.io.values import (
     NOT_PANDAS_NA,
     NUMBER,
     STRING,
+    Nested,
     NotANumber,
     Row,
     decimal_comma_hint,
@@ -377,9 +380,9 @@ class RowReader:
                         counts = self.noted_missing.setdefault(key, {})
                         counts[value.strip()] = counts.get(value.strip(), 0) + 1
                     continue
-                if isinstance(value, (dict, list)):
-                    problem = ("nested objects and arrays are not supported as values", key)
-                    break
+                if isinstance(value, (dict, list)):  # kept: refused only where the run uses the key
+                    obj[key] = Nested(value)
+                    continue
                 if kind == NUMBER and is_text:
                     problem = (f"expected a number (the column held numbers before), got {quoted(value)}", key)
                     break

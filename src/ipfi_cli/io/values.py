@@ -162,6 +162,39 @@ def sniff_delimiter(header_line: str) -> str:
     return best if counts[best] else ","
 
 
+class Nested:
+    """A JSON object or array as a JSONL value (``{"host": {"name": "a"}}``, as log shippers write).
+
+    The reader keeps it rather than refusing the row: a key the run does not use (left out with
+    ``--drop``, or not among a model's named inputs) is ignored; a model input, the label or a key
+    column holding one is a bad row naming the column (:mod:`ipfi_cli.run.rows`). It prints as its
+    JSON text.
+
+    >>> Nested({"name": "a", "ip": [10, 0]})
+    {"name":"a","ip":[10,0]}
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    @property
+    def kind(self) -> str:
+        """``object`` or ``array``."""
+        return "object" if isinstance(self.value, dict) else "array"
+
+    def __repr__(self) -> str:
+        import orjson
+
+        try:
+            return orjson.dumps(self.value).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            return repr(self.value)
+
+    __str__ = __repr__
+
+
 class Row:
     """One data row: its 1-based ``number`` among data rows, the ``line`` it starts on,
     and either ``values`` (column -> value) or ``error`` (an :class:`InputError`)."""

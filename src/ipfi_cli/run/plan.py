@@ -125,7 +125,7 @@ class RunPlan:
                           check_columns=self.input_format == "jsonl", learn=self.learn, on_bad_row=on_bad_row,
                           on_skip=on_skip, on_first_row=setup.first_row_hook(self.loaded, self.labels, self.columns),
                           known_keys=set(self.known_keys) if self.known_keys is not None else None,
-                          key_columns=self.by, categories=categories)
+                          key_columns=self.by, can_drop=not self.loaded.predictor.columns, categories=categories)
 
 
 def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, learn: bool,
