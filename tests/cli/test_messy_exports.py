@@ -219,3 +219,36 @@ def test_a_nested_value_in_a_model_input_names_its_row_and_column(run, hgb, ship
     line = one_line(result.stderr)
     assert """bad.jsonl: row 7 (line 7), column 'age': a nested JSON object ('{"years":3}')""" in line, line
     assert len(parse_csv(result.stdout)) == 6  # rows 1-6 explained and written (the first only fills the reservoir)
+
+
+# -- compressed and non-UTF-8 inputs --------------------------------------------------------------
+def test_bz2_and_xz_inputs_are_read_and_zip_and_utf16_are_named(run, hgb, tmp_path):
+    import bz2
+    import lzma
+    import zipfile
+
+    text = head_lines(SAMPLE / "agrawal_static.csv", 40)
+    common = ["-m", hgb, "-t", "class", *BASE]
+    (tmp_path / "plain.csv").write_text(text)
+    plain = run("explain", tmp_path / "plain.csv", *common)
+    (tmp_path / "d.csv.bz2").write_bytes(bz2.compress(text.encode()))
+    (tmp_path / "d.tsv.xz").write_bytes(lzma.compress(text.replace(",", "\t").encode()))  # a tab, as .tsv says
+    for name in ("d.csv.bz2", "d.tsv.xz"):
+        result = run("explain", tmp_path / name, *common)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == plain.stdout
+    piped = run("explain", "-", *common, input=bz2.compress(text.encode()))
+    assert piped.stdout == plain.stdout
+
+    with zipfile.ZipFile(tmp_path / "d.zip", "w") as archive:
+        archive.writestr("d.csv", text)
+    result = run("explain", tmp_path / "d.zip", *common)
+    assert result.exit_code == 1
+    assert one_line(result.stderr).startswith(f"ipfi: error: {tmp_path / 'd.zip'}: a zip archive, which ipfi does "
+                                              f"not open")
+    assert f"unzip -p {tmp_path / 'd.zip'} FILE | ipfi ... -" in result.stderr
+    utf16 = text.encode("utf-16")
+    result = run("explain", "-", *common, input=utf16)
+    assert result.exit_code == 1
+    line = one_line(result.stderr)
+    assert line.startswith("ipfi: error: <stdin>: UTF-16 text") and "iconv -f UTF-16 -t UTF-8 FILE" in line

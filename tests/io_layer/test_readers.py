@@ -176,6 +176,58 @@ def test_gzip_file_and_multi_member_stream(tmp_path):
         assert good(list(reader)) == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
 
 
+class Trickle(io.RawIOBase):
+    """A stream that hands on at most ``size`` bytes per read, as a slow pipe does."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data, self.size, self.at = data, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, n: int = -1) -> bytes:
+        chunk = self.data[self.at:self.at + min(self.size, n if n > 0 else self.size)]
+        self.at += len(chunk)
+        return chunk
+
+
+@pytest.mark.parametrize("kind", ["bz2", "xz"])
+@pytest.mark.parametrize("size", [1, 7, 1 << 16])
+def test_bz2_and_xz_are_read_as_gzip_is(kind, size):
+    """Recognised by their first bytes (also when they come a byte at a time); concatenated streams are
+    read on; more than a megabyte of rows out of a few kB (the decompressors' output is capped per step)."""
+    import bz2
+    import lzma
+
+    compress = bz2.compress if kind == "bz2" else lzma.compress
+    text = b"a,b\n" + b"".join(b"%d,%d\n" % (i, i % 7) for i in range(200_000))
+    data = compress(text) + compress(b"-1,-2\n") if size > 1 else compress(b"a,b\n1,2\n") + compress(b"3,4\n")
+    reader = RowReader(Trickle(data, size), name=f"t.csv.{kind}")  # type: ignore[arg-type]
+    rows = good(list(reader))
+    if size > 1:
+        assert len(rows) == 200_001 and rows[-2] == {"a": 199_999, "b": 199_999 % 7} and rows[-1] == {"a": -1, "b": -2}
+    else:
+        assert rows == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+    cut = compress(text)[:5000]
+    with pytest.raises(InputError, match=f"the {kind} data ends early"):
+        list(RowReader(io.BytesIO(cut), name=f"t.csv.{kind}"))
+
+
+@pytest.mark.parametrize("head, what", [
+    (b"PK\x03\x04\x14\x00", "t.csv: a zip archive, which ipfi does not open"),
+    (b"\xff\xfea\x00,\x00b\x00\n\x00", "t.csv: UTF-16 text (it starts with a UTF-16 byte-order mark"),
+    (b"\xfe\xff\x00a\x00,\x00b\x00\n", "t.csv: UTF-16 text"),
+    (b"\xff\xfe\x00\x00a\x00\x00\x00", "t.csv: UTF-32 text"),
+    (b"\x28\xb5\x2f\xfd\x00\x00", "t.csv: zstd-compressed"),
+])
+def test_inputs_ipfi_does_not_read_are_named_at_their_first_bytes(head, what):
+    for size in (1, 1 << 16):
+        with pytest.raises(InputError) as error:
+            _ = RowReader(Trickle(head + b"rest\n" * 10, size), name="t.csv").columns  # type: ignore[arg-type]
+        assert str(error.value).startswith(what) and "line" not in str(error.value).split(":")[1]
+    assert RowReader(Trickle(b"P,K\n1,2\n", 1), name="t.csv").columns == ["P", "K"]  # type: ignore[arg-type]
+
+
 def test_truncated_gzip_raises():
     data = gzip.compress(b"a,b\n" + b"1,2\n" * 1000)
     reader = RowReader(io.BytesIO(data[: len(data) // 2]), name="t.csv.gz")

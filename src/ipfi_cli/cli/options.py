@@ -73,7 +73,7 @@ PANEL_OUTPUT = "Output"
 PANEL_DISPLAY = "Display and errors"
 
 InputArg = Annotated[Optional[str], typer.Argument(
-    help="CSV or JSONL file to read (.gz allowed), or Parquet (a file, a folder of partitions, or a quoted "
+    help="CSV or JSONL file to read (.gz, .bz2, .xz allowed), or Parquet (a file, a folder of partitions, or a quoted "
     "glob). '-' or nothing reads standard input.",
     show_default=False, metavar="INPUT")]
 NaValuesOpt = Annotated[Optional[list[str]], typer.Option(
@@ -175,7 +175,7 @@ OutputFormatOpt = Annotated[Optional[OutputFormat], typer.Option(
     "--output-format", "-F", help="csv or jsonl (strict JSON, NaN as null). Default: jsonl for an "
     "--output ending in .jsonl/.ndjson, else csv.", rich_help_panel=PANEL_OUTPUT, show_default=False)]
 DataArg = Annotated[str, typer.Argument(
-    help="CSV or JSONL file (.gz allowed), or Parquet (a file, a folder of partitions, or a quoted "
+    help="CSV or JSONL file (.gz, .bz2, .xz allowed), or Parquet (a file, a folder of partitions, or a quoted "
     "glob), read whole; '-' reads standard input.", show_default=False,
     metavar="DATA")]
 NJobsOpt = Annotated[Optional[int], typer.Option(

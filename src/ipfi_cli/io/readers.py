@@ -1,7 +1,8 @@
 """Streaming readers: rows of a CSV or JSONL file, stdin or pipe, one at a time.
 
-* ``INPUT`` is a path, ``-`` or ``None`` (stdin). gzip is recognised by its magic bytes;
-  text is UTF-8 and a byte-order mark is ignored (:mod:`ipfi_cli.io.sources`).
+* ``INPUT`` is a path, ``-`` or ``None`` (stdin). gzip, bz2 and xz are recognised by their
+  magic bytes; text is UTF-8 and a byte-order mark is ignored; a zip archive or UTF-16 text is
+  refused naming what it is (:mod:`ipfi_cli.io.sources`).
 * CSV has a header line; fields follow the stdlib ``csv`` rules (quoted fields may hold
   commas, quotes and newlines). JSONL is one JSON object per line; blank lines are skipped. A
   nested object or array in a JSONL object is kept as a :class:`~ipfi_cli.io.values.Nested`

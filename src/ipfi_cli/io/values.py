@@ -306,7 +306,8 @@ def parse_value(text: str, na_values: frozenset[str] = DEFAULT_NA_VALUES, decima
 
 
 def detect_format(path: str | None, explicit: str | None = None) -> str | None:
-    """``csv`` or ``jsonl`` from ``explicit`` or the file name (``.gz`` ignored); ``None`` if unknown."""
+    """``csv`` or ``jsonl`` from ``explicit`` or the file name (``.gz``, ``.bz2``, ``.xz`` ignored); ``None``
+    if unknown."""
     if explicit:
         key = explicit.lower()
         if key in ("ndjson", "json"):
@@ -316,9 +317,7 @@ def detect_format(path: str | None, explicit: str | None = None) -> str | None:
         return key
     if not path or path == "-":
         return None
-    name = path.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = _uncompressed_name(path)
     if name.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
     if name.endswith((".csv", ".txt", ".tsv", ".tab")):
@@ -327,13 +326,24 @@ def detect_format(path: str | None, explicit: str | None = None) -> str | None:
 
 
 def delimiter_for(path: str | None) -> str | None:
-    """The separator a file name implies: tab for ``.tsv``/``.tab`` (``.gz`` ignored), else ``None``."""
+    """The separator a file name implies: tab for ``.tsv``/``.tab`` (``.gz``, ``.bz2``, ``.xz`` ignored), else
+    ``None``."""
     if not path or path == "-":
         return None
+    return "\t" if _uncompressed_name(path).endswith((".tsv", ".tab")) else None
+
+
+def _uncompressed_name(path: str) -> str:
+    """A file name in lower case without the compressed formats' endings (``data.TSV.xz`` -> ``data.tsv``).
+
+    >>> _uncompressed_name("Data.CSV.bz2"), _uncompressed_name("rows.jsonl.gz"), _uncompressed_name("a.csv")
+    ('data.csv', 'rows.jsonl', 'a.csv')
+    """
     name = path.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
-    return "\t" if name.endswith((".tsv", ".tab")) else None
+    for ending in (".gz", ".bz2", ".xz"):
+        if name.endswith(ending):
+            return name[:-len(ending)]
+    return name
 
 
 def noted_missing_summary(source: str, noted_missing: dict[str, dict[str, int]]) -> str | None:
