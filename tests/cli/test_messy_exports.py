@@ -252,3 +252,55 @@ def test_bz2_and_xz_inputs_are_read_and_zip_and_utf16_are_named(run, hgb, tmp_pa
     assert result.exit_code == 1
     line = one_line(result.stderr)
     assert line.startswith("ipfi: error: <stdin>: UTF-16 text") and "iconv -f UTF-16 -t UTF-8 FILE" in line
+
+
+# -- Excel's exports: rows of empty fields, a `sep=` first line ----------------------------------
+def test_rows_of_empty_fields_are_skipped_as_blank_lines_and_counted(run, hgb, tmp_path):
+    text = head_lines(SAMPLE / "agrawal_static.csv", 40)
+    common = ["-m", hgb, "-t", "class", *BASE]
+    (tmp_path / "plain.csv").write_text(text)
+    plain = run("explain", tmp_path / "plain.csv", *common)
+    lines = text.splitlines()
+    lines[10:10] = [",,,,,,,,,"]  # one inside, as a spreadsheet's empty row
+    (tmp_path / "excel.csv").write_text("\n".join(lines) + "\n" + ",,,,,,,,,\n" * 4)
+    result = run("explain", tmp_path / "excel.csv", *common)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == plain.stdout
+    line = one_line(result.stderr, "ipfi: note: ")
+    assert "excel.csv: skipped 5 row(s) whose every field is empty (the first at line 11)" in line
+    piped = run("explain", "-", *common, input=(tmp_path / "excel.csv").read_bytes())
+    assert piped.exit_code == 0 and piped.stdout == plain.stdout
+    batch = run("batch", tmp_path / "excel.csv", "-m", hgb, "-t", "class", "--seed", "3")
+    assert batch.exit_code == 0 and "skipped 5 row(s) whose every field is empty" in batch.stderr
+
+
+def test_a_long_file_with_empty_rows_reads_as_without_them(run, hgb, tmp_path):
+    """The bulk parser (a block of rows at a time) leaves such rows to the row reader, which skips them."""
+    text = head_lines(SAMPLE / "agrawal_static.csv", 3000)
+    common = ["-m", hgb, "-t", "class", *BASE, "--every", "500"]
+    (tmp_path / "plain.csv").write_text(text)
+    lines = text.splitlines()
+    for at in (2900, 1700, 1500):
+        lines[at:at] = [",,,,,,,,,"]
+    (tmp_path / "excel.csv").write_text("\n".join(lines) + "\n")
+    plain = run("explain", tmp_path / "plain.csv", *common)
+    result = run("explain", tmp_path / "excel.csv", *common)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == plain.stdout and "skipped 3 row(s)" in result.stderr
+
+
+def test_excels_sep_line_names_the_separator(run, hgb, tmp_path):
+    text = head_lines(SAMPLE / "agrawal_static.csv", 40)
+    common = ["-m", hgb, "-t", "class", *BASE]
+    (tmp_path / "plain.csv").write_text(text)
+    plain = run("explain", tmp_path / "plain.csv", *common)
+    lines = text.replace(",", ";").splitlines()
+    lines[8] = lines[8].replace(";", ";x", 1)
+    (tmp_path / "excel.csv").write_bytes(b"\xef\xbb\xbfsep=;\r\n" + "\r\n".join(lines).encode() + b"\r\n")
+    result = run("explain", tmp_path / "excel.csv", *common)
+    assert result.exit_code == 1
+    assert "excel.csv: row 8 (line 10), column 'commission'" in one_line(result.stderr)  # lines count the sep= line
+    assert result.stdout == "".join(plain.stdout.splitlines(keepends=True)[:8])  # rows 1-7's records
+    lines[8] = text.replace(",", ";").splitlines()[8]
+    data = b"sep=;\n" + "\n".join(lines).encode() + b"\n"
+    assert run("explain", "-", *common, input=data).stdout == plain.stdout

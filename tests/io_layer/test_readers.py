@@ -343,3 +343,24 @@ def test_a_named_pipe_is_read_from_its_first_byte(tmp_path):
         assert [r.values for r in reader] == [{"salary": 1.5, "age": 30, "class": "yes"},
                                               {"salary": 2.5, "age": 40, "class": "no"}]
     writer.join(5)
+
+
+# -- spreadsheets' exports -------------------------------------------------------------------------
+def test_rows_of_empty_fields_are_blank_lines_but_a_quoted_empty_value_of_one_column_is_not():
+    reader, rows = read(b"a,b,c\n1,x,2\n,,\n , ,\n\"\",\"\",\"\"\n3,y,4\n,,\n")
+    assert good(rows) == [{"a": 1, "b": "x", "c": 2}, {"a": 3, "b": "y", "c": 4}]
+    assert [(r.number, r.line) for r in rows] == [(1, 2), (2, 6)]
+    assert reader.empty_rows == 4 and reader.first_empty_line == 3
+    assert "skipped 4 row(s) whose every field is empty (the first at line 3)" in reader.empty_rows_summary()
+    reader, rows = read(b'a\n1\n""\n2\n')
+    assert [r.values["a"] for r in rows][0] == 1 and math.isnan(rows[1].values["a"]) and reader.empty_rows == 0
+
+
+@pytest.mark.parametrize("first, given", [(b"sep=;", None), (b'"sep=;"', None), (b"SEP=;", ";"), (b"\n sep=;", None)])
+def test_excels_sep_line_names_the_separator_and_lines_count_it(first, given):
+    data = first + b"\r\na;b\r\n1;x\r\n2;\r\nq;z\r\n"
+    reader, rows = read(data, delimiter=given)
+    assert reader.columns == ["a", "b"] and reader.delimiter == ";"
+    offset = first.count(b"\n")
+    assert [(r.number, r.line) for r in rows] == [(1, 3 + offset), (2, 4 + offset), (3, 5 + offset)]
+    assert good(rows)[0] == {"a": 1, "b": "x"} and rows[2].error.column == "a"

@@ -4,7 +4,9 @@
   magic bytes; text is UTF-8 and a byte-order mark is ignored; a zip archive or UTF-16 text is
   refused naming what it is (:mod:`ipfi_cli.io.sources`).
 * CSV has a header line; fields follow the stdlib ``csv`` rules (quoted fields may hold
-  commas, quotes and newlines). JSONL is one JSON object per line; blank lines are skipped. A
+  commas, quotes and newlines); a row whose every field is empty (``,,,,``, as spreadsheets
+  export) is skipped as a blank line, and counted; Excel's first line ``sep=;`` names the
+  separator. JSONL is one JSON object per line; blank lines are skipped. A
   nested object or array in a JSONL object is kept as a :class:`~ipfi_cli.io.values.Nested`
   value, which the run refuses only in a column it uses.
   How a field becomes a number, a string or missing, and the separator, are the rules of
@@ -126,7 +128,7 @@ class RowReader:
         self._csv_kinds: list[int] | None = None
         self._csv_converters: list[Callable[[str], Any]] | None = None  # once every CSV column's kind is known
         self._csv_strings: list[Callable[[str], Any]] = []
-        self._block_lines = 0  # lines parsed by read_block, not by the csv reader
+        self._block_lines = 0  # lines not read by the csv reader: an Excel `sep=` line, those read_block parsed
         self._number_tokens: frozenset[str] | None = None  # missing-value tokens that look like numbers
         self._rows_started = False
         self._peeked: collections.deque[Row] = collections.deque()
@@ -136,6 +138,9 @@ class RowReader:
         self.noted_missing: dict[str, dict[str, int]] = {}
         #: (1-based field, name given) for each CSV header field that had no name
         self.unnamed: list[tuple[int, str]] = []
+        #: CSV rows whose every field is empty (skipped as blank lines), and the line of the first
+        self.empty_rows = 0
+        self.first_empty_line: int | None = None
 
     # -- set-up ---------------------------------------------------------------------------
     @property
@@ -159,6 +164,13 @@ class RowReader:
         self._rows_started = True
         if self.format == "csv":
             given = self.delimiter is not None
+            stated = excel_separator(self._lines.peek_nonblank())
+            if stated is not None:  # Excel's `sep=;` line: not the header; it names the separator
+                while not self._lines.readline().strip():  # the blank lines before it, and it
+                    pass
+                self._block_lines = self._lines.lines_read
+                if not given:
+                    self.delimiter = stated
             if self.delimiter is None:
                 first = self._lines.peek_nonblank()
                 self.delimiter = sniff_delimiter(first or "")
@@ -181,8 +193,9 @@ class RowReader:
             raise InputError("the input is empty (no header line)", source=self.name) from None
         except csv.Error as error:
             raise InputError(f"cannot read the header: {_csv_problem(error)}", source=self.name,
-                             line=self._csv.line_num) from None
-        bad = [n for n in self._lines.bad_lines if n <= self._csv.line_num]
+                             line=self._csv.line_num + self._block_lines) from None
+        line = self._csv.line_num + self._block_lines
+        bad = [n for n in self._lines.bad_lines if n <= line]
         if bad:
             raise InputError(self._lines.bad_lines[bad[0]], source=self.name, line=bad[0])
         names = [h.strip() for h in header]
@@ -191,14 +204,14 @@ class RowReader:
                 given = f"Unnamed: {i - 1}"
                 if given in names or len(names) == 1:
                     raise InputError(f"the header's field {i} is empty; every column needs a name",
-                                     source=self.name, line=self._csv.line_num)
+                                     source=self.name, line=line)
                 names[i - 1] = given
                 self.unnamed.append((i, given))
         seen: set[str] = set()
         duplicates = [n for n in names if n in seen or seen.add(n)]  # type: ignore[func-returns-value]
         if duplicates:
             raise InputError(f"duplicate column name(s) in the header: {', '.join(sorted(set(duplicates)))}",
-                             source=self.name, line=self._csv.line_num)
+                             source=self.name, line=line)
         return names
 
     @property
@@ -272,6 +285,12 @@ class RowReader:
             last_line = reader.line_num + self._block_lines
             if not fields or (n_fields > 1 and len(fields) == 1 and not fields[0].strip()):
                 continue  # a blank line, or one of spaces only (as editors and exports leave at the end)
+            if n_fields > 1 and (not fields[0] or fields[0].isspace()) and not any(f.strip() for f in fields):
+                # every field empty (',,,,', as a spreadsheet exports rows below its data): a blank line too
+                # (in a file of one column, a quoted "" is a missing value)
+                self.empty_rows += 1
+                self.first_empty_line = self.first_empty_line or line
+                continue
             if bad_lines:
                 bad = [n for n in bad_lines if n <= last_line]
                 if bad:
@@ -405,6 +424,13 @@ class RowReader:
         """One line about values read as missing through a token pandas keeps as text (``?``),
         or ``None``: a model trained on data pandas read may have learned them as a category."""
         return noted_missing_summary(self.name, self.noted_missing)
+
+    def empty_rows_summary(self) -> str | None:
+        """One line about the CSV rows skipped because every field was empty, or ``None``."""
+        if not self.empty_rows:
+            return None
+        return (f"{self.name}: skipped {self.empty_rows:,} row(s) whose every field is empty (the first at line "
+                f"{self.first_empty_line:,}), as blank lines: a spreadsheet exports such rows below its data")
 
     # -- column kinds (for a run that continues in another input) ----------------------------
     def column_kinds(self) -> dict[str, str]:
@@ -563,6 +589,22 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
     except OSError as error:
         raise InputError(f"cannot open the file ({error.strerror or error})", source=path) from None
     return RowReader(stream, name=path, format=fmt, close=True, **options)
+
+
+def excel_separator(line: str | None) -> str | None:
+    """The separator an Excel CSV's first line names (``sep=;``), or ``None`` for any other line.
+
+    >>> [excel_separator(t) for t in ["sep=;\\r\\n", '"sep=,"\\n', "sep=\\t\\n", "sep,x\\n", "sep=ab\\n", None]]
+    [';', ',', '\\t', None, None, None]
+    """
+    if line is None:
+        return None
+    text = line.strip(" \r\n")
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        text = text[1:-1]
+    if len(text) == 5 and text[:4].lower() == "sep=" and text[4] not in "\"\r\n":
+        return text[4]
+    return None
 
 
 def _repeated_key(text: str) -> str | None:
