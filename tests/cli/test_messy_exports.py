@@ -304,3 +304,31 @@ def test_excels_sep_line_names_the_separator(run, hgb, tmp_path):
     lines[8] = text.replace(",", ";").splitlines()[8]
     data = b"sep=;\n" + "\n".join(lines).encode() + b"\n"
     assert run("explain", "-", *common, input=data).stdout == plain.stdout
+
+
+def test_the_categories_of_encoders_where_pipelines_put_them():
+    import pandas as pd
+    from sklearn.compose import make_column_transformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEncoder, StandardScaler
+
+    from ipfi_cli.models.categories import learned_categories
+
+    X = pd.DataFrame({"city": ["paris", "rome", "oslo", None], "size": [1.0, 2.0, 3.0, 4.0], "code": [1, 2, 1, 2]})
+    y = [1.0, 2.0, 3.0, 4.0]
+    ordinal = OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1)
+    nested = make_pipeline(make_column_transformer(
+        (make_pipeline(SimpleImputer(strategy="constant", fill_value="none"), ordinal), ["city"]),
+        (OneHotEncoder(), ["code"]), (StandardScaler(), ["size"])), LinearRegression()).fit(X, y)
+    found = learned_categories(nested)
+    assert sorted(found) == ["city", "code"]
+    assert found["city"].known == {"paris", "rome", "oslo", "none"} and not found["city"].fails
+    assert found["code"].known == {1, 2} and found["code"].fails  # handle_unknown="error" (the default)
+    first = make_pipeline(OneHotEncoder(handle_unknown="ignore"), LinearRegression())
+    first.fit(X[["city", "code"]].fillna("?"), y)
+    assert sorted(learned_categories(first)) == ["city", "code"]
+    changed = make_pipeline(make_column_transformer((make_pipeline(FunctionTransformer(), OneHotEncoder()),
+                                                     ["city"])), LinearRegression()).fit(X.fillna("?"), y)
+    assert learned_categories(changed) == {}  # an encoder after a step that may change the values: not read

@@ -37,6 +37,7 @@ class Categories:
     encoder: str  # how a message names the encoder ("OneHotEncoder")
     known: frozenset[Any]  # the categories, as Python values (missing values left out)
     shown: tuple[Any, ...]  # a few of them, in the encoder's order, for a message
+    fails: bool = False  # an unknown value makes the model raise (handle_unknown="error"), not ignore it
 
 
 def _native(value: Any) -> Any:
@@ -48,10 +49,10 @@ def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def _categories(encoder: str, values: Sequence[Any]) -> Categories:
+def _categories(encoder: str, values: Sequence[Any], fails: bool = False) -> Categories:
     known = [_native(v) for v in values]
     known = [v for v in known if not _is_missing(v)]
-    return Categories(encoder, frozenset(known), tuple(known[:4]))
+    return Categories(encoder, frozenset(known), tuple(known[:4]), fails)
 
 
 def _names(estimator: Any, given: Sequence[str] | None) -> list[str] | None:
@@ -94,9 +95,10 @@ def _walk(estimator: Any, names: Sequence[str] | None, found: dict[str, Categori
     columns = _names(estimator, names)
     if columns is None or len(columns) != len(categories):
         return
+    fails = getattr(estimator, "handle_unknown", None) == "error"
     for column, values in zip(columns, categories):
         try:
-            found.setdefault(column, _categories(type(estimator).__name__, list(values)))
+            found.setdefault(column, _categories(type(estimator).__name__, list(values), fails))
         except TypeError:  # an unhashable category: not compared
             continue
 

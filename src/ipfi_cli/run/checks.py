@@ -196,9 +196,11 @@ class CategoryCheck:
             fix = "take the spaces off the values"
         else:
             fix = "take the spaces around the values off (no option of ipfi does)"
+        outcome = ("the model would fail on every row" if categories.fails
+                   else "its importance would be 0")
         message = (f"{self._where(column)}: {quoted(value)} is none of the categories the model's "
                    f"{categories.encoder} learned, but {quoted(value.strip())} is{also}: every value of such a "
-                   f"column is unknown to the model, so its importance would be 0; {fix}")
+                   f"column is unknown to the model, so {outcome}; {fix}")
         if not self.allow:
             raise UsageError(message + ", or run anyway with --allow-unknown-categories")
         if self.say is not None:
@@ -206,7 +208,7 @@ class CategoryCheck:
 
     def _unknown(self) -> None:
         """Warn of columns none of whose first values the model's encoder knows."""
-        unknown = self._all_unknown(None)
+        unknown = [c for c in self._all_unknown(None) if not self.categories[c].fails]  # those fail on their own
         if not unknown or self.say is None:
             return
         column = unknown[0]
