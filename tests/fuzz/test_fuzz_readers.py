@@ -202,7 +202,7 @@ def csv_oracle(case: CsvCase, starts: list[int]) -> list[Any]:
     for record, line in zip(case.records, starts):
         if record == "blank":
             continue
-        if len(case.header) > 1 and not any(c.strip() for c in record):  # every field empty: a blank line
+        if len(case.header) > 1 and not any(record):  # every field empty: a blank line
             continue
         number += 1
         if any(BAD_BYTE in c for c in record) or len(record) != len(case.header) \

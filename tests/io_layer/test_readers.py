@@ -347,11 +347,12 @@ def test_a_named_pipe_is_read_from_its_first_byte(tmp_path):
 
 # -- spreadsheets' exports -------------------------------------------------------------------------
 def test_rows_of_empty_fields_are_blank_lines_but_a_quoted_empty_value_of_one_column_is_not():
-    reader, rows = read(b"a,b,c\n1,x,2\n,,\n , ,\n\"\",\"\",\"\"\n3,y,4\n,,\n")
-    assert good(rows) == [{"a": 1, "b": "x", "c": 2}, {"a": 3, "b": "y", "c": 4}]
-    assert [(r.number, r.line) for r in rows] == [(1, 2), (2, 6)]
-    assert reader.empty_rows == 4 and reader.first_empty_line == 3
-    assert "skipped 4 row(s) whose every field is empty (the first at line 3)" in reader.empty_rows_summary()
+    reader, rows = read(b"a,b,c\n1,x,2\n,,\n\"\",\"\",\"\"\n3,y,4\n , ,\n,,\n")
+    assert good(rows)[:2] == [{"a": 1, "b": "x", "c": 2}, {"a": 3, "b": "y", "c": 4}]
+    assert [(r.number, r.line) for r in rows] == [(1, 2), (2, 5), (3, 6)]  # spaces are fields, as in any row
+    assert rows[2].error is not None and rows[2].error.column == "a"
+    assert reader.empty_rows == 3 and reader.first_empty_line == 3
+    assert "skipped 3 row(s) whose every field is empty (the first at line 3)" in reader.empty_rows_summary()
     reader, rows = read(b'a\n1\n""\n2\n')
     assert [r.values["a"] for r in rows][0] == 1 and math.isnan(rows[1].values["a"]) and reader.empty_rows == 0
 

@@ -285,9 +285,10 @@ class RowReader:
             last_line = reader.line_num + self._block_lines
             if not fields or (n_fields > 1 and len(fields) == 1 and not fields[0].strip()):
                 continue  # a blank line, or one of spaces only (as editors and exports leave at the end)
-            if n_fields > 1 and (not fields[0] or fields[0].isspace()) and not any(f.strip() for f in fields):
+            if n_fields > 1 and not fields[0] and not any(fields):
                 # every field empty (',,,,', as a spreadsheet exports rows below its data): a blank line too
-                # (in a file of one column, a quoted "" is a missing value)
+                # (in a file of one column, a quoted "" is a missing value; a field of spaces is text or missing
+                # by its column's kind, as in any other row)
                 self.empty_rows += 1
                 self.first_empty_line = self.first_empty_line or line
                 continue
