@@ -12,6 +12,8 @@ True
 
 from __future__ import annotations
 
+from ipfi_cli.text import quoted
+
 
 class IpfiError(Exception):
     """A problem ipfi reports as one line (exit code 1)."""
@@ -53,7 +55,7 @@ class InputError(IpfiError, ValueError):
         elif self.line is not None:
             where.append(f"line {self.line}")
         if self.column is not None:
-            where.append(f"column {self.column!r}")
+            where.append(f"column {quoted(self.column)}")
         prefix = f"{self.source}: " if self.source else ""
         return prefix + (", ".join(where) + ": " if where else "") + self.message
 

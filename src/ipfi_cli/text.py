@@ -35,3 +35,40 @@ def _escaped(match: re.Match[str]) -> str:
 def terminal_safe(text: object) -> str:
     """``str(text)`` with every control character shown escaped (one line, nothing a terminal obeys)."""
     return _UNSAFE.sub(_escaped, str(text))
+
+
+#: characters of a value a message quotes whole; a longer one is cut (:func:`quoted`)
+QUOTE_LIMIT = 80
+#: characters of a message line kept whole; a longer line loses its middle (:func:`message_line`)
+LINE_LIMIT = 2000
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """A value from data as a message quotes it (``repr``), cut after ``limit`` characters with an
+    ellipsis and its full length, so a 100 kB field gives a readable line.
+
+    >>> quoted("abc"), quoted(12)
+    ("'abc'", '12')
+    >>> quoted("x" * 500)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…' (500 characters)"
+    """
+    if isinstance(value, str) and len(value) > limit:
+        return repr(value[:limit])[:-1] + "…" + repr(value[:limit])[-1] + f" ({len(value):,} characters)"
+    text = repr(value)
+    if len(text) > limit + 2:
+        return text[:limit] + f"… ({len(text):,} characters)"
+    return text
+
+
+def message_line(text: object, limit: int = LINE_LIMIT) -> str:
+    """A message as the one line a user sees: :func:`terminal_safe`, and a line longer than ``limit``
+    cut in its middle (where the data a message quotes is; where and what to do are at its ends).
+
+    >>> message_line("data.csv: row 1: got '" + "x" * 5000 + "'; use --text", limit=60)
+    "data.csv: row 1: got 'xxxxxxxx… (4,985 characters cut) …xxxxxxx'; use --text"
+    """
+    line = terminal_safe(text)
+    if len(line) <= limit:
+        return line
+    head, tail = limit // 2, limit // 3
+    return f"{line[:head]}… ({len(line) - head - tail:,} characters cut) …{line[-tail:]}"

@@ -49,3 +49,15 @@ def test_the_input_format_has_one_parameter_name():
     params = _params()
     assert "format" not in params
     assert set(params["input_format"]) == set(COMMANDS)
+
+
+def test_pdp_reads_its_input_with_the_same_options():
+    group = typer.main.get_command(app)
+
+    def reading(command: str) -> dict[str, object]:
+        params = group.commands[command].params  # type: ignore[attr-defined]
+        return {p.name: (tuple(p.opts), p.default, getattr(p, "help", None)) for p in params
+                if p.name in ("na_values", "no_default_na", "delimiter", "decimal", "text", "skip_initial_space")}
+
+    assert len(reading("explain")) == 6
+    assert reading("pdp") == reading("explain")

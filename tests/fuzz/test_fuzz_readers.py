@@ -103,8 +103,9 @@ def is_missing_text(text: str) -> bool:
 
 
 # -- CSV: strategies and oracle ----------------------------------------------------------------
+# (a first line `sep=;` is Excel's, naming the separator: no header of one such column)
 names = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters=BAD_BYTE),
-                min_size=1, max_size=8).map(str.strip).filter(bool)
+                min_size=1, max_size=8).map(str.strip).filter(bool).filter(lambda n: not n.lower().startswith("sep="))
 plain_text = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters=BAD_BYTE + "\x00"),
                      min_size=1, max_size=12)
 text_values = plain_text.filter(lambda s: not is_number_text(s))
@@ -201,6 +202,8 @@ def csv_oracle(case: CsvCase, starts: list[int]) -> list[Any]:
     for record, line in zip(case.records, starts):
         if record == "blank":
             continue
+        if len(case.header) > 1 and not any(record):  # every field empty: a blank line
+            continue
         number += 1
         if any(BAD_BYTE in c for c in record) or len(record) != len(case.header) \
                 or any(len(c) > 131072 for c in record):
@@ -264,8 +267,9 @@ def test_csv_rows_follow_the_documented_rules_in_any_chunking(case, sizes):
 
 
 # -- JSONL --------------------------------------------------------------------------------------
+# (a nested value is no junk: the reader keeps it, the run refuses it only in a column it uses)
 json_junk = st.sampled_from([b"[1, 2]", b'"text"', b"3", b"null", b"true", b'{"a": ', b"{'a': 1}", b"\xff\xfe{}",
-                             b'{"k": {"nested": 1}}', b'{"k": [1, 2]}', b'{"k": 1e999}', b"NaN"])
+                             b'{"k": 1e999}', b"NaN"])
 
 
 @dataclass
@@ -446,8 +450,9 @@ def test_an_unclosed_quote_is_named():
 
 
 def test_a_bad_row_does_not_fix_a_column_type():
-    # row 1 is bad (its second value is nested), so its first value must not make 'k' a text column
-    columns, rows = read_all(b'{"a": 1}\n{"k": "s", "a": [1]}\n{"a": 2, "k": 5}\n', format="jsonl")
+    # row 1 is bad (its second value is text where 'a' held numbers), so its first value must not make 'k' a
+    # text column
+    columns, rows = read_all(b'{"a": 1}\n{"k": "s", "a": "x"}\n{"a": 2, "k": 5}\n', format="jsonl")
     assert isinstance(rows[1][2], InputError) and rows[2][2] == {"a": 2, "k": 5}
     columns, rows = read_all(b"a,b,c\n1,,7\n2,5,z\n3,text,8\n")
     # row 2 is bad ('c' held numbers), so its b = 5 must not make 'b' a number column

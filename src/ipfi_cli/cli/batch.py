@@ -38,6 +38,7 @@ from ipfi_cli.cli.monitor_options import (
 from ipfi_cli.cli.options import (
     DEFAULT_MAX_ROWS,
     PANEL_ESTIMATOR,
+    AllowUnknownCategoriesOpt,
     DataArg,
     DebugOpt,
     DecimalOpt,
@@ -60,6 +61,7 @@ from ipfi_cli.cli.options import (
     QuietOpt,
     SchedulerOpt,
     SeedOpt,
+    SkipInitialSpaceOpt,
     TargetOpt,
     TaskOpt,
     TextOpt,
@@ -133,6 +135,8 @@ def batch(
     delimiter: DelimiterOpt = None,
     decimal: DecimalOpt = None,
     text: TextOpt = None,
+    skip_initial_space: SkipInitialSpaceOpt = False,
+    allow_unknown_categories: AllowUnknownCategoriesOpt = False,
     on_bad_row: OnBadRowOpt = "fail",
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
@@ -163,8 +167,9 @@ def batch(
         from ipfi_cli.models.loading import load_predictor
         from ipfi_cli.run.dataset import load_dataset
 
-        inputs = input_spec(data, input_format, na_values, no_default_na, delimiter, text, decimal)
-        chosen = selection(target, task, loss, features, drop, group)
+        inputs = input_spec(data, input_format, na_values, no_default_na, delimiter, text, decimal,
+                            skip_initial_space)
+        chosen = selection(target, task, loss, features, drop, group, allow_unknown_categories)
         if value(method) != "sage":
             from ipfi_cli.run.distributed import check_dask_options
 

@@ -51,6 +51,7 @@ from ipfi_cli.cli.options import (
     DEFAULT_MAX_ROWS,
     PANEL_ESTIMATOR,
     PANEL_OUTPUT,
+    AllowUnknownCategoriesOpt,
     DataArg,
     DebugOpt,
     DecimalOpt,
@@ -75,6 +76,7 @@ from ipfi_cli.cli.options import (
     RepeatsOpt,
     Sampling,
     SeedOpt,
+    SkipInitialSpaceOpt,
     TargetOpt,
     TaskOpt,
     TextOpt,
@@ -183,6 +185,8 @@ def compare(
     delimiter: DelimiterOpt = None,
     decimal: DecimalOpt = None,
     text: TextOpt = None,
+    skip_initial_space: SkipInitialSpaceOpt = False,
+    allow_unknown_categories: AllowUnknownCategoriesOpt = False,
     on_bad_row: OnBadRowOpt = "fail",
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
@@ -232,8 +236,9 @@ def compare(
         from ipfi_cli.models.loading import load_predictor
         from ipfi_cli.run.dataset import load_dataset
 
-        inputs = input_spec(data, input_format, na_values, no_default_na, delimiter, text, decimal)
-        chosen = selection(target, task, loss, features, drop, group)
+        inputs = input_spec(data, input_format, na_values, no_default_na, delimiter, text, decimal,
+                            skip_initial_space)
+        chosen = selection(target, task, loss, features, drop, group, allow_unknown_categories)
         seed = draw_seed(seed)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,

@@ -33,19 +33,24 @@ EXIT_CODES_HELP = (
 )
 
 
-def usage_error(message: str, option: str | None = None) -> typer.BadParameter:
+def usage_error(message: str, option: str | None = None) -> Exception:
     """An exception to raise for a bad option value: the app prints it as one line, its control
-    characters escaped (it may quote data, such as column names), and exits 2."""
-    return typer.BadParameter(message, param_hint=f"'{option}'" if option else None)
+    characters escaped (it may quote data, such as column names), and exits 2. Without ``option``
+    (the command line as a whole must change: an option to add), the message is all the line says."""
+    if option is None:
+        usage = next(kind for kind in typer.BadParameter.__mro__ if kind.__name__ == "UsageError")
+        return usage(message)  # type: ignore[no-any-return]
+    return typer.BadParameter(message, param_hint=f"'{option}'")
 
 
 def say(message: str, kind: str | None = None) -> None:
-    """One line on stderr, prefixed ``ipfi:`` (and ``error:``/``warning:`` when given)."""
-    from ipfi_cli.text import terminal_safe
+    """One line on stderr, prefixed ``ipfi:`` (and ``error:``/``warning:`` when given); a very long
+    one loses its middle (:func:`~ipfi_cli.text.message_line`)."""
+    from ipfi_cli.text import message_line
 
     prefix = f"ipfi: {kind}: " if kind else "ipfi: "
     try:
-        print(prefix + terminal_safe(message), file=sys.stderr, flush=True)
+        print(prefix + message_line(message), file=sys.stderr, flush=True)
     except (OSError, ValueError):  # stderr closed: nothing more we can do
         pass
 

@@ -63,6 +63,7 @@ from ipfi_cli.cli.options import (
     PANEL_MODEL,
     PANEL_OUTPUT,
     PICKLE_WARNING,
+    AllowUnknownCategoriesOpt,
     BoundsMethod,
     DebugOpt,
     DecimalOpt,
@@ -85,6 +86,7 @@ from ipfi_cli.cli.options import (
     RepeatsOpt,
     Sampling,
     SeedOpt,
+    SkipInitialSpaceOpt,
     TargetOpt,
     TaskOpt,
     TextOpt,
@@ -157,6 +159,8 @@ def explain(
     delimiter: DelimiterOpt = None,
     decimal: DecimalOpt = None,
     text: TextOpt = None,
+    skip_initial_space: SkipInitialSpaceOpt = False,
+    allow_unknown_categories: AllowUnknownCategoriesOpt = False,
     task: TaskOpt = "auto",
     loss: LossOpt = None,
     learn: Annotated[bool, typer.Option(
@@ -356,8 +360,9 @@ def explain(
     live = (not no_live and live_display_allowed(quiet)
             and not (output in (None, "-") and stream_is_terminal(sys.stdout)))
     with reporting(debug):
-        inputs = input_spec(input, input_format, na_values, no_default_na, delimiter, text, decimal)
-        chosen = selection(target, task, loss, features, drop, group)
+        inputs = input_spec(input, input_format, na_values, no_default_na, delimiter, text, decimal,
+                            skip_initial_space)
+        chosen = selection(target, task, loss, features, drop, group, allow_unknown_categories)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
                                    retry_wait=retry_wait,
@@ -365,7 +370,8 @@ def explain(
         settings = ExplainSettings(
             model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,
             na_values=na_values, no_default_na=inputs.no_default_na, delimiter=inputs.delimiter,
-            decimal=inputs.decimal,
+            decimal=inputs.decimal, skip_initial_space=inputs.skip_initial_space,
+            allow_unknown_categories=allow_unknown_categories,
             text=split_names(text), task=chosen.task, loss=chosen.loss, learn=learn, save_model=save_model,
             method=value(method), alpha=params.alpha, time_column=time_column, half_life=half_life_seconds,
             running_mean=running_mean, repeats=params.n_repeats,

@@ -73,7 +73,7 @@ PANEL_OUTPUT = "Output"
 PANEL_DISPLAY = "Display and errors"
 
 InputArg = Annotated[Optional[str], typer.Argument(
-    help="CSV or JSONL file to read (.gz allowed), or Parquet (a file, a folder of partitions, or a quoted "
+    help="CSV or JSONL file to read (.gz, .bz2, .xz allowed), or Parquet (a file, a folder of partitions, or a quoted "
     "glob). '-' or nothing reads standard input.",
     show_default=False, metavar="INPUT")]
 NaValuesOpt = Annotated[Optional[list[str]], typer.Option(
@@ -96,8 +96,14 @@ DecimalOpt = Annotated[Optional[str], typer.Option(
     "spreadsheets export it, with ';' between fields; a field with a '.' is then text). JSONL and Parquet "
     "numbers are typed: it does not apply to them.", rich_help_panel=PANEL_INPUT, show_default=False,
     metavar="MARK")]
-
-
+SkipInitialSpaceOpt = Annotated[bool, typer.Option(
+    "--skip-initial-space", help="CSV: a space right after a separator is not part of the field, so "
+    "'39, State-gov' reads 'State-gov', as UCI's files need (pandas' skipinitialspace).",
+    rich_help_panel=PANEL_INPUT)]
+AllowUnknownCategoriesOpt = Annotated[bool, typer.Option(
+    "--allow-unknown-categories", help="Run on when the first rows' values of a column are none of the categories "
+    "the model's encoder learned, but would be without their spaces (' State-gov'): refused by default, as the "
+    "column's importance would be 0 whatever the data hold.", rich_help_panel=PANEL_MODEL)]
 FormatOpt = Annotated[Optional[InputFormat], typer.Option(
     "--format", "-f", help="Input format. Default: from the file extension (Parquet also for a folder, a glob "
     "or a file that starts with PAR1); on stdin, JSONL if the first line is a JSON object ({...}), else CSV.",
@@ -169,7 +175,7 @@ OutputFormatOpt = Annotated[Optional[OutputFormat], typer.Option(
     "--output-format", "-F", help="csv or jsonl (strict JSON, NaN as null). Default: jsonl for an "
     "--output ending in .jsonl/.ndjson, else csv.", rich_help_panel=PANEL_OUTPUT, show_default=False)]
 DataArg = Annotated[str, typer.Argument(
-    help="CSV or JSONL file (.gz allowed), or Parquet (a file, a folder of partitions, or a quoted "
+    help="CSV or JSONL file (.gz, .bz2, .xz allowed), or Parquet (a file, a folder of partitions, or a quoted "
     "glob), read whole; '-' reads standard input.", show_default=False,
     metavar="DATA")]
 NJobsOpt = Annotated[Optional[int], typer.Option(
@@ -251,19 +257,22 @@ def parse_groups(specs: Sequence[str] | None, option: str = "--group") -> dict[s
 
 # -- option groups -------------------------------------------------------------------------------
 def input_spec(path: str | None, input_format: Any, na_values: Sequence[str] | None, no_default_na: bool,
-               delimiter: str | None, text: Sequence[str] | None, decimal: str | None = None) -> InputSpec:
+               delimiter: str | None, text: Sequence[str] | None, decimal: str | None = None,
+               skip_initial_space: bool = False) -> InputSpec:
     """The input options as one value; bad reader options are usage errors, before any work."""
     spec = InputSpec(path=path, format=value(input_format), na_values=na_values, no_default_na=no_default_na,
-                     delimiter=delimiter, decimal=decimal, text=split_names(text))
+                     delimiter=delimiter, decimal=decimal, text=split_names(text),
+                     skip_initial_space=skip_initial_space)
     spec.check()
     return spec
 
 
 def selection(target: str, task: Any, loss: Any, features: Sequence[str] | None, drop: Sequence[str] | None,
-              group: Sequence[str] | None) -> Selection:
+              group: Sequence[str] | None, allow_unknown_categories: bool = False) -> Selection:
     """What to explain against what, as one value (``--group`` parsed)."""
     return Selection(target=target, task=value(task), loss=value(loss), features=split_names(features),
-                     drop=split_names(drop), groups=parse_groups(group))
+                     drop=split_names(drop), groups=parse_groups(group),
+                     allow_unknown_categories=allow_unknown_categories)
 
 
 def pfi_params(alpha: float, repeats: int, sampling: Any, reservoir_size: int) -> PFIParams:

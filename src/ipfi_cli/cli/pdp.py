@@ -14,6 +14,7 @@ from ipfi_cli.cli.options import (
     PANEL_MODEL,
     PANEL_OUTPUT,
     DebugOpt,
+    DecimalOpt,
     DelimiterOpt,
     FormatOpt,
     InputArg,
@@ -23,9 +24,12 @@ from ipfi_cli.cli.options import (
     OutputFormatOpt,
     OutputOpt,
     QuietOpt,
+    SkipInitialSpaceOpt,
+    TextOpt,
     ThreadsOpt,
     TrustOpt,
     check_outputs,
+    input_spec,
     split_names,
     value,
 )
@@ -74,6 +78,9 @@ def pdp(
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
+    decimal: DecimalOpt = None,
+    text: TextOpt = None,
+    skip_initial_space: SkipInitialSpaceOpt = False,
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
     on_bad_row: OnBadRowOpt = "fail",
@@ -102,14 +109,15 @@ def pdp(
     check_outputs({"--output": output}, {"INPUT": data_files(input), "--model": model})
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter
-        from ipfi_cli.io.values import reader_options
         from ipfi_cli.io.writers import write_records
         from ipfi_cli.run.pdp import PDP_FIELDS, PDPSettings, pdp_records
 
-        reader_options(na_values, no_default_na, delimiter)
+        inputs = input_spec(input, format, na_values, no_default_na, delimiter, text, decimal, skip_initial_space)
         settings = PDPSettings(model=model, features=features, input=input, trust=split_names(trust),
-                               format=value(format), na_values=na_values, no_default_na=no_default_na,
-                               delimiter=delimiter, target=target, drop=split_names(drop), target_class=target_class,
+                               format=inputs.format, na_values=na_values, no_default_na=no_default_na,
+                               delimiter=delimiter, decimal=decimal, text=split_names(text),
+                               skip_initial_space=skip_initial_space, target=target, drop=split_names(drop),
+                               target_class=target_class,
                                grid_size=grid_size, grid=grids,
                                alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every,
                                on_bad_row=value(on_bad_row))

@@ -6,9 +6,10 @@ complete lines can often be parsed in bulk instead: split at the delimiter, each
 column converted with one ``float`` map and checked with one regular-expression scan.
 :func:`parse_block` does that, and gives up (returns ``None``) on anything the row reader
 would treat specially, so the caller hands those lines to the row reader instead: a quote,
-a carriage return inside a line, a NUL, a blank line, a wrong number of fields, a line
-the decoder marked bad, a number field that is not a plain decimal number (a missing-value
-token other than the empty field, a bool, ``inf``, digit separators), a number too large
+a carriage return inside a line, a NUL, a blank line or one of separators only (``,,,,``), a
+wrong number of fields, a line the decoder marked bad, a number field that is not a plain
+decimal number (a missing-value token other than the empty field, a bool, ``inf``, digit
+separators), a number too large
 for a float, a field longer than ``int()`` reads (4,300 digits by default), or ``-0``. So a
 block holds exactly the rows, values and errors (none) that the row reader gives for the same
 lines.
@@ -202,9 +203,11 @@ def parse_block(lines: Sequence[str], names: Sequence[str], kinds: Sequence[int]
             return None
     if text.startswith("\n") or "\n\n" in text:  # a blank line
         return None
+    n_fields = len(names)
+    if n_fields > 1 and f"\n{delimiter * (n_fields - 1)}\n" in f"\n{text}\n":  # ',,,,': the row reader skips it
+        return None
     if text.endswith("\n"):
         text = text[:-1]
-    n_fields = len(names)
     empty_is_missing = "" in na_values
     if len(lines) >= _ARROW_MIN_ROWS and sys.modules.get("pyarrow") is not None:
         return _parse_with_arrow(text, len(lines), names, kinds, text_converters, delimiter, na_values,

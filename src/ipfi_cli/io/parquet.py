@@ -50,6 +50,7 @@ from ipfi_cli.io.values import (
     noted_missing_summary,
     parse_value,
 )
+from ipfi_cli.text import quoted
 
 if TYPE_CHECKING:
     from ipfi_cli.io.blocks import RowBlock
@@ -413,7 +414,7 @@ class ParquetRowReader:
             if bad is not None:
                 expected = "a number (the column held numbers before)" if known[bad] == NUMBER \
                     else "a string (the column held strings before)"
-                error = InputError(f"expected {expected}, got {row[bad]!r}", source=source, row=self.rows_read,
+                error = InputError(f"expected {expected}, got {quoted(row[bad])}", source=source, row=self.rows_read,
                                    column=bad)
                 yield Row(self.rows_read, None, None, error)
                 continue

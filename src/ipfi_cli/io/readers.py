@@ -1,9 +1,14 @@
 """Streaming readers: rows of a CSV or JSONL file, stdin or pipe, one at a time.
 
-* ``INPUT`` is a path, ``-`` or ``None`` (stdin). gzip is recognised by its magic bytes;
-  text is UTF-8 and a byte-order mark is ignored (:mod:`ipfi_cli.io.sources`).
+* ``INPUT`` is a path, ``-`` or ``None`` (stdin). gzip, bz2 and xz are recognised by their
+  magic bytes; text is UTF-8 and a byte-order mark is ignored; a zip archive or UTF-16 text is
+  refused naming what it is (:mod:`ipfi_cli.io.sources`).
 * CSV has a header line; fields follow the stdlib ``csv`` rules (quoted fields may hold
-  commas, quotes and newlines). JSONL is one JSON object per line; blank lines are skipped.
+  commas, quotes and newlines); a row whose every field is empty (``,,,,``, as spreadsheets
+  export) is skipped as a blank line, and counted; Excel's first line ``sep=;`` names the
+  separator. JSONL is one JSON object per line; blank lines are skipped. A
+  nested object or array in a JSONL object is kept as a :class:`~ipfi_cli.io.values.Nested`
+  value, which the run refuses only in a column it uses.
   How a field becomes a number, a string or missing, and the separator, are the rules of
   :mod:`ipfi_cli.io.values`.
 * A column's kind is fixed by its first non-missing value: once a column has held a
@@ -48,6 +53,7 @@ from ipfi_cli.io.values import (
     NOT_PANDAS_NA,
     NUMBER,
     STRING,
+    Nested,
     NotANumber,
     Row,
     decimal_comma_hint,
@@ -60,6 +66,7 @@ from ipfi_cli.io.values import (
     sniff_delimiter,
     string_parser,
 )
+from ipfi_cli.text import quoted
 
 if TYPE_CHECKING:
     from ipfi_cli.io.blocks import RowBlock
@@ -98,17 +105,21 @@ class RowReader:
         The CSV field separator; ``None`` sniffs it from the header line.
     decimal
         The CSV numbers' decimal mark, ``.`` or ``,`` (``12,8``); JSON numbers are typed.
+    skip_initial_space
+        CSV: spaces right after a separator are not part of the field (``39, State-gov`` is
+        ``'State-gov'``, as UCI's files are written), as ``pandas.read_csv(skipinitialspace=True)``.
     """
 
     supports_blocks = True  # batches(blocks=True) may give RowBlocks
 
     def __init__(self, stream: BinaryIO | int, *, name: str = STDIN_NAME, format: str | None = None,
                  close: bool = False, na_values: frozenset[str] = DEFAULT_NA_VALUES,
-                 delimiter: str | None = None, decimal: str = ".") -> None:
+                 delimiter: str | None = None, decimal: str = ".", skip_initial_space: bool = False) -> None:
         self.name = name
         self.na_values = na_values
         self.delimiter = delimiter
         self.decimal = decimal
+        self.skip_initial_space = skip_initial_space
         self._source = ByteSource(stream, close)
         self._lines = LineBuffer(self._source, name=self.name)
         self._format = detect_format(None, format) if format else None
@@ -117,7 +128,7 @@ class RowReader:
         self._csv_kinds: list[int] | None = None
         self._csv_converters: list[Callable[[str], Any]] | None = None  # once every CSV column's kind is known
         self._csv_strings: list[Callable[[str], Any]] = []
-        self._block_lines = 0  # lines parsed by read_block, not by the csv reader
+        self._block_lines = 0  # lines not read by the csv reader: an Excel `sep=` line, those read_block parsed
         self._number_tokens: frozenset[str] | None = None  # missing-value tokens that look like numbers
         self._rows_started = False
         self._peeked: collections.deque[Row] = collections.deque()
@@ -127,6 +138,9 @@ class RowReader:
         self.noted_missing: dict[str, dict[str, int]] = {}
         #: (1-based field, name given) for each CSV header field that had no name
         self.unnamed: list[tuple[int, str]] = []
+        #: CSV rows whose every field is empty (skipped as blank lines), and the line of the first
+        self.empty_rows = 0
+        self.first_empty_line: int | None = None
 
     # -- set-up ---------------------------------------------------------------------------
     @property
@@ -150,6 +164,13 @@ class RowReader:
         self._rows_started = True
         if self.format == "csv":
             given = self.delimiter is not None
+            stated = excel_separator(self._lines.peek_nonblank())
+            if stated is not None:  # Excel's `sep=;` line: not the header; it names the separator
+                while not self._lines.readline().strip():  # the blank lines before it, and it
+                    pass
+                self._block_lines = self._lines.lines_read
+                if not given:
+                    self.delimiter = stated
             if self.delimiter is None:
                 first = self._lines.peek_nonblank()
                 self.delimiter = sniff_delimiter(first or "")
@@ -157,7 +178,8 @@ class RowReader:
                 why = "--delimiter is ','" if given else "the header is separated by ',' (give --delimiter)"
                 raise UsageError("the decimal mark ',' needs fields separated by something else (';', a tab): "
                                  + why, "--decimal")
-            self._csv = csv.reader(iter(self._lines), delimiter=self.delimiter)
+            self._csv = csv.reader(iter(self._lines), delimiter=self.delimiter,
+                                   skipinitialspace=self.skip_initial_space)
             header = self._read_header()
             self._columns = header
         # JSONL: columns come from the first object (see ``columns``)
@@ -171,8 +193,9 @@ class RowReader:
             raise InputError("the input is empty (no header line)", source=self.name) from None
         except csv.Error as error:
             raise InputError(f"cannot read the header: {_csv_problem(error)}", source=self.name,
-                             line=self._csv.line_num) from None
-        bad = [n for n in self._lines.bad_lines if n <= self._csv.line_num]
+                             line=self._csv.line_num + self._block_lines) from None
+        line = self._csv.line_num + self._block_lines
+        bad = [n for n in self._lines.bad_lines if n <= line]
         if bad:
             raise InputError(self._lines.bad_lines[bad[0]], source=self.name, line=bad[0])
         names = [h.strip() for h in header]
@@ -181,14 +204,14 @@ class RowReader:
                 given = f"Unnamed: {i - 1}"
                 if given in names or len(names) == 1:
                     raise InputError(f"the header's field {i} is empty; every column needs a name",
-                                     source=self.name, line=self._csv.line_num)
+                                     source=self.name, line=line)
                 names[i - 1] = given
                 self.unnamed.append((i, given))
         seen: set[str] = set()
         duplicates = [n for n in names if n in seen or seen.add(n)]  # type: ignore[func-returns-value]
         if duplicates:
             raise InputError(f"duplicate column name(s) in the header: {', '.join(sorted(set(duplicates)))}",
-                             source=self.name, line=self._csv.line_num)
+                             source=self.name, line=line)
         return names
 
     @property
@@ -262,6 +285,13 @@ class RowReader:
             last_line = reader.line_num + self._block_lines
             if not fields or (n_fields > 1 and len(fields) == 1 and not fields[0].strip()):
                 continue  # a blank line, or one of spaces only (as editors and exports leave at the end)
+            if n_fields > 1 and not fields[0] and not any(fields):
+                # every field empty (',,,,', as a spreadsheet exports rows below its data): a blank line too
+                # (in a file of one column, a quoted "" is a missing value; a field of spaces is text or missing
+                # by its column's kind, as in any other row)
+                self.empty_rows += 1
+                self.first_empty_line = self.first_empty_line or line
+                continue
             if bad_lines:
                 bad = [n for n in bad_lines if n <= last_line]
                 if bad:
@@ -283,7 +313,7 @@ class RowReader:
                 except NotANumber as clash:
                     column = next(h for h, k, t in zip(header, kinds, fields) if k == NUMBER and t == clash.args[0])
                     comma = number_hint(clash.args[0])
-                    yield self._bad(f"expected a number (the column held numbers before), got {clash.args[0]!r}"
+                    yield self._bad(f"expected a number (the column held numbers before), got {quoted(clash.args[0])}"
                                     + (f"; {comma}" if comma else ""), line, column)
                     continue
                 self.rows_read += 1
@@ -303,7 +333,7 @@ class RowReader:
                 if type(value) is str:
                     comma = number_hint(text)
                     if kind == NUMBER:
-                        problem = (f"expected a number (the column held numbers before), got {text!r}"
+                        problem = (f"expected a number (the column held numbers before), got {quoted(text)}"
                                    + (f"; {comma}" if comma else ""), header[i])
                         break
                     if comma:
@@ -354,7 +384,8 @@ class RowReader:
             # a key given twice would leave its last value silently (as json and pandas do): one `":` per
             # key is the usual line; any other line is parsed again to find a repeated key exactly
             if (text.count('":') != len(obj) or " :" in text or "\t:" in text) and (key := _repeated_key(text)):
-                yield self._bad(f"the key {key!r} is given twice in this object (which value is meant?)", line, key)
+                yield self._bad(f"the key {quoted(key)} is given twice in this object (which value is meant?)", line,
+                                key)
                 continue
             problem = None
             learned = []  # (key, kind) fixed by this row, kept only if the row is good
@@ -370,14 +401,14 @@ class RowReader:
                         counts = self.noted_missing.setdefault(key, {})
                         counts[value.strip()] = counts.get(value.strip(), 0) + 1
                     continue
-                if isinstance(value, (dict, list)):
-                    problem = ("nested objects and arrays are not supported as values", key)
-                    break
+                if isinstance(value, (dict, list)):  # kept: refused only where the run uses the key
+                    obj[key] = Nested(value)
+                    continue
                 if kind == NUMBER and is_text:
-                    problem = (f"expected a number (the column held numbers before), got {value!r}", key)
+                    problem = (f"expected a number (the column held numbers before), got {quoted(value)}", key)
                     break
                 if kind == STRING and not is_text:
-                    problem = (f"expected a string (the column held strings before), got {value!r}", key)
+                    problem = (f"expected a string (the column held strings before), got {quoted(value)}", key)
                     break
                 if kind == 0:
                     learned.append((key, STRING if is_text else NUMBER))
@@ -394,6 +425,13 @@ class RowReader:
         """One line about values read as missing through a token pandas keeps as text (``?``),
         or ``None``: a model trained on data pandas read may have learned them as a category."""
         return noted_missing_summary(self.name, self.noted_missing)
+
+    def empty_rows_summary(self) -> str | None:
+        """One line about the CSV rows skipped because every field was empty, or ``None``."""
+        if not self.empty_rows:
+            return None
+        return (f"{self.name}: skipped {self.empty_rows:,} row(s) whose every field is empty (the first at line "
+                f"{self.first_empty_line:,}), as blank lines: a spreadsheet exports such rows below its data")
 
     # -- column kinds (for a run that continues in another input) ----------------------------
     def column_kinds(self) -> dict[str, str]:
@@ -438,7 +476,7 @@ class RowReader:
 
         converters, header = self._csv_converters, self._columns
         if (converters is None or header is None or self._peeked or self.decimal != "."
-                or self.delimiter not in BLOCK_DELIMITERS):
+                or self.delimiter not in BLOCK_DELIMITERS or self.skip_initial_space):
             return None
         lines = self._lines.take_ready(max_rows)
         if not lines:
@@ -517,14 +555,14 @@ class RowReader:
 
 def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
               na_values: frozenset[str] = DEFAULT_NA_VALUES, delimiter: str | None = None,
-              decimal: str = ".") -> RowReader:
+              decimal: str = ".", skip_initial_space: bool = False) -> RowReader:
     """Open ``path`` (``None`` or ``-``: stdin) for reading rows.
 
     When reading a terminal, prints csvkit's hint to stderr so a user who forgot the
     input knows why nothing happens. Raises :class:`InputError` when the file cannot
     be opened. Parquet (a file, a folder of partitions or a glob) is read by
     :class:`~ipfi_cli.io.parquet.ParquetRowReader`, which has the same interface
-    (``delimiter`` and ``decimal`` do not apply to its typed columns).
+    (``delimiter``, ``decimal`` and ``skip_initial_space`` do not apply to its typed columns).
     """
     from ipfi_cli.io.parquet import is_parquet_input, open_parquet
 
@@ -532,7 +570,7 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
         return open_parquet(path, na_values=na_values)  # type: ignore[return-value]
     fmt = detect_format(path, format)
     options: dict[str, Any] = {"na_values": na_values, "delimiter": delimiter or delimiter_for(path),
-                               "decimal": decimal}
+                               "decimal": decimal, "skip_initial_space": skip_initial_space}
     if not path or path == "-":
         if hint and stdin_is_tty():
             print(TTY_HINT, file=sys.stderr, flush=True)
@@ -552,6 +590,22 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
     except OSError as error:
         raise InputError(f"cannot open the file ({error.strerror or error})", source=path) from None
     return RowReader(stream, name=path, format=fmt, close=True, **options)
+
+
+def excel_separator(line: str | None) -> str | None:
+    """The separator an Excel CSV's first line names (``sep=;``), or ``None`` for any other line.
+
+    >>> [excel_separator(t) for t in ["sep=;\\r\\n", '"sep=,"\\n', "sep=\\t\\n", "sep,x\\n", "sep=ab\\n", None]]
+    [';', ',', '\\t', None, None, None]
+    """
+    if line is None:
+        return None
+    text = line.strip(" \r\n")
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        text = text[1:-1]
+    if len(text) == 5 and text[:4].lower() == "sep=" and text[4] not in "\"\r\n":
+        return text[4]
+    return None
 
 
 def _repeated_key(text: str) -> str | None:

@@ -1,22 +1,27 @@
 """Bytes and lines from a file, a pipe or stdin, read as they arrive.
 
 :class:`ByteSource` polls a file descriptor with ``select`` (Python's buffered ``sys.stdin``
-hides already-buffered data from it) and inflates gzip on the fly; :class:`LineBuffer`
+hides already-buffered data from it) and decompresses gzip, bz2 and xz on the fly (recognised by
+their magic bytes, whatever the file's name); a zip archive, zstd data or UTF-16 text is refused
+at its first bytes, naming what it is and how to read it (:class:`NotReadable`); :class:`LineBuffer`
 decodes complete UTF-8 lines, drops a byte-order mark and marks lines that are not UTF-8
 or longer than :data:`MAX_LINE_BYTES`. Memory is constant: one chunk and the current line.
 """
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import collections
+import lzma
 import os
 import select
+import shlex
 import sys
 import time
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ipfi_cli.errors import InputError
 
@@ -24,7 +29,90 @@ CHUNK_SIZE = 1 << 16
 #: cap on decompressed bytes produced per step, so a gzip bomb cannot fill memory
 _MAX_INFLATE = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+#: the first bytes of the compressed formats read on the fly
+_COMPRESSED = {_GZIP_MAGIC: "gzip", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
+#: the first bytes of inputs that are not text ipfi reads, and what to do with them (``{input}``: the file)
+_NOT_READABLE = {
+    b"PK\x03\x04": "a zip archive, which ipfi does not open (it reads CSV or JSONL, plain or compressed with gzip, "
+                    "bz2 or xz): extract the file from it, e.g. unzip -p {input} FILE | ipfi ... -",
+    b"PK\x05\x06": "an empty zip archive, which ipfi does not open (it reads CSV or JSONL, plain or compressed with "
+                    "gzip, bz2 or xz)",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed, which ipfi does not decompress (it reads gzip, bz2 and xz): decompress it "
+                         "first, e.g. zstd -dc {input} | ipfi ... -",
+    b"\xff\xfe\x00\x00": "UTF-32 text (it starts with a UTF-32 byte-order mark); ipfi reads UTF-8: convert it first, "
+                         "e.g. iconv -f UTF-32 -t UTF-8 {input} | ipfi ... -",
+    b"\xff\xfe": "UTF-16 text (it starts with a UTF-16 byte-order mark, as Excel's 'Unicode text' and PowerShell "
+                 "write); ipfi reads UTF-8: convert it first, e.g. iconv -f UTF-16 -t UTF-8 {input} | ipfi ... -",
+    b"\xfe\xff": "UTF-16 text (it starts with a UTF-16 byte-order mark); ipfi reads UTF-8: convert it first, "
+                 "e.g. iconv -f UTF-16 -t UTF-8 {input} | ipfi ... -",
+}
 _BOM = codecs.BOM_UTF8
+
+
+class NotReadable(InputError):
+    """The input is not text ipfi reads (a zip archive, UTF-16 text...): said of the input as a
+    whole, at its first bytes."""
+
+
+def _sniff(head: bytes) -> str | None:
+    """The compressed format the first bytes show, or ``None``; raises :class:`NotReadable` for an
+    input ipfi cannot read (checked longest magic first: UTF-32's begins as UTF-16's)."""
+    for magic, why in sorted(_NOT_READABLE.items(), key=lambda item: -len(item[0])):
+        if head.startswith(magic):
+            raise NotReadable(why)
+    for magic, kind in _COMPRESSED.items():
+        if head.startswith(magic):
+            return kind
+    return None
+
+
+class _Decompressor:
+    """Compressed bytes of one format (gzip, bz2 or xz) in; at most ``_MAX_INFLATE`` bytes out per
+    step. Concatenated members or streams (``cat a.gz b.gz``, ``pbzip2``'s output) are read on."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._pending = b""  # gzip: compressed bytes not yet inflated (bz2 and xz keep their own)
+        self.started = False  # a member or stream is begun and not ended
+        self._new()
+
+    def _new(self) -> None:
+        self._d: Any = (zlib.decompressobj(wbits=31) if self.kind == "gzip"
+                        else bz2.BZ2Decompressor() if self.kind == "bz2" else lzma.LZMADecompressor())
+
+    @property
+    def has_more(self) -> bool:
+        """Output is waiting without more input."""
+        if self.kind == "gzip":
+            return bool(self._pending)
+        return bool(self._pending) or (self.started and not self._d.eof and not self._d.needs_input)
+
+    @property
+    def truncated(self) -> bool:
+        """The input ended inside a member or stream."""
+        return self.started and not self._d.eof
+
+    def step(self, chunk: bytes) -> bytes:
+        data = self._pending + chunk if self._pending else chunk
+        self._pending = b""
+        d = self._d
+        if data and d.eof:  # the last member ended exactly at the previous chunk's end
+            self._new()
+            d = self._d
+        try:
+            out = d.decompress(data, _MAX_INFLATE)
+        except (zlib.error, OSError, EOFError, lzma.LZMAError) as error:
+            raise InputError(f"invalid {self.kind} data ({error})") from None
+        self.started = True
+        if self.kind == "gzip" and d.unconsumed_tail:
+            self._pending = d.unconsumed_tail
+        elif d.eof:
+            rest = d.unused_data
+            if rest.strip(b"\x00"):  # concatenated members: start the next one
+                self._new()
+                self._pending = rest
+            self.started = False
+        return bytes(out)
 #: a line longer than this (no line end in sight) is a bad row and its bytes are dropped,
 #: so a stream without line ends cannot fill memory
 MAX_LINE_BYTES = 1 << 25
@@ -34,7 +122,8 @@ class ByteSource:
     """Chunks of bytes from a file descriptor (polled with ``select``) or a file object.
 
     ``read(wait)`` returns a chunk, ``b''`` at end of input, or ``None`` when ``wait`` is
-    false and nothing can be read without blocking. gzip data is inflated on the fly.
+    false and nothing can be read without blocking. gzip, bz2 and xz data are decompressed on
+    the fly; an input ipfi cannot read raises :class:`NotReadable` at its first bytes.
     """
 
     def __init__(self, stream: BinaryIO | int, close: bool) -> None:
@@ -51,8 +140,7 @@ class ByteSource:
         self._pollable = self._fd is not None
         self._eof = False
         self._first = True
-        self._inflate: zlib._Decompress | None = None  # zlib decompressor when the input is gzip
-        self._pending = b""  # compressed bytes not yet inflated
+        self._decompressor: _Decompressor | None = None  # when the input is compressed
 
     def _raw_ready(self, timeout: float) -> bool:
         if not self._pollable:
@@ -71,16 +159,33 @@ class ByteSource:
         read1 = getattr(stream, "read1", None)
         return read1(CHUNK_SIZE) if read1 is not None else stream.read(CHUNK_SIZE)  # type: ignore[union-attr]
 
+    def _pending(self) -> bool:
+        return self._decompressor is not None and self._decompressor.has_more
+
     def ready(self, timeout: float = 0.0) -> bool:
         """True when :meth:`read` would return without blocking."""
-        return self._eof or bool(self._pending) or self._raw_ready(timeout)
+        return self._eof or self._pending() or self._raw_ready(timeout)
+
+    def _first_chunk(self, chunk: bytes) -> bytes:
+        """The first chunk, long enough to recognise its format (a pipe may hand on a byte at a time)."""
+        while any(len(chunk) < len(magic) and magic.startswith(chunk) for magic in [*_COMPRESSED, *_NOT_READABLE]):
+            more = self._raw_read()
+            if not more:
+                break
+            chunk += more
+        self._first = False
+        kind = _sniff(chunk)
+        if kind is not None:
+            self._decompressor = _Decompressor(kind)
+        return chunk
 
     def read(self, wait: bool = True) -> bytes | None:
         while True:
             if self._eof:
                 return b""
-            if self._pending:
-                out = self._inflate_step(b"")
+            decompressor = self._decompressor
+            if decompressor is not None and decompressor.has_more:
+                out = decompressor.step(b"")
                 if out:
                     return out
                 continue
@@ -88,44 +193,19 @@ class ByteSource:
                 return None
             chunk = self._raw_read()
             if self._first and chunk:
-                if len(chunk) == 1 and chunk == _GZIP_MAGIC[:1]:
-                    chunk += self._raw_read()  # need two bytes to recognise gzip
-                self._first = False
-                if chunk.startswith(_GZIP_MAGIC):
-                    self._inflate = zlib.decompressobj(wbits=31)
+                chunk = self._first_chunk(chunk)
+                decompressor = self._decompressor
             if not chunk:
                 self._eof = True
-                if self._inflate is not None and not self._inflate.eof and self._inflate_started:
-                    raise InputError("the gzip data ends early (truncated file?)")
+                if decompressor is not None and decompressor.truncated:
+                    raise InputError(f"the {decompressor.kind} data ends early (truncated file?)")
                 return b""
-            if self._inflate is None:
+            if decompressor is None:
                 return chunk
-            out = self._inflate_step(chunk)
+            out = decompressor.step(chunk)
             if out:
                 return out
-            # a gzip header or an empty member produced nothing yet: read again
-
-    _inflate_started = False
-
-    def _inflate_step(self, chunk: bytes) -> bytes:
-        inflate = self._inflate
-        assert inflate is not None  # only gzip input is inflated (and has pending bytes)
-        data = self._pending + chunk if self._pending else chunk
-        self._pending = b""
-        try:
-            out = inflate.decompress(data, _MAX_INFLATE)
-        except zlib.error as error:
-            raise InputError(f"invalid gzip data ({error})") from None
-        self._inflate_started = True
-        if inflate.unconsumed_tail:
-            self._pending = inflate.unconsumed_tail
-        elif inflate.eof:
-            rest = inflate.unused_data
-            if rest.strip(b"\x00"):  # concatenated gzip members: start the next one
-                self._inflate = zlib.decompressobj(wbits=31)
-                self._pending = rest
-            self._inflate_started = False
-        return out
+            # a header or an empty member produced nothing yet: read again
 
     def close(self) -> None:
         if self._close and not isinstance(self._stream, int):
@@ -157,7 +237,11 @@ class LineBuffer:
         try:
             return self._source.read(wait=wait)
         except InputError as error:
-            if error.source is None and error.line is None:  # where it ended: the line it cut
+            if isinstance(error, NotReadable):  # about the input as a whole
+                error.source = error.source or self._name
+                named = self._name if self._name and not self._name.startswith("<") else None
+                error.message = error.message.replace("{input}", shlex.quote(named) if named else "FILE")
+            elif error.source is None and error.line is None:  # where it ended: the line it cut
                 error.source, error.line = self._name, self._next_line
             self._error = error
             self._partial = b""

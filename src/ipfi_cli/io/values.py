@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ipfi_cli.errors import InputError, UsageError
+from ipfi_cli.text import quoted
 
 #: the value a missing field becomes (an empty CSV field, a JSON null)
 MISSING = float("nan")
@@ -71,10 +72,11 @@ def na_tokens(extra: Iterable[str] | None = None, *, defaults: bool = True) -> f
 
 
 def reader_options(na_values: Iterable[str] | None = None, no_default_na: bool = False,
-                   delimiter: str | None = None, decimal: str | None = None) -> dict[str, Any]:
-    """``open_rows``'s ``na_values``, ``delimiter`` and ``decimal`` from the options ``--na-values``
-    (each value may hold several tokens, comma-separated), ``--no-default-na``, ``--delimiter`` and
-    ``--decimal``.
+                   delimiter: str | None = None, decimal: str | None = None, *,
+                   skip_initial_space: bool = False) -> dict[str, Any]:
+    """``open_rows``'s ``na_values``, ``delimiter``, ``decimal`` and ``skip_initial_space`` from the
+    options ``--na-values`` (each value may hold several tokens, comma-separated), ``--no-default-na``,
+    ``--delimiter``, ``--decimal`` and ``--skip-initial-space``.
 
     >>> options = reader_options(["-999,missing"], delimiter="tab")
     >>> options["delimiter"], {"-999", "missing", "NA"} <= options["na_values"], options["decimal"]
@@ -82,7 +84,7 @@ def reader_options(na_values: Iterable[str] | None = None, no_default_na: bool =
     """
     tokens = na_tokens([t for value in na_values or [] for t in value.split(",")], defaults=not no_default_na)
     return {"na_values": tokens, "delimiter": parse_delimiter(delimiter) if delimiter is not None else None,
-            "decimal": parse_decimal(decimal)}
+            "decimal": parse_decimal(decimal), "skip_initial_space": skip_initial_space}
 
 
 def parse_decimal(text: str | None) -> str:
@@ -110,7 +112,7 @@ def decimal_comma_hint(text: str, delimiter: str | None) -> str | None:
     """
     if delimiter == "," or not DECIMAL_COMMA.fullmatch(text.strip()):
         return None
-    return (f"{text!r} looks like a number with a decimal comma: use --decimal , (or --text for a column "
+    return (f"{quoted(text)} looks like a number with a decimal comma: use --decimal , (or --text for a column "
             "that is text)")
 
 
@@ -130,7 +132,7 @@ def decimal_point_hint(text: str) -> str | None:
     """
     if not DECIMAL_POINT.fullmatch(text.strip()):
         return None
-    return (f"{text!r} has a '.', which --decimal , does not read: thousands separators are not read (export "
+    return (f"{quoted(text)} has a '.', which --decimal , does not read: thousands separators are not read (export "
             "the numbers without them), and a column that is text is read with --text")
 
 
@@ -158,6 +160,39 @@ def sniff_delimiter(header_line: str) -> str:
     counts = {d: header_line.count(d) for d in SNIFFED_DELIMITERS}
     best = max(counts, key=lambda d: counts[d])
     return best if counts[best] else ","
+
+
+class Nested:
+    """A JSON object or array as a JSONL value (``{"host": {"name": "a"}}``, as log shippers write).
+
+    The reader keeps it rather than refusing the row: a key the run does not use (left out with
+    ``--drop``, or not among a model's named inputs) is ignored; a model input, the label or a key
+    column holding one is a bad row naming the column (:mod:`ipfi_cli.run.rows`). It prints as its
+    JSON text.
+
+    >>> Nested({"name": "a", "ip": [10, 0]})
+    {"name":"a","ip":[10,0]}
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    @property
+    def kind(self) -> str:
+        """``object`` or ``array``."""
+        return "object" if isinstance(self.value, dict) else "array"
+
+    def __repr__(self) -> str:
+        import orjson
+
+        try:
+            return orjson.dumps(self.value).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            return repr(self.value)
+
+    __str__ = __repr__
 
 
 class Row:
@@ -271,7 +306,8 @@ def parse_value(text: str, na_values: frozenset[str] = DEFAULT_NA_VALUES, decima
 
 
 def detect_format(path: str | None, explicit: str | None = None) -> str | None:
-    """``csv`` or ``jsonl`` from ``explicit`` or the file name (``.gz`` ignored); ``None`` if unknown."""
+    """``csv`` or ``jsonl`` from ``explicit`` or the file name (``.gz``, ``.bz2``, ``.xz`` ignored); ``None``
+    if unknown."""
     if explicit:
         key = explicit.lower()
         if key in ("ndjson", "json"):
@@ -281,9 +317,7 @@ def detect_format(path: str | None, explicit: str | None = None) -> str | None:
         return key
     if not path or path == "-":
         return None
-    name = path.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = _uncompressed_name(path)
     if name.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
     if name.endswith((".csv", ".txt", ".tsv", ".tab")):
@@ -292,13 +326,24 @@ def detect_format(path: str | None, explicit: str | None = None) -> str | None:
 
 
 def delimiter_for(path: str | None) -> str | None:
-    """The separator a file name implies: tab for ``.tsv``/``.tab`` (``.gz`` ignored), else ``None``."""
+    """The separator a file name implies: tab for ``.tsv``/``.tab`` (``.gz``, ``.bz2``, ``.xz`` ignored), else
+    ``None``."""
     if not path or path == "-":
         return None
+    return "\t" if _uncompressed_name(path).endswith((".tsv", ".tab")) else None
+
+
+def _uncompressed_name(path: str) -> str:
+    """A file name in lower case without the compressed formats' endings (``data.TSV.xz`` -> ``data.tsv``).
+
+    >>> _uncompressed_name("Data.CSV.bz2"), _uncompressed_name("rows.jsonl.gz"), _uncompressed_name("a.csv")
+    ('data.csv', 'rows.jsonl', 'a.csv')
+    """
     name = path.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
-    return "\t" if name.endswith((".tsv", ".tab")) else None
+    for ending in (".gz", ".bz2", ".xz"):
+        if name.endswith(ending):
+            return name[:-len(ending)]
+    return name
 
 
 def noted_missing_summary(source: str, noted_missing: dict[str, dict[str, int]]) -> str | None:

@@ -82,7 +82,7 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
 
     stopped: IpfiError | None = None
     with reader:
-        checker = plan.row_checker(on_bad_row=on_bad_row, on_skip=on_skip)
+        checker = plan.row_checker(on_bad_row=on_bad_row, on_skip=on_skip, say=reporter.message)
         sample = RowSample(max_rows, seed)
         columns = plan.columns
         for batch in reader.batches(SCREEN_ROWS):
@@ -101,9 +101,10 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
                     raise failure
                 stopped = failure
                 break
-        noted = reader.noted_missing_summary()
-        if noted:
-            reporter.message(noted, "note")
+        empty_rows = getattr(reader, "empty_rows_summary", None)  # CSV rows of empty fields, skipped
+        for noted in (reader.noted_missing_summary(), empty_rows() if empty_rows is not None else None):
+            if noted:
+                reporter.message(noted, "note")
     skipped = checker.skipped_summary()
     if skipped:
         reporter.message(skipped, "warning")

@@ -156,8 +156,10 @@ class RunEndMixin(_SessionBase):
         summary = getattr(self.reader, "summary", None)  # the late labels' (a JoinedReader)
         for line in (summary() if summary is not None else []):
             notes.append((line, "warning"))
+        empty_rows = getattr(self.reader, "empty_rows_summary", None)  # CSV rows of empty fields, skipped
         for line in (parts.checker.late_keys_summary(),
-                     self.reader.noted_missing_summary() if self.reader is not None else None):
+                     self.reader.noted_missing_summary() if self.reader is not None else None,
+                     empty_rows() if empty_rows is not None else None):
             if line:
                 notes.append((line, "note"))
         unknown = plan.labels.unknown_summary()

@@ -227,7 +227,7 @@ class ExplainSession(RunEndMixin):
     def _prepare(self, plan: RunPlan, reader: RowReader) -> None:
         """The explainer, the state, the change watch and the writer, before the first row."""
         s = self.settings
-        checker = plan.row_checker(on_bad_row=s.on_bad_row, on_skip=self._on_skip)
+        checker = plan.row_checker(on_bad_row=s.on_bad_row, on_skip=self._on_skip, say=self.reporter.message)
         parts = self._make_parts(plan, checker)
         explainer = parts.explainer
         if self.state is not None:

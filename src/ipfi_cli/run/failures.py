@@ -16,6 +16,7 @@ from typing import Any
 
 from ipfi_cli.core.losses import Output
 from ipfi_cli.errors import IpfiError, ModelCallError, ModelError, ServiceError, first_line
+from ipfi_cli.text import quoted
 
 #: the largest 32-bit float: scikit-learn's trees take float32, so a larger value fails
 FLOAT32_MAX = 3.4028234663852886e38
@@ -62,11 +63,11 @@ def guess_column(values: dict[str, Any], columns: Sequence[str], message: str) -
         for c in columns:
             v = values[c]
             if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) > FLOAT32_MAX:
-                return c, f"{v!r} is too large for this model"
+                return c, f"{quoted(v)} is too large for this model"
     if "string" in lower or "str" in lower or "dtype" in lower or "could not convert" in lower:
         text = [c for c in columns if isinstance(values[c], str)]
         if len(text) == 1:
-            return text[0], f"the model needs a number, got {values[text[0]]!r}"
+            return text[0], f"the model needs a number, got {quoted(values[text[0]])}"
     if "nan" in lower or "missing" in lower:
         missing = [c for c in columns if isinstance(values[c], float) and math.isnan(values[c])]
         if len(missing) == 1:
@@ -88,15 +89,15 @@ def failure_message(source: str, number: int, line: int | None, values: dict[str
         if isinstance(v, float) and math.isnan(v):
             what = "missing value, which this model does not accept"
         elif isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) > FLOAT32_MAX:
-            what = f"{v!r} is too large for this model"
+            what = f"{quoted(v)} is too large for this model"
         elif isinstance(v, str) and ("float" in message or "number" in message or "str" in message):
-            what = f"the model needs a number, got {v!r}"
+            what = f"the model needs a number, got {quoted(v)}"
         else:
-            what = f"the model cannot take the value {v!r}"
-        return f"{where}, column {column!r}: {what} ({cause})"
+            what = f"the model cannot take the value {quoted(v)}"
+        return f"{where}, column {quoted(column)}: {what} ({cause})"
     guess = guess_column(values, columns, message)
     if guess is not None:
-        return f"{where}, column {guess[0]!r}: {guess[1]} ({cause})"
+        return f"{where}, column {quoted(guess[0])}: {guess[1]} ({cause})"
     numbers = [c for c in columns if isinstance(values.get(c), int) and not isinstance(values.get(c), bool)]
     hint = ""
     if numbers and ("isnan" in message or "not supported between instances" in message):

@@ -31,6 +31,7 @@ from typing import Any
 
 from ipfi_cli.core.losses import Loss, Output
 from ipfi_cli.errors import InputError, ModelError
+from ipfi_cli.text import quoted
 
 #: text spellings of the two bool classes
 _TRUE = ("true", "t", "yes", "y", "1", "1.0")
@@ -135,7 +136,7 @@ class LabelMatcher:
             raise LabelError("missing label")
         if not self.classification:
             if type(value) not in (int, float):
-                raise LabelError(f"the label {value!r} is not a number (the task is regression)")
+                raise LabelError(f"the label {quoted(value)} is not a number (the task is regression)")
             if not math.isfinite(value):
                 raise LabelError(f"the label {value} is not a finite number")
             return value
@@ -234,7 +235,7 @@ class LabelMatcher:
             return None
         rows = sum(self.unknown.values())
         common = sorted(self.unknown.items(), key=lambda item: -item[1])[:limit]
-        shown = ", ".join(f"{label!r} ({count:,} row{'s' if count != 1 else ''})" for label, count in common)
+        shown = ", ".join(f"{quoted(label)} ({count:,} row{'s' if count != 1 else ''})" for label, count in common)
         more = f" and {len(self.unknown) - limit} more" if len(self.unknown) > limit else ""
         classes = ", ".join(repr(c) for c in (self.classes or [])[:10])
         return (f"{rows:,} row(s) have a label the model never predicts: {shown}{more}; the model's classes are "
@@ -342,4 +343,4 @@ def mismatch_example(predictor: Any, columns: Sequence[str], reference: tuple[di
         predicted = predictor.predict_records([{c: values[c] for c in columns}], Output.LABEL, None)[0]
     except Exception:  # noqa: BLE001 - only an example for the message
         return ""
-    return f" (the model predicts values like {predicted!r}; the labels read like {label!r})"
+    return f" (the model predicts values like {quoted(predicted)}; the labels read like {quoted(label)})"

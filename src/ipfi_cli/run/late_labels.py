@@ -180,6 +180,10 @@ class JoinedReader:
     def noted_missing_summary(self) -> str | None:
         return self.features.noted_missing_summary()
 
+    def empty_rows_summary(self) -> str | None:
+        summary = getattr(self.features, "empty_rows_summary", None)
+        return summary() if summary is not None else None
+
     def column_kinds(self) -> dict[str, str]:
         return self.features.column_kinds()
 

@@ -34,6 +34,9 @@ class PDPSettings:
     na_values: list[str] | None = None
     no_default_na: bool = False
     delimiter: str | None = None
+    decimal: str | None = None  # --decimal: the CSV numbers' decimal mark ("." when None)
+    text: list[str] | None = None  # CSV columns read as text (--text)
+    skip_initial_space: bool = False  # CSV: spaces after a separator are not the field's (--skip-initial-space)
     target: str | None = None  # a column to leave out of the model's inputs (the curves need no label)
     drop: list[str] | None = None  # more columns a model without named inputs does not take
     target_class: Any = None
@@ -101,9 +104,8 @@ def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | 
     refused as explain, batch and compare refuse it: ``the input has no rows``.
     """
     from ipfi_cli.core.pdp import IPDPEstimator
-    from ipfi_cli.io.readers import open_rows
-    from ipfi_cli.io.values import reader_options
     from ipfi_cli.models.loading import load_predictor
+    from ipfi_cli.run.plan import InputSpec
     from ipfi_cli.run.setup import check_readable, model_columns
 
     s = settings
@@ -111,7 +113,9 @@ def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | 
     if say is not None:
         for line in loaded.warnings:
             say(line, "warning")
-    reader = open_rows(s.input, format=s.format, **reader_options(s.na_values, s.no_default_na, s.delimiter))
+    reader = InputSpec(path=s.input, format=s.format, na_values=s.na_values, no_default_na=s.no_default_na,
+                       delimiter=s.delimiter, decimal=s.decimal, text=s.text,
+                       skip_initial_space=s.skip_initial_space).open()
     try:
         source = reader.name
         if not reader.columns:  # no row gave columns: there is none, or only bad ones

@@ -36,26 +36,31 @@ class InputSpec:
     delimiter: str | None = None
     decimal: str | None = None  # CSV numbers' decimal mark: "." (None) or "," (--decimal)
     text: Sequence[str] | None = None  # CSV columns read as text (--text)
+    skip_initial_space: bool = False  # CSV: spaces after a separator are not the field's (--skip-initial-space)
     rows: Iterable[Mapping[str, Any]] | None = None  # rows as Python objects, instead of ``path``
 
     def check(self) -> None:
         """Refuse bad reader options (a :class:`~ipfi_cli.errors.UsageError`) before any work."""
+        self.reader_options()
+
+    def reader_options(self) -> dict[str, Any]:
+        """:func:`~ipfi_cli.io.readers.open_rows`'s reading options (bad ones are usage errors)."""
         from ipfi_cli.io.values import reader_options
 
-        reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal)
+        return reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal,
+                              skip_initial_space=self.skip_initial_space)
 
     def open(self, *, hint: bool = True) -> RowReader:
         """The reader of the input, its ``--text`` columns set (reads nothing yet)."""
         from ipfi_cli.io.readers import RowReader, open_rows
-        from ipfi_cli.io.values import reader_options
 
         if self.rows is not None:  # read as the JSONL lines they would be in a file
             from ipfi_cli.io.objects import JsonlRows
 
-            options = reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal)
-            return RowReader(cast(BinaryIO, JsonlRows(self.rows)), name="<rows>", format="jsonl", **options)
+            return RowReader(cast(BinaryIO, JsonlRows(self.rows)), name="<rows>", format="jsonl",
+                             **self.reader_options())
         reader = open_rows(None if self.path == "-" else self.path, format=self.format, hint=hint,
-                           **reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal))
+                           **self.reader_options())
         try:
             reader.keep_as_text(self.text)
         except BaseException:
@@ -75,6 +80,8 @@ class Selection:
     drop: Sequence[str] | None = None
     groups: Mapping[str, Sequence[str]] = field(default_factory=dict)
     by: Sequence[str] = ()  # key columns (``explain --by``): not features, like the target
+    #: run on when a column's first values are all unknown to the model's encoder (--allow-unknown-categories)
+    allow_unknown_categories: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,21 +102,30 @@ class RunPlan:
     learn: bool
     known_keys: frozenset[str] | None  # JSONL without a schema: the first object's keys (a later key is noted)
     by: tuple[str, ...] = ()  # key columns (``explain --by``): a row without a value in one is a bad row
+    #: input column -> the categories the model's encoder learned for it (models.categories.Categories)
+    categories: Mapping[str, Any] = field(default_factory=dict)
+    allow_unknown_categories: bool = False  # a column of unknown categories is a warning, not refused
+    skip_initial_space: bool = False  # the input is read with --skip-initial-space
 
     @property
     def predictor(self) -> Any:
         return self.loaded.predictor
 
-    def row_checker(self, *, on_bad_row: str, on_skip: Callable[[InputError], None] | None) -> RowChecker:
-        """A :class:`~ipfi_cli.run.rows.RowChecker` for this plan's rows."""
+    def row_checker(self, *, on_bad_row: str, on_skip: Callable[[InputError], None] | None,
+                    say: Callable[[str, str | None], None] | None = None) -> RowChecker:
+        """A :class:`~ipfi_cli.run.rows.RowChecker` for this plan's rows (``say`` gets its warnings)."""
         from ipfi_cli.run import setup
+        from ipfi_cli.run.checks import CategoryCheck
         from ipfi_cli.run.rows import RowChecker
 
+        categories = CategoryCheck(self.categories, source=self.source,
+                                   csv=self.input_format == "csv" and not self.skip_initial_space,
+                                   allow=self.allow_unknown_categories, say=say) if self.categories else None
         return RowChecker(source=self.source, target=self.target, columns=self.columns, to_label=self.labels,
                           check_columns=self.input_format == "jsonl", learn=self.learn, on_bad_row=on_bad_row,
                           on_skip=on_skip, on_first_row=setup.first_row_hook(self.loaded, self.labels, self.columns),
                           known_keys=set(self.known_keys) if self.known_keys is not None else None,
-                          key_columns=self.by)
+                          key_columns=self.by, can_drop=not self.loaded.predictor.columns, categories=categories)
 
 
 def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, learn: bool,
@@ -197,7 +213,9 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
         plan = RunPlan(loaded=loaded, source=source, input_format=reader.format, input_columns=list(input_columns),
                        columns=columns, target=target, features=selected, groups=groups,
                        classification=classification, loss=loss, labels=labels, learn=learn, known_keys=known_keys,
-                       by=tuple(by))
+                       by=tuple(by), categories=setup.input_categories(loaded, columns),
+                       allow_unknown_categories=selection.allow_unknown_categories,
+                       skip_initial_space=inputs.skip_initial_space)
     except BaseException:
         reader.close()
         raise

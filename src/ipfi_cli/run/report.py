@@ -62,10 +62,10 @@ class PlainReporter:
 
     def _write(self, text: str) -> None:
         stream = self.stream if self.stream is not None else sys.stderr
-        from ipfi_cli.text import terminal_safe
+        from ipfi_cli.text import message_line
 
         try:
-            print(terminal_safe(text), file=stream, flush=True)
+            print(message_line(text), file=stream, flush=True)
         except (OSError, ValueError):  # the stream is closed: nothing more to do
             pass
 

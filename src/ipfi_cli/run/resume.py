@@ -56,6 +56,7 @@ _OMITTED_SETTINGS: dict[str, Any] = {
     "--empty-coalition": "mean",  # SAGE's states of before the choice scored it by the mean prediction
     # how the input is read: another reading of the same rows is another run
     "--na-values": None, "--no-default-na": False, "--delimiter": None, "--decimal": None, "--text": None,
+    "--skip-initial-space": False,
     # a river model's sums run in the order of its sets of names, which Python's string hashing sets:
     # ipfi pins it to 0 (ipfi_cli.cli.hash_seed); a run under another seed continues only under it
     "PYTHONHASHSEED": "0",
@@ -81,7 +82,8 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
         **({"--bounds-method": s.bounds_method} if s.bounds_method != _OMITTED_SETTINGS["--bounds-method"] else {}),
         **{key: value for key, value in (("--na-values", sorted(s.na_values) if s.na_values else None),
                                           ("--no-default-na", s.no_default_na), ("--delimiter", s.delimiter),
-                                          ("--decimal", s.decimal), ("--text", sorted(s.text) if s.text else None))
+                                          ("--decimal", s.decimal), ("--text", sorted(s.text) if s.text else None),
+                                          ("--skip-initial-space", s.skip_initial_space))
            if value != _OMITTED_SETTINGS[key]},
         "--by": list(s.by) if s.by else None,
         **_hash_seed(plan),

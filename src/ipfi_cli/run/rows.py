@@ -2,9 +2,10 @@
 
 A row read without error is *good* when its label matches the model (see
 :mod:`ipfi_cli.run.labels`), it has a value for every model input (JSONL objects need not
-share keys) and no input value is unusable: infinity never is usable, and a missing value
-(NaN) is not when the model learns from the row (a river linear model would learn NaN
-weights). A static model gets NaN for a missing value and may handle it or say so.
+share keys) and no input value is unusable: infinity never is usable, nor a nested JSON object
+or array (a key the run does not use may hold one), and a missing value (NaN) is not when the
+model learns from the row (a river linear model would learn NaN weights). A static model gets
+NaN for a missing value and may handle it or say so.
 
 Bad rows stop the command (``on_bad_row="fail"``: the rows before it are still used) or
 are counted and left out (``"skip"``), with the same one-line messages everywhere.
@@ -18,10 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ipfi_cli.errors import InputError
-from ipfi_cli.io.values import MISSING, Row
+from ipfi_cli.io.values import MISSING, Nested, Row
+from ipfi_cli.text import quoted
 
 if TYPE_CHECKING:
     from ipfi_cli.io.blocks import RowBlock
+    from ipfi_cli.run.checks import CategoryCheck
 
 
 class GoodRow(NamedTuple):
@@ -80,13 +83,20 @@ class RowChecker:
     key_columns : sequence of str
         ``explain --by``: a row without a value in one of them (missing, or absent from a JSONL
         object) is a bad row naming the column.
+    can_drop : bool
+        ``--drop`` leaves a column out of the model's inputs (a model that does not name them):
+        the message for a nested JSON value in one says so.
+    categories : CategoryCheck, optional
+        Compares the first good rows' values with the categories the model's encoders learned
+        (it may refuse the run before they are explained).
     """
 
     def __init__(self, *, source: str, target: str, columns: Sequence[str], to_label: Callable[[Any], Any],
                  check_columns: bool, learn: bool, on_bad_row: str = "fail",
                  on_skip: Callable[[InputError], None] | None = None,
                  on_first_row: Callable[[dict[str, Any]], None] | None = None,
-                 known_keys: set[str] | None = None, key_columns: Sequence[str] = ()) -> None:
+                 known_keys: set[str] | None = None, key_columns: Sequence[str] = (),
+                 can_drop: bool = False, categories: CategoryCheck | None = None) -> None:
         self.source = source
         self.target = target
         self.columns = list(columns)
@@ -101,9 +111,19 @@ class RowChecker:
         self.known_keys = known_keys
         self.late_key: tuple[int, str] | None = None  # (row, key) of the first key the first row lacked
         self.key_columns = list(key_columns)
+        self.can_drop = can_drop
+        self.categories = categories if categories is not None and not categories.done else None
 
     def check(self, batch: Iterable[Row]) -> tuple[list[GoodRow], InputError | None]:
         """The batch's good rows, and the error to stop with (``fail``: the first bad row's)."""
+        good, error = self._check(batch)
+        if self.categories is not None:
+            self.categories.check(good)
+            if self.categories.done:
+                self.categories = None
+        return good, error
+
+    def _check(self, batch: Iterable[Row]) -> tuple[list[GoodRow], InputError | None]:
         good: list[GoodRow] = []
         for row in batch:
             error = row.error
@@ -112,8 +132,11 @@ class RowChecker:
                 if self.on_first_row is not None:
                     hook, self.on_first_row = self.on_first_row, None
                     hook(values)
+                label = values.get(self.target, MISSING)
                 try:
-                    label = self.to_label(values.get(self.target, MISSING))
+                    if type(label) is Nested:
+                        raise ValueError(self._nested(label, "the label"))
+                    label = self.to_label(label)
                 except ValueError as problem:
                     error = self._error(str(problem), row, self.target)
                 else:
@@ -135,7 +158,8 @@ class RowChecker:
         nothing is counted then."""
         import numpy as np
 
-        if (self.on_first_row is not None or self.key_columns or self.known_keys is not None or self.learn
+        if (self.on_first_row is not None or self.categories is not None or self.key_columns
+                or self.known_keys is not None or self.learn
                 or self.target not in block.names or not len(block)
                 or any(c not in block.floats for c in self.columns)):
             return None
@@ -183,6 +207,8 @@ class RowChecker:
 
     def _problem(self, row: Row, values: dict[str, Any]) -> InputError | None:
         for c in self.key_columns:
+            if type(values.get(c)) is Nested:
+                return self._error(self._nested(values[c], "a --by key"), row, c)
             if missing_key(values.get(c)):
                 return self._error("no value in this --by key column: a row belongs to no key without one (fill "
                                    "it in, or skip such rows with --on-bad-row skip)", row, c)
@@ -204,7 +230,16 @@ class RowChecker:
                                        "or skip such rows with --on-bad-row skip)", row, c)
                 return self._error(f"{v} is not a finite number (a number too large for a float, such as 1e400, "
                                    "reads as inf); models cannot use it", row, c)
+            if type(v) is Nested:
+                return self._error(self._nested(v, "a model input") + (
+                    f"; leave the key out with --drop {c}" if self.can_drop else
+                    " (the model takes this column: it is among its named inputs)"), row, c)
         return None
+
+    @staticmethod
+    def _nested(value: Nested, what: str) -> str:
+        return (f"a nested JSON {value.kind} ({quoted(str(value))}), which {what} cannot be: it is a number, a "
+                "string, a bool or null")
 
 
 def missing_key(value: Any) -> bool:

@@ -39,6 +39,7 @@ class ExplainSettings:
     delimiter: str | None = None
     decimal: str | None = None  # --decimal: the CSV numbers' decimal mark ("." when None)
     text: list[str] | None = None  # CSV columns read as text (--text)
+    skip_initial_space: bool = False  # CSV: spaces after a separator are not the field's (--skip-initial-space)
     task: str = "auto"
     loss: str | None = None
     learn: bool = False
@@ -83,6 +84,7 @@ class ExplainSettings:
     id_column: str | None = None
     label_wait: str = DEFAULT_LABEL_WAIT
     labels_follow: bool = False
+    allow_unknown_categories: bool = False  # --allow-unknown-categories
     by: list[str] | None = None  # --by: one explainer (and change watch) per value of these key columns
     max_keys: int | None = None  # --max-keys: the most keys kept live; the others saved as plain data
     workers: int | None = None  # with by: spread the keys over a local Dask cluster of this many workers
@@ -93,13 +95,14 @@ class ExplainSettings:
         """Where the rows come from and how they are read."""
         return InputSpec(path=self.input, format=self.format, na_values=self.na_values,
                          no_default_na=self.no_default_na, delimiter=self.delimiter, decimal=self.decimal,
-                         text=self.text)
+                         text=self.text, skip_initial_space=self.skip_initial_space)
 
     @property
     def selection(self) -> Selection:
         """What is explained, against what."""
         return Selection(target=self.target, task=self.task, loss=self.loss, features=self.features,
-                         drop=self.drop, groups=self.groups, by=tuple(self.by or ()))
+                         drop=self.drop, groups=self.groups, by=tuple(self.by or ()),
+                         allow_unknown_categories=self.allow_unknown_categories)
 
 
 class StopOnChange(Exception):

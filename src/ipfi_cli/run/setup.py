@@ -290,6 +290,19 @@ def explained_columns(loaded: LoadedModel, columns: Sequence[str], features: Seq
     return select_features(columns, features, list(dict.fromkeys(left_out)), groups)
 
 
+def input_categories(loaded: LoadedModel, columns: Sequence[str]) -> dict[str, Any]:
+    """The categories the model's encoders learned (:func:`~ipfi_cli.models.categories.learned_categories`),
+    by the input's name of each column (a model's ``' workclass'`` is the header's ``workclass``).
+    A river model learns its categories as it goes: none."""
+    if loaded.kind == "river":
+        return {}
+    from ipfi_cli.models.categories import learned_categories
+
+    names: dict[str, str] = getattr(loaded.predictor, "names", None) or {}
+    found = learned_categories(loaded.model, loaded.predictor, [names.get(c, c) for c in columns])
+    return {c: found[names.get(c, c)] for c in columns if names.get(c, c) in found}
+
+
 def check_readable(reader: Any, names: Sequence[str | None]) -> None:
     """Refuse a column the run uses that the reader cannot read (a Parquet list column, say).
 

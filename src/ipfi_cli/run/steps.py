@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError, UsageError
 from ipfi_cli.run.report import RecentLoss
 from ipfi_cli.run.rows import GoodBlock, GoodRow
+from ipfi_cli.text import quoted
 
 if TYPE_CHECKING:
     from ipfi_cli.run.plan import RunPlan
@@ -195,9 +196,9 @@ class RowSteps:
             # text where no row has yet been taken: a column of text (a stray word in a column of numbers is
             # the reader's bad row), on which every row would fail alike; the set-up's problem, said once
             self.failure = UsageError(
-                f"column {text_column!r} holds text ({row.values[text_column]!r} in row {row.number:,}), and "
-                "conditional removal draws the model's inputs from a Gaussian fit of numbers: use marginal removal "
-                "(the default), or a model whose inputs are numbers", "--removal")
+                f"column {quoted(text_column)} holds text ({quoted(row.values[text_column])} in row "
+                f"{row.number:,}), and conditional removal draws the model's inputs from a Gaussian fit of numbers: "
+                "use marginal removal (the default), or a model whose inputs are numbers", "--removal")
             return
         if isinstance(error, InputError) and error.column is not None:
             # a value the explainer itself cannot take (an event time that is not a time, text for
