@@ -8,6 +8,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -176,7 +177,7 @@ def test_only_models_that_may_depend_on_string_hashing_re_execute(union_pipeline
     assert not needed(samples / "agrawal_hgb.joblib") and needed(samples / "agrawal_hoeffding.pkl")
 
 
-# -- Dask workers: they hash strings as this process ------------------------------------------------------
+# -- Dask workers: they hash strings as this process, or the run is refused ---------------------------------
 @pytest.fixture(scope="module")
 def keyed_union(tmp_path_factory):
     """The union of two ``Select`` branches, learned on 300 rows that carry a key column ``k`` (for --by)."""
@@ -231,3 +232,57 @@ def test_a_river_model_on_two_local_workers_gives_the_bytes_of_one_process(keyed
     assert alone.returncode == 0 and spread.returncode == 0, spread.stderr
     assert spread.stdout == alone.stdout
     assert alone.stdout.count("\n") == 301 and float(alone.stdout.splitlines()[-1].split(",")[2]) != 0
+
+
+@pytest.mark.slow  # a scheduler and three workers started one after another, five runs: about 60 s
+def test_workers_that_hash_strings_otherwise_are_refused_in_one_line(keyed_union, tmp_path):
+    """A `dask worker --no-nanny` started under another PYTHONHASHSEED: its numbers differed from one
+    process's in the last digits, exit 0. Now the run is refused before its first row, in one line naming
+    the worker and the command that starts it right; a worker that joins later is refused by each task it
+    runs; a worker started the usual way (its nanny) hashes as ipfi and gives one process's bytes."""
+    import os
+
+    pytest.importorskip("distributed")
+    from distributed import Client
+
+    from ipfi_cli.errors import UsageError
+    from ipfi_cli.run.distributed import gather_tasks
+
+    from .test_dask_batch import dask_command, start_scheduler
+
+    info = tmp_path / "scheduler.json"
+    other = "1" if os.environ.get("PYTHONHASHSEED") != "1" else "2"  # not this (test) process's seed either
+    quiet = {"cwd": tmp_path, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    started = [start_scheduler(info, env=_dask_env(), **quiet)]
+    worker = [*dask_command(), "worker", "--scheduler-file", str(info), "--nthreads", "1", "--no-dashboard",
+              "--host", "127.0.0.1"]
+    try:
+        started.append(subprocess.Popen([*worker, "--no-nanny"], env=_dask_env(PYTHONHASHSEED=other), **quiet))
+        with Client(scheduler_file=str(info), timeout=30) as client:
+            client.wait_for_workers(1, timeout=90)
+            address, (wrong,) = client.scheduler.address, list(client.scheduler_info()["workers"])
+            for command in _spread_commands(keyed_union):
+                refused = _ipfi(*command, "--scheduler", address)
+                assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+                said = refused.stderr
+                assert f"the Dask worker {wrong} hashes strings under PYTHONHASHSEED={other}" in said, said
+                assert f"start the workers with `PYTHONHASHSEED={PINNED_SEED} dask worker {address}`" in said, said
+                assert refused.stdout.count("\n") <= 1  # no record (explain's header at most)
+            # a worker that joined after the check: each task checks its own worker
+            with pytest.raises(UsageError, match=f"the Dask worker {wrong} hashes strings"):
+                gather_tasks(client, abs, [(-1,)], hashing=True)
+            assert gather_tasks(client, abs, [(-1,)]) == [1]  # a model that does not depend on hashing runs
+            started.pop().kill()
+            started.append(subprocess.Popen(worker, env=_dask_env(), **quiet))  # with its nanny, as usual
+            deadline = time.monotonic() + 90
+            while wrong in (now := list(client.scheduler_info()["workers"])) or not now:
+                assert time.monotonic() < deadline, "the usual worker did not join"
+                time.sleep(0.2)
+            command = _spread_commands(keyed_union)[0]
+            spread, alone = _ipfi(*command, "--scheduler", address), _ipfi(*command)
+            assert spread.returncode == 0, spread.stderr
+            assert spread.stdout == alone.stdout
+    finally:
+        for process in reversed(started):
+            process.kill()
+            process.wait(timeout=20)

@@ -46,6 +46,9 @@ HASH_FREE_GLOBALS = frozenset({"ipfi_cli.sample_models.hist_gradient_boosting"})
 #: larger pickles are not scanned (the re-execution costs less than reading them twice)
 SCAN_LIMIT = 32 << 20
 
+#: a fixed string whose hash tells two processes' hash seeds apart (ipfi_cli.run.distributed)
+PROBE = "ipfi: string-hash probe"
+
 _NAME = rb"[A-Za-z_][A-Za-z0-9_.]*"
 # protocol 4+: SHORT_BINUNICODE module [MEMOIZE] (SHORT_BINUNICODE name | BINGET | LONG_BINGET) [MEMOIZE] STACK_GLOBAL
 _STACK_GLOBAL = re.compile(rb"\x8c([\x01-\xff])(" + _NAME + rb")\x94?(?:\x8c([\x01-\xff])(" + _NAME
@@ -64,6 +67,13 @@ def depends_on_hashing(model: str | None) -> bool:
     found = pickled_globals(model)
     return found is None or any(module.split(".")[0] not in HASH_FREE_PACKAGES
                                 and f"{module}.{name}" not in HASH_FREE_GLOBALS for module, name in found)
+
+
+def workers_must_hash_alike(model: str | None) -> bool:
+    """Whether the processes a run spreads its work over must hash strings as this one: the model may
+    depend on it (:func:`depends_on_hashing`) and this process runs under a fixed seed (the command line
+    pins one; a process under a random seed, such as Python's own default, promises no bytes to match)."""
+    return os.environ.get("PYTHONHASHSEED", "random") != "random" and depends_on_hashing(model)
 
 
 def pickled_modules(path: str) -> set[str] | None:
