@@ -153,7 +153,7 @@ def bench_throughput(rounds: int, repeats: int, batch: int, threads: str | None)
     model = SAMPLE / "agrawal_hgb.joblib"
     n_rows = sum(1 for _ in open(path)) - 1
     env = dict(os.environ)
-    # model commands re-execute themselves under PYTHONHASHSEED=0 (see ipfi_cli.cli.app); set it here so
+    # model commands may re-execute themselves under a fixed PYTHONHASHSEED (see ipfi_cli.cli.hash_seed); set one so
     # the timing wrapper below stays in the process that runs the command
     env["PYTHONHASHSEED"] = "0"
     if threads:

@@ -1,17 +1,21 @@
 """Same seed, same bytes across processes, also for a model whose internal order depends on
 Python's string hashing: a river union of two ``compose.Select`` branches (``Select`` keeps
-its columns in a set, so the order of the sums inside the model changes per process)."""
+its columns in a set, so the order of the sums inside the model changes per process); so
+also on Dask workers, which must hash strings as the process that sends them the work."""
 
 from __future__ import annotations
 
 import pickle
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
-from .conftest import ipfi_command, subprocess_env
+from ipfi_cli.models.hashing import PINNED_SEED
+
+from .conftest import ROOT, ipfi_command, subprocess_env
 
 NAMES = [f"f{i}" for i in range(8)]
 
@@ -90,22 +94,50 @@ def test_resume_in_another_process_gives_the_same_bytes(union_pipeline, tmp_path
     assert traces.read_bytes() == whole
 
 
-def test_a_resume_under_another_hash_seed_is_refused(union_pipeline, tmp_path):
-    """A river run started under PYTHONHASHSEED=1 and continued under ipfi's pin (0) wrote numbers of
-    neither run with exit 0; now the resume is refused in one line naming the hash seed."""
-    state, traces = tmp_path / "run.state", tmp_path / "traces.csv"
-    _explain(union_pipeline, "--state", str(state), "-o", str(traces), data="head150.csv", hash_seed="1")
+def _resume_refused_then_continued(folder, state, traces, seed):
+    """The run of ``state`` continued under ipfi's pin is refused in one line naming the hash seed it started
+    under; continued under that seed it ends with the uninterrupted run's bytes."""
     env = subprocess_env()
     env.pop("PYTHONHASHSEED", None)
-    command = [*ipfi_command(), "explain", str(union_pipeline / "data.csv"), "-m", str(union_pipeline / "model.pkl"),
+    command = [*ipfi_command(), "explain", str(folder / "data.csv"), "-m", str(folder / "model.pkl"),
                "-t", "y", "--learn", "--loss", "log", "--seed", "1", "-M", "3", "-q", "--state", str(state),
                "-o", str(traces)]
     refused = subprocess.run(command, capture_output=True, env=env, timeout=120)
     assert refused.returncode == 1, refused.stderr
-    assert b"PYTHONHASHSEED: state '1', now '0'" in refused.stderr and len(refused.stderr.splitlines()) == 1
-    env["PYTHONHASHSEED"] = "1"  # under the run's own hash seed it continues, to the uninterrupted run's bytes
+    assert (f"PYTHONHASHSEED: state '{seed}', now '{PINNED_SEED}' (continue it with PYTHONHASHSEED={seed} in the "
+            "environment)").encode() in refused.stderr and len(refused.stderr.splitlines()) == 1
+    env["PYTHONHASHSEED"] = seed  # under the run's own hash seed it continues, to the uninterrupted run's bytes
     assert subprocess.run(command, capture_output=True, env=env, timeout=120).returncode == 0
-    assert traces.read_bytes() == _explain(union_pipeline, hash_seed="1")
+    assert traces.read_bytes() == _explain(folder, hash_seed=seed)
+
+
+def test_a_resume_under_another_hash_seed_is_refused(union_pipeline, tmp_path):
+    """A river run started under PYTHONHASHSEED=1 and continued under ipfi's pin wrote numbers of
+    neither run with exit 0; now the resume is refused in one line naming the hash seed."""
+    from ipfi_cli.io.run_state import load_state
+
+    state, traces = tmp_path / "run.state", tmp_path / "traces.csv"
+    _explain(union_pipeline, "--state", str(state), "-o", str(traces), data="head150.csv", hash_seed="1")
+    assert load_state(state)["settings"]["PYTHONHASHSEED"] == "1"
+    _resume_refused_then_continued(union_pipeline, state, traces, "1")
+
+
+def test_a_state_saved_under_the_earlier_pin_continues_only_under_it(union_pipeline, tmp_path):
+    """ipfi pinned 0 before it pinned Dask's 6640, and its states recorded no seed for a run under 0: such a
+    state is refused under the pin in one line (it would continue with numbers of neither seed), and
+    continues under 0."""
+    from ipfi_cli.io.run_state import load_state, save_state
+
+    state, traces = tmp_path / "run.state", tmp_path / "traces.csv"
+    _explain(union_pipeline, "--state", str(state), "-o", str(traces), data="head150.csv", hash_seed="0")
+    saved = load_state(state)
+    del saved["settings"]["PYTHONHASHSEED"]  # as the earlier ipfi wrote it
+    save_state(state, saved)
+    _resume_refused_then_continued(union_pipeline, state, traces, "0")
+    # a run under the pin records it: it continues under the pin, and only under it
+    pinned = tmp_path / "pinned.state"
+    _explain(union_pipeline, "--state", str(pinned), "-o", str(tmp_path / "pinned.csv"), data="head90.csv")
+    assert load_state(pinned)["settings"]["PYTHONHASHSEED"] == PINNED_SEED
 
 
 def test_only_models_that_may_depend_on_string_hashing_re_execute(union_pipeline, tmp_path):
@@ -140,3 +172,117 @@ def test_only_models_that_may_depend_on_string_hashing_re_execute(union_pipeline
         pickle.dump(NAMES, f)   # no class at all: nothing to tell a model by, so re-execute
     assert needed(tmp_path / "plain.pkl")
     assert needed(tmp_path / "missing.pkl")
+    # the bundled samples are recipes (ipfi_cli.sample_models): one fits a scikit-learn model, one builds a river one
+    samples = ROOT / "sample_data"
+    assert not needed(samples / "agrawal_hgb.joblib") and needed(samples / "agrawal_hoeffding.pkl")
+
+
+# -- Dask workers: they hash strings as this process, or the run is refused ---------------------------------
+@pytest.fixture(scope="module")
+def keyed_union(tmp_path_factory):
+    """The union of two ``Select`` branches, learned on 300 rows that carry a key column ``k`` (for --by)."""
+    from river import compose, linear_model, preprocessing
+
+    folder = tmp_path_factory.mktemp("keyed-hash")
+    model = ((compose.Select(*NAMES[:4]) | preprocessing.StandardScaler())
+             + (compose.Select(*NAMES[4:]) | preprocessing.StandardScaler())) | linear_model.LogisticRegression()
+    rng = np.random.default_rng(0)
+    lines = [",".join(["k", *NAMES, "y"])]
+    for i in range(300):
+        x = rng.normal(size=8)
+        y = int(x[0] + 0.5 * x[5] + 0.3 * rng.normal() > 0)
+        model.learn_one(dict(zip(NAMES, map(float, x))), y)
+        lines.append(",".join(["abc"[i % 3], *(repr(float(v)) for v in x)]) + f",{y}")
+    with open(folder / "model.pkl", "wb") as f:
+        pickle.dump(model, f)
+    (folder / "data.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _spread_commands(folder):
+    """explain --by and batch of the keyed union (the options --workers/--scheduler go after them)."""
+    data, model = str(folder / "data.csv"), str(folder / "model.pkl")
+    return [["explain", data, "-m", model, "-t", "y", "--by", "k", "--loss", "log", "-M", "3", "--seed", "1", "-q"],
+            ["batch", data, "-m", model, "-t", "y", "--drop", "k", "--loss", "log", "-M", "3", "--seed", "1", "-q"]]
+
+
+def _ipfi(*args, env=None):
+    """``ipfi`` as a user runs it: a new process, no PYTHONHASHSEED (ipfi pins its own)."""
+    env = env if env is not None else _dask_env()
+    return subprocess.run([*ipfi_command(), *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def _dask_env(**extra):
+    """The environment of ipfi and of the Dask processes: this ipfi importable, no PYTHONHASHSEED."""
+    import os
+
+    env = subprocess_env(PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra)
+    if "PYTHONHASHSEED" not in extra:
+        env.pop("PYTHONHASHSEED", None)
+    return env
+
+
+@pytest.mark.slow  # two runs, one of them starts a local cluster of two workers: about 20 s
+def test_a_river_model_on_two_local_workers_gives_the_bytes_of_one_process(keyed_union):
+    """Dask's nanny starts its workers under PYTHONHASHSEED=6640 while ipfi pinned 0 for itself: explain --by
+    --workers 2 of a river model differed from one process in the last digits (295 of 300 records), exit 0."""
+    pytest.importorskip("distributed")
+    command = _spread_commands(keyed_union)[0]
+    alone, spread = _ipfi(*command), _ipfi(*command, "--workers", "2")
+    assert alone.returncode == 0 and spread.returncode == 0, spread.stderr
+    assert spread.stdout == alone.stdout
+    assert alone.stdout.count("\n") == 301 and float(alone.stdout.splitlines()[-1].split(",")[2]) != 0
+
+
+@pytest.mark.slow  # a scheduler and three workers started one after another, five runs: about 60 s
+def test_workers_that_hash_strings_otherwise_are_refused_in_one_line(keyed_union, tmp_path):
+    """A `dask worker --no-nanny` started under another PYTHONHASHSEED: its numbers differed from one
+    process's in the last digits, exit 0. Now the run is refused before its first row, in one line naming
+    the worker and the command that starts it right; a worker that joins later is refused by each task it
+    runs; a worker started the usual way (its nanny) hashes as ipfi and gives one process's bytes."""
+    import os
+
+    pytest.importorskip("distributed")
+    from distributed import Client
+
+    from ipfi_cli.errors import UsageError
+    from ipfi_cli.run.distributed import gather_tasks
+
+    from .test_dask_batch import dask_command, start_scheduler
+
+    info = tmp_path / "scheduler.json"
+    other = "1" if os.environ.get("PYTHONHASHSEED") != "1" else "2"  # not this (test) process's seed either
+    quiet = {"cwd": tmp_path, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    started = [start_scheduler(info, env=_dask_env(), **quiet)]
+    worker = [*dask_command(), "worker", "--scheduler-file", str(info), "--nthreads", "1", "--no-dashboard",
+              "--host", "127.0.0.1"]
+    try:
+        started.append(subprocess.Popen([*worker, "--no-nanny"], env=_dask_env(PYTHONHASHSEED=other), **quiet))
+        with Client(scheduler_file=str(info), timeout=30) as client:
+            client.wait_for_workers(1, timeout=90)
+            address, (wrong,) = client.scheduler.address, list(client.scheduler_info()["workers"])
+            for command in _spread_commands(keyed_union):
+                refused = _ipfi(*command, "--scheduler", address)
+                assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+                said = refused.stderr
+                assert f"the Dask worker {wrong} hashes strings under PYTHONHASHSEED={other}" in said, said
+                assert f"start the workers with `PYTHONHASHSEED={PINNED_SEED} dask worker {address}`" in said, said
+                assert refused.stdout.count("\n") <= 1  # no record (explain's header at most)
+            # a worker that joined after the check: each task checks its own worker
+            with pytest.raises(UsageError, match=f"the Dask worker {wrong} hashes strings"):
+                gather_tasks(client, abs, [(-1,)], hashing=True)
+            assert gather_tasks(client, abs, [(-1,)]) == [1]  # a model that does not depend on hashing runs
+            started.pop().kill()
+            started.append(subprocess.Popen(worker, env=_dask_env(), **quiet))  # with its nanny, as usual
+            deadline = time.monotonic() + 90
+            while wrong in (now := list(client.scheduler_info()["workers"])) or not now:
+                assert time.monotonic() < deadline, "the usual worker did not join"
+                time.sleep(0.2)
+            command = _spread_commands(keyed_union)[0]
+            spread, alone = _ipfi(*command, "--scheduler", address), _ipfi(*command)
+            assert spread.returncode == 0, spread.stderr
+            assert spread.stdout == alone.stdout
+    finally:
+        for process in reversed(started):
+            process.kill()
+            process.wait(timeout=20)

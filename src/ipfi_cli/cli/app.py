@@ -144,7 +144,7 @@ add_command(_merge.merge)
 
 
 def fixed_hash_seed(argv: list[str]) -> None:
-    """Run a model command under ``PYTHONHASHSEED=0`` when its model may depend on string
+    """Run a model command under ``PYTHONHASHSEED=6640`` when its model may depend on string
     hashing (see :mod:`ipfi_cli.cli.hash_seed`)."""
     from ipfi_cli.cli.hash_seed import fix_hash_seed
 

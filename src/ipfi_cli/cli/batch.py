@@ -192,14 +192,16 @@ def batch(
             _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet, inner,
                         value(empty_coalition), reporter)
             return
+        from ipfi_cli.models.hashing import workers_must_hash_alike
         from ipfi_cli.run.distributed import dask_client, dask_runner
 
-        with dask_client(workers, scheduler) as client:
+        hashing = workers_must_hash_alike(model)
+        with dask_client(workers, scheduler, hashing=hashing) as client:
             start = time.perf_counter()
             result = batch_pfi(dataset.loaded.predictor, dataset.frame, dataset.targets, dataset.columns,
                                loss=dataset.loss, n_repeats=repeats, features=dataset.features,
                                groups=dataset.groups, seed=seed, n_jobs=n_jobs,
-                               runner=None if client is None else dask_runner(client))
+                               runner=None if client is None else dask_runner(client, hashing=hashing))
             seconds = time.perf_counter() - start
         records = [{"feature": name, "importance": mean, "std": std, "n_repeats": result.n_repeats,
                     "n_rows": result.n_rows, "loss": dataset.loss.name, "baseline_loss": result.baseline_loss}

@@ -172,6 +172,7 @@ class SpreadKeyedSession(KeyedSession):
         check_dask_options(s.workers, s.scheduler)  # a malformed address before the model is loaded
 
     def _stream(self, reader: Any) -> RunStatus:
+        from ipfi_cli.models.hashing import workers_must_hash_alike
         from ipfi_cli.run.distributed import dask_client, gather_tasks
 
         plan, parts = self.plan, self.parts
@@ -184,12 +185,14 @@ class SpreadKeyedSession(KeyedSession):
         self.status = RunStatus.RUNNING
         failure: IpfiError | None = None
         try:
-            with dask_client(s.workers, s.scheduler) as client:
+            hashing = workers_must_hash_alike(s.model)
+            with dask_client(s.workers, s.scheduler, hashing=hashing) as client:
                 shards = s.workers or max(1, len(client.scheduler_info()["workers"]))
                 if s.verbose:
                     self.reporter.message(f"explaining the keys in {shards} shard(s) on Dask workers")
                 results: list[ShardResult] = gather_tasks(client, explain_shard,
-                                                          [(shard_settings, i, shards) for i in range(shards)])
+                                                          [(shard_settings, i, shards) for i in range(shards)],
+                                                          hashing=hashing)
             _as_given(results, shard_settings.input, s.input)
             failure = self._merge(results, parts)
             self._merged = True

@@ -57,8 +57,9 @@ _OMITTED_SETTINGS: dict[str, Any] = {
     # how the input is read: another reading of the same rows is another run
     "--na-values": None, "--no-default-na": False, "--delimiter": None, "--decimal": None, "--text": None,
     "--skip-initial-space": False,
-    # a river model's sums run in the order of its sets of names, which Python's string hashing sets:
-    # ipfi pins it to 0 (ipfi_cli.cli.hash_seed); a run under another seed continues only under it
+    # a river model's sums run in the order of its sets of names, which Python's string hashing sets: a state
+    # records the seed of a model that may depend on it (ipfi_cli.models.hashing); one without it was saved
+    # when ipfi pinned 0, and continues only under 0
     "PYTHONHASHSEED": "0",
 }
 
@@ -86,7 +87,7 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
                                           ("--skip-initial-space", s.skip_initial_space))
            if value != _OMITTED_SETTINGS[key]},
         "--by": list(s.by) if s.by else None,
-        **_hash_seed(plan),
+        **_hash_seed(s.model),
         "--output-format": output_format_for(s.output, s.output_format),
         "--detect": None if s.watch is None else {
             "--change-delta": s.watch.delta, "--min-change": s.watch.min_change,
@@ -95,13 +96,12 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
     }
 
 
-def _hash_seed(plan: RunPlan) -> dict[str, Any]:
-    """``PYTHONHASHSEED`` for a river model, where it is not ipfi's pin of 0 (the numbers of a river
-    model with sets of names depend on it in their last digits)."""
-    if not type(plan.loaded.model).__module__.startswith("river"):
-        return {}
-    seed = os.environ.get("PYTHONHASHSEED", "random")
-    return {} if seed == _OMITTED_SETTINGS["PYTHONHASHSEED"] else {"PYTHONHASHSEED": seed}
+def _hash_seed(model: str) -> dict[str, Any]:
+    """``PYTHONHASHSEED`` for a model whose numbers may depend on string hashing (in their last digits),
+    whatever its value (a state saved without it ran under 0, ipfi's earlier pin)."""
+    from ipfi_cli.models.hashing import depends_on_hashing
+
+    return {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "random")} if depends_on_hashing(model) else {}
 
 
 class StateKeeper:
@@ -197,7 +197,7 @@ class StateKeeper:
         saved = self.resumed["settings"]
         keys = [*now, *(key for key in _OMITTED_SETTINGS if key not in now)]
         differences = [f"{key}: the model file differs from the one the run started with" if key == "--model"
-                       else f"{key}: state {_shown(state)}, now {_shown(value)}"
+                       else f"{key}: state {_shown(state)}, now {_shown(value)}" + _hash_seed_hint(key, state)
                        for key in keys
                        for state, value in [(saved.get(key, _OMITTED_SETTINGS.get(key)),
                                              now.get(key, _OMITTED_SETTINGS.get(key)))]
@@ -374,6 +374,13 @@ class StateKeeper:
         remove_other_models(self.path, model)
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1
+
+
+def _hash_seed_hint(key: str, state: Any) -> str:
+    """How to continue a run under the hash seed it started under (an environment variable, not an option)."""
+    if key != "PYTHONHASHSEED" or state == "random":
+        return ""
+    return f" (continue it with PYTHONHASHSEED={state} in the environment)"
 
 
 def _shown(value: Any) -> str:
