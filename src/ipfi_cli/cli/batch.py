@@ -192,13 +192,18 @@ def batch(
             _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet, inner,
                         value(empty_coalition), reporter)
             return
-        from ipfi_cli.models.hashing import workers_must_hash_alike
+        from ipfi_cli.models.hashing import depends_on_hashing, workers_must_hash_alike
         from ipfi_cli.run.distributed import dask_client, dask_runner
 
         hashing = workers_must_hash_alike(model)
+        predictor = dataset.loaded.predictor
+        if depends_on_hashing(model):  # every process, this one too, predicts with a copy of the same bytes
+            from ipfi_cli.models.snapshot import Snapshot
+
+            predictor = Snapshot(predictor)
         with dask_client(workers, scheduler, hashing=hashing) as client:
             start = time.perf_counter()
-            result = batch_pfi(dataset.loaded.predictor, dataset.frame, dataset.targets, dataset.columns,
+            result = batch_pfi(predictor, dataset.frame, dataset.targets, dataset.columns,
                                loss=dataset.loss, n_repeats=repeats, features=dataset.features,
                                groups=dataset.groups, seed=seed, n_jobs=n_jobs,
                                runner=None if client is None else dask_runner(client, hashing=hashing))
