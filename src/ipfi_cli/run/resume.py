@@ -127,12 +127,13 @@ class StateKeeper:
     @classmethod
     def open(cls, path: str, *, skip_seen: bool) -> StateKeeper:
         """The keeper of ``path``: continuing from it if it exists (the ipfi version checked first)."""
-        from ipfi_cli.io.run_state import StateLock, load_state
+        from ipfi_cli.io.run_state import StateLock, load_state, remove_stale_temporaries
         from ipfi_cli.version import __version__
 
         lock = StateLock(path)
         lock.acquire()  # before reading: another run on this state may be writing it
         try:
+            remove_stale_temporaries(path, lock)  # a save killed halfway (kill -9) left them
             resumed = load_state(path) if os.path.exists(path) else None
             if resumed is not None and resumed.get("ipfi") != __version__:
                 raise StateError(f"{path}: the state was written by ipfi {resumed.get('ipfi')}, and a run "
