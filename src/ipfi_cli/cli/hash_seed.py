@@ -12,7 +12,8 @@ file whose every pickled class or function comes from scikit-learn, NumPy, SciPy
 pandas, joblib, XGBoost, LightGBM or the standard containers (read from the file's pickle
 opcodes without loading it; ipfi itself iterates no set of strings into a number). Any
 other model, or a file that cannot be read that way (compressed other than with zlib
-or gzip, larger than 32 MB), keeps the re-execution. Only the standard library is imported here.
+or gzip, larger than 32 MB), keeps the re-execution. Only the standard library is imported here
+(and :mod:`ipfi_cli.run.signals`, which holds Ctrl-C and SIGTERM pending across the ``exec``).
 
 >>> hash_seed_needed(["ipfi", "plot", "traces.csv"])
 False
@@ -119,10 +120,14 @@ def fix_hash_seed(argv: list[str]) -> None:
     if os.environ.get("PYTHONHASHSEED", "random") != "random" or os.name == "nt" \
             or not hash_seed_needed(argv):
         return
+    from ipfi_cli.run import signals
+
     os.environ["PYTHONHASHSEED"] = "0"
     try:
         sys.stdout.flush()
         sys.stderr.flush()
+        signals.block_for_exec()  # a Ctrl-C meanwhile waits for the new process's handler
         os.execv(sys.executable, [sys.executable, "-m", "ipfi_cli", *argv[1:]])
     except OSError:  # cannot re-execute (no interpreter path): run as is
         del os.environ["PYTHONHASHSEED"]
+        signals.unblock_after_exec()

@@ -19,6 +19,7 @@ registry (:func:`~ipfi_cli.core.explainer.make_explainer`) from ``settings.metho
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -34,7 +35,7 @@ from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunObserver, R
 from ipfi_cli.run.plan import RunPlan, plan_run
 from ipfi_cli.run.report import PlainReporter, RateMeter, Reporter, Snapshot
 from ipfi_cli.run.settings import ExplainSettings, Progress, RunParts, RunStatus, StopOnChange
-from ipfi_cli.run.signals import BatchGuard, defer_signals
+from ipfi_cli.run.signals import BatchGuard, defer_signals, take_request
 from ipfi_cli.run.watch import ChangeWatch
 
 if TYPE_CHECKING:
@@ -78,6 +79,25 @@ def explain_rows(model: Any, rows: Iterable[Mapping[str, Any]], *, target: str, 
                           model=model, rows=rows)
     session.run()
     return session
+
+
+def interrupted_before_rows(session: ExplainSession | None, state: str | None) -> str:
+    """The line for a Ctrl-C or SIGTERM before a run's first row (while it loads the model, reads
+    the state, opens the output): it leaves what there was, and continuing a run it says so."""
+    if session is not None and session.status is not RunStatus.STARTING:  # it has said how it ended
+        return "interrupted"
+    keeper = session.state if session is not None else None
+    if keeper is not None and keeper.resumed is not None:
+        run = keeper.resumed["run"]
+        traces = ("the output of the run it continues is unchanged" if keeper.tracked is None
+                  else f"the traces are kept up to its checkpoint (row {run['last_written']:,})")
+        return (f"interrupted before the first new row: the state in {keeper.path} is unchanged (input row "
+                f"{run['input_rows']:,}) and {traces}; run the same command again to continue")
+    if keeper is None and state is not None and os.path.exists(state):  # not read yet
+        return (f"interrupted before the first new row: the state in {state} and the output of the run it "
+                "continues are unchanged; run the same command again to continue")
+    return "interrupted before the first row; no record was written" + ("" if state is None else
+                                                                         ", no state was saved")
 
 
 def new_session(settings: ExplainSettings, reporter: Reporter, observers: Sequence[RunObserver] = (), *,
@@ -242,6 +262,8 @@ class ExplainSession(RunEndMixin):
         self.steps = self._make_steps(plan, parts)
         if s.verbose:
             self._describe(plan)
+        if take_request() is not None:  # a Ctrl-C whose KeyboardInterrupt a library swallowed: stop before any write
+            raise KeyboardInterrupt
         parts.writer = self.state.open_writer(plan, s, parts) if self.state is not None else self._open_writer()
         if self.state is not None and self.state.stdout_note:  # traces continued into a pipe
             self.reporter.message(self.state.stdout_note, "status")
@@ -383,6 +405,8 @@ class ExplainSession(RunEndMixin):
         guard: Any = state if state is not None else BatchGuard(force_on_second=True)
         signals = defer_signals(guard)
         try:
+            if signals is not None and take_request() is not None:  # as in _prepare, since then
+                raise KeyboardInterrupt
             for batch in self._batches(reader):
                 if state is not None:
                     batch = state.drop_seen(batch if isinstance(batch, list) else batch.rows(), reader.name)

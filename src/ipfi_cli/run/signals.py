@@ -5,13 +5,107 @@ agree, so a run that stops there can end its output with the last explained row'
 continue from its state. While the run waits for input the signal stops it at once; during a
 micro-batch it is deferred to the batch's end. A second signal during the same batch stops at
 once when the guard allows it (a run without ``--state``, which then writes no last record).
+
+The ``ipfi`` process calls :func:`install` first thing: from then on Ctrl-C and SIGTERM raise
+:class:`KeyboardInterrupt` (which the command line turns into one line and exit 130), and
+:func:`hold_until_exit` has them ignored once a command has written its results or is exiting.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
-from typing import Any
+
+TYPE_CHECKING = False  # the ipfi process imports this module first thing: typing would delay its handlers
+if TYPE_CHECKING:
+    from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: the environment variable that tells a re-executed ``ipfi`` to let through the signals its
+#: first process blocked across ``exec`` (:func:`block_for_exec`, :func:`unblock_after_exec`)
+BLOCKED_ENV = "_IPFI_SIGNALS_BLOCKED"
+
+_process = False  # install() was called: this is the ipfi command's process, not a library user's
+_requested: int | None = None  # a signal that reached the process's handler and was not yet acted on
+_holding = False  # the command has written its results: signals are ignored
+
+
+def write_stderr(text: str) -> None:
+    """One line on stderr from a signal handler: a raw write, which takes no lock that the
+    interrupted code may hold (``print`` could fail as a reentrant call)."""
+    try:
+        os.write(2, text.encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """The process's handler outside a run's micro-batches: stop (or, holding, nothing)."""
+    global _requested
+    if _holding:
+        return
+    _requested = signum
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """Ctrl-C and SIGTERM raise :class:`KeyboardInterrupt` in this process from now on (SIGTERM's
+    default would end it with no word and no cleanup); main thread only, as signals are."""
+    global _process
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _process = True
+    for sig in SIGNALS:
+        # a SIGINT ignored from the start (a background job of a script) stays so, as Python leaves it
+        if signal.getsignal(sig) is not signal.SIG_IGN or sig == signal.SIGTERM:
+            signal.signal(sig, _interrupt)
+
+
+def installed() -> bool:
+    """Whether :func:`install` has run (this is the ``ipfi`` process)."""
+    return _process
+
+
+def hold_until_exit() -> None:
+    """The ``ipfi`` process has written its results (or is exiting): Ctrl-C and SIGTERM are
+    ignored, so nothing is cut short and no traceback comes while Python ends.
+    Only in the ``ipfi`` process (:func:`install`); a program that uses ipfi keeps its handlers."""
+    global _holding
+    if not _process or threading.current_thread() is not threading.main_thread():
+        return
+    _holding = True
+    for sig in SIGNALS:
+        # ignored, not a Python handler: Python's end puts back the default (death by the signal) for
+        # those, and freeing a large model afterwards can take a while
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def take_request() -> int | None:
+    """The signal that reached the process's handler before a run's loop began, if any (its
+    :class:`KeyboardInterrupt` may have been swallowed by a library during the set-up); forgotten
+    once taken."""
+    global _requested
+    signum, _requested = _requested, None
+    return signum
+
+
+def block_for_exec() -> None:
+    """Before re-executing ``ipfi``: hold SIGINT and SIGTERM pending (the mask survives ``exec``)
+    so that one sent meanwhile is not met by the new interpreter's default (dying with no word)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    os.environ[BLOCKED_ENV] = "1"
+
+
+def unblock_after_exec() -> None:
+    """Undo :func:`block_for_exec` (after a failed ``exec``, or in the new process once
+    :func:`install` has run): a signal held pending is delivered now."""
+    if os.environ.pop(BLOCKED_ENV, None) is None or not hasattr(signal, "pthread_sigmask"):
+        return
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
 class BatchGuard:
@@ -46,7 +140,7 @@ class DeferredSignals:
                 raise KeyboardInterrupt
             guard.stop_requested = True
 
-        self._previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self._previous = {sig: signal.signal(sig, stop) for sig in SIGNALS}
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
@@ -54,7 +148,8 @@ class DeferredSignals:
 
 
 def defer_signals(guard: Any) -> DeferredSignals | None:
-    """:class:`DeferredSignals` for ``guard``; ``None`` off the main thread (signals go to it only)."""
-    if threading.current_thread() is not threading.main_thread():
+    """:class:`DeferredSignals` for ``guard``; ``None`` off the main thread (signals go to it only)
+    and once the process holds them until it exits (:func:`hold_until_exit`)."""
+    if threading.current_thread() is not threading.main_thread() or _holding:
         return None
     return DeferredSignals(guard)
