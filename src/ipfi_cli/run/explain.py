@@ -38,6 +38,12 @@ from ipfi_cli.run.settings import ExplainSettings, Progress, RunParts, RunStatus
 from ipfi_cli.run.signals import BatchGuard, defer_signals, take_request
 from ipfi_cli.run.watch import ChangeWatch
 
+#: the line on stderr when Ctrl-C or SIGTERM comes during a micro-batch (see :mod:`ipfi_cli.run.signals`)
+STOP_NOTICE = ("stopping at the end of the micro-batch under way; Ctrl-C again stops at once (the output then "
+               "ends at the last record written, without the last explained row's)")
+STOP_NOTICE_STATE = ("stopping at the end of the micro-batch under way, then saving the state; Ctrl-C again stops "
+                     "at once (the state then stays at its last checkpoint)")
+
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
     from ipfi_cli.io.blocks import RowBlock
@@ -403,9 +409,10 @@ class ExplainSession(RunEndMixin):
         # a resumed run's earlier changes are in its watch: it stops at a new one (--stop-on-change)
         self.events_before = len(parts.watch.events) if parts.watch is not None else 0
         guard: Any = state if state is not None else BatchGuard(force_on_second=True)
-        signals = defer_signals(guard)
+        signals = defer_signals(guard, STOP_NOTICE_STATE if state is not None else STOP_NOTICE)
         try:
             if signals is not None and take_request() is not None:  # as in _prepare, since then
+                guard.ending = True
                 raise KeyboardInterrupt
             for batch in self._batches(reader):
                 if state is not None:
@@ -417,6 +424,7 @@ class ExplainSession(RunEndMixin):
                     self.first_row_time = time.monotonic()
                 failure = self._explain_batch(batch) if isinstance(batch, list) else self._explain_block(batch)
                 if failure is not None:  # after the rows before it are explained and written
+                    guard.ending = True
                     raise failure
                 self._check_labels_match(plan, parts)
                 parts.progress.input_rows += len(batch)
@@ -427,7 +435,9 @@ class ExplainSession(RunEndMixin):
                 self.refresh()
                 if parts.watch is not None and len(parts.watch.events) > self.events_before and s.watch is not None \
                         and s.watch.stop_on_change:
+                    guard.ending = True
                     raise StopOnChange
+            guard.ending = True  # the input ended: what remains is the end, which a Ctrl-C does not cut short
             if state is not None:
                 state.at_end(parts, reader.name)  # before the end-of-input record
             self._write_last(parts)
@@ -454,9 +464,12 @@ class ExplainSession(RunEndMixin):
                 self._write_last_after_error(parts)
             raise
         finally:
-            if signals is not None:
-                signals.restore()
-            self._close(plan, parts)
+            guard.ending = True
+            try:
+                self._close(plan, parts)
+            finally:
+                if signals is not None:
+                    signals.restore(ending=True)
         return self._settle(lambda: self._report(plan, parts))
 
     def _batches(self, reader: RowReader) -> Iterator[list[Row] | RowBlock]:

@@ -3,8 +3,12 @@
 Between micro-batches the explainer, the records written and (with ``--state``) the saved state
 agree, so a run that stops there can end its output with the last explained row's record, or
 continue from its state. While the run waits for input the signal stops it at once; during a
-micro-batch it is deferred to the batch's end. A second signal during the same batch stops at
-once when the guard allows it (a run without ``--state``, which then writes no last record).
+micro-batch it is deferred to the batch's end, and a line on stderr says so. A second signal
+during the same batch (:data:`SECOND_SIGNAL_AFTER` seconds or more after the first) stops at once
+when the guard allows it (``force_on_second``): the records written are whole, but the output has
+no last record and ``--state`` stays at its last checkpoint. A checkpoint being saved is never
+cut short, nor is the end of a run (once the batches are over: the last record, the state,
+``--meta``): a signal then only gets a line saying so.
 
 The ``ipfi`` process calls :func:`install` first thing: from then on Ctrl-C and SIGTERM raise
 :class:`KeyboardInterrupt` (which the command line turns into one line and exit 130), and
@@ -16,12 +20,17 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 TYPE_CHECKING = False  # the ipfi process imports this module first thing: typing would delay its handlers
 if TYPE_CHECKING:
     from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: a second signal stops at once only this many seconds after the first: one Ctrl-C that reaches the
+#: process twice (a wrapper that passes SIGTERM on, and the terminal's SIGINT to the whole group) is one
+SECOND_SIGNAL_AFTER = 1.0
 
 #: the environment variable that tells a re-executed ``ipfi`` to let through the signals its
 #: first process blocked across ``exec`` (:func:`block_for_exec`, :func:`unblock_after_exec`)
@@ -112,7 +121,8 @@ class BatchGuard:
     """Whether a micro-batch is under way, and whether a stop waits for its end.
 
     ``force_on_second``: a second signal during a batch stops at once (:attr:`forced` then says
-    the explainer may be in the middle of the batch).
+    the explainer may be in the middle of the batch). :attr:`saving`: a checkpoint is being
+    written (a signal waits for it); :attr:`ending`: the batches are over (a signal changes nothing).
     """
 
     def __init__(self, *, force_on_second: bool = False) -> None:
@@ -120,36 +130,65 @@ class BatchGuard:
         self.stop_requested = False
         self.force_on_second = force_on_second
         self.forced = False
+        self.saving = False
+        self.ending = False
 
     def batch_done(self) -> None:
         """The micro-batch is done: a stop asked for during it happens now."""
         self.busy = False
         if self.stop_requested:
+            self.ending = True
             raise KeyboardInterrupt
 
 
 class DeferredSignals:
-    """SIGINT and SIGTERM handled by ``guard`` until :meth:`restore` (see the module docstring)."""
+    """SIGINT and SIGTERM handled by ``guard`` until :meth:`restore` (see the module docstring).
 
-    def __init__(self, guard: Any) -> None:
+    ``notice``: the line written to stderr when a stop is deferred to the end of the batch
+    (``None``: none).
+    """
+
+    def __init__(self, guard: Any, notice: str | None = None) -> None:
+        said_ending: list[bool] = []
+        first: list[float] = []  # when the stop was asked for
+
         def stop(signum: int, frame: Any) -> None:
+            if getattr(guard, "ending", False):  # the last record, the state, --meta: never cut short
+                if notice is not None and not said_ending:
+                    said_ending.append(True)
+                    write_stderr("ipfi: already stopping: finishing the output first (the last record, the state, "
+                                  "--meta)\n")
+                return
             if not guard.busy:
+                guard.ending = True
                 raise KeyboardInterrupt
-            if guard.stop_requested and getattr(guard, "force_on_second", False):
+            if guard.stop_requested and getattr(guard, "force_on_second", False) \
+                    and not getattr(guard, "saving", False) \
+                    and (not first or time.monotonic() - first[0] >= SECOND_SIGNAL_AFTER):
                 guard.forced = True
+                guard.ending = True
                 raise KeyboardInterrupt
+            if not guard.stop_requested:
+                first.append(time.monotonic())
+                if notice is not None:
+                    write_stderr(f"ipfi: {notice}\n")
             guard.stop_requested = True
 
         self._previous = {sig: signal.signal(sig, stop) for sig in SIGNALS}
 
-    def restore(self) -> None:
+    def restore(self, *, ending: bool = False) -> None:
+        """Put back the handlers there were; ``ending``: the run is over and, in the ``ipfi``
+        process, what remains is its end (:func:`hold_until_exit` instead)."""
+        if ending and _process:
+            hold_until_exit()
+            return
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
 
-def defer_signals(guard: Any) -> DeferredSignals | None:
+def defer_signals(guard: Any, notice: str | None = None) -> DeferredSignals | None:
     """:class:`DeferredSignals` for ``guard``; ``None`` off the main thread (signals go to it only)
     and once the process holds them until it exits (:func:`hold_until_exit`)."""
     if threading.current_thread() is not threading.main_thread() or _holding:
         return None
-    return DeferredSignals(guard)
+    return DeferredSignals(guard, notice)
