@@ -21,9 +21,13 @@ The package is layered so that each layer only imports the ones below it:
 Importing this package is cheap: nothing heavy is imported until it is used.
 """
 
-from typing import Any
+from __future__ import annotations
 
 from ipfi_cli.version import __version__
+
+TYPE_CHECKING = False  # typing is not imported: `python -m ipfi_cli` installs its signal handlers sooner
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ChangeDetector", "IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "batch_pfi",
            "batch_sage", "load_model", "__version__"]

@@ -238,3 +238,20 @@ def test_the_time_column_is_no_input_of_a_model_that_does_not_name_its_inputs(ru
                   "--half-life", "1h", "-q")
     said = " ".join(refused.stderr.replace("│", "").split())
     assert refused.exit_code == 2 and "cannot be the event time too" in said
+
+
+def test_a_merge_into_a_state_a_run_holds_is_refused(run, timed, hgb, tmp_path):
+    """ipfi merge saves a state as a run does, under the state's lock: a run starting on that state
+    meanwhile would take the merge's temporary file for one a killed save left, and remove it."""
+    from ipfi_cli.io.run_state import StateLock
+
+    states = shard_states(run, timed, hgb, tmp_path)
+    merged = tmp_path / "merged.state"
+    lock = StateLock(merged)
+    lock.acquire()
+    try:
+        result = run("merge", *states, "-o", merged)
+    finally:
+        lock.release()
+    assert result.exit_code == 1 and "another ipfi run is using this state" in result.stderr
+    assert not merged.exists()

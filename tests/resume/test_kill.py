@@ -183,3 +183,30 @@ def test_a_second_run_on_a_state_in_use_is_refused_and_a_killed_runs_lock_is_gon
     _, stderr = again.communicate(timeout=120)
     assert again.returncode == 0, stderr.decode()
     assert out.read_bytes() == expected
+
+
+def test_kill_9_in_the_middle_of_saves_leaves_no_temporary_file_after_the_next_run(stream, river_model, tmp_path):
+    """kill -9 the moment a checkpoint's temporary file appears (`.run.state.XXXXXXXX.tmp`, megabytes for
+    a large model): no later run removed it; the next run on the state removes it and continues to the
+    uninterrupted run's bytes."""
+    data, expected = stream
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+
+    def temporaries() -> list[str]:
+        return [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
+
+    for _ in range(5):  # until a kill lands in the middle of a save (its file is there for milliseconds)
+        process = start(data, river_model, out, state, via_stdin=False)
+        deadline = time.monotonic() + 60
+        while not temporaries():
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=30) == -signal.SIGKILL
+        if temporaries():
+            break
+    assert temporaries()
+    process = start(data, river_model, out, state, via_stdin=False)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr.decode()
+    assert out.read_bytes() == expected
+    assert not temporaries()

@@ -16,8 +16,9 @@ import typer
 from typer.core import TyperGroup
 
 from ipfi_cli import __version__
-from ipfi_cli.cli.errors import EXIT_CODES_HELP
+from ipfi_cli.cli.errors import EXIT_CODES_HELP, EXIT_INTERRUPTED, interrupted, interruption_said
 from ipfi_cli.cli.options import PICKLE_WARNING
+from ipfi_cli.run.signals import hold_until_exit
 
 
 def _no_type_for_flags() -> None:
@@ -76,6 +77,8 @@ class _OneLineUsageErrors(TyperGroup):
             for name in ("UsageError", "ClickException"))
         try:
             result = run_group()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM outside Typer's own catch
+            result = EXIT_INTERRUPTED
         except usage_error as error:
             if type(error).__name__ == "NoArgsIsHelpError":  # the help was shown already
                 sys.exit(getattr(error, "exit_code", 2))
@@ -89,6 +92,11 @@ class _OneLineUsageErrors(TyperGroup):
         except typer.Abort:
             print("Aborted!", file=sys.stderr)
             sys.exit(1)
+        hold_until_exit()  # the command is over: a Ctrl-C now changes nothing
+        if result == EXIT_INTERRUPTED and not interruption_said():
+            # Typer turns a Ctrl-C or SIGTERM that no command caught (while parsing the options) into
+            # exit 130 with no word
+            interrupted("interrupted")
         sys.exit(result if isinstance(result, int) else 0)
 
 

@@ -79,6 +79,7 @@ from ipfi_cli.cli.options import (
 from ipfi_cli.core.params import DEFAULT_REPEATS
 from ipfi_cli.io.targets import data_files
 from ipfi_cli.run.settings import DEFAULT_PUSH_JOB
+from ipfi_cli.run.signals import hold_until_exit
 
 BatchRepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-M", min=1, help="Random permutations of the whole data per feature (M; the paper uses 10).",
@@ -212,6 +213,7 @@ def batch(
                     "n_rows": result.n_rows, "loss": dataset.loss.name, "baseline_loss": result.baseline_loss}
                    for name, mean, std in zip(result.names, result.mean, result.std)]
         write_records(output, value(output_format), BATCH_FIELDS, records)
+        hold_until_exit()  # the result is written: a Ctrl-C now would only cut the table short
         from ipfi_cli.run.checks import all_zero_warning
 
         zero = all_zero_warning(result.mean, result.n_rows)
@@ -253,6 +255,7 @@ def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | No
                 "n_rows": len(rows), "loss": dataset.loss.name, "explained_loss": result.explained_loss}
                for name, v, se in zip(result.names, result.values, result.std_errors)]
     write_records(output, output_format, SAGE_FIELDS, records)
+    hold_until_exit()  # the result is written: a Ctrl-C now would only cut the table short
     from ipfi_cli.run.checks import all_zero_warning
 
     zero = all_zero_warning(result.values, len(rows))

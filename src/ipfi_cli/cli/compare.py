@@ -94,6 +94,7 @@ from ipfi_cli.cli.options import (
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
 from ipfi_cli.io.targets import data_files
 from ipfi_cli.run.settings import DEFAULT_PUSH_JOB
+from ipfi_cli.run.signals import hold_until_exit
 
 PANEL_COMPARE = "Comparison"
 
@@ -316,6 +317,7 @@ def _compare_static(dataset: Any, samplings: list[str], alphas: list[float], ord
     for result in results:
         records.extend(r.as_dict() for r in result.records() if r.method != reference)
     write_records(output, fmt, RECORD_FIELDS, records)
+    hold_until_exit()  # the result is written: a Ctrl-C now would only cut the traces or the table short
     from ipfi_cli.run.checks import all_zero_warning
 
     zero = all_zero_warning(batch.mean, len(dataset.frame)) if batch is not None else None
@@ -354,6 +356,7 @@ def _compare_learning(dataset: Any, samplings: list[str], alphas: list[float], i
                               learn_first=learn_first, **common)
     records = [r.as_dict() for r in result.records()]
     write_records(output, fmt, RECORD_FIELDS, records)
+    hold_until_exit()  # the result is written: a Ctrl-C now would only cut the traces or the table short
     if traces:
         _write_traces(traces, result.names, result.trace_table())
     empty = [p.row for p in result.intervals if not (np.asarray(p.result.mean) > 0).any()]

@@ -64,8 +64,7 @@ def reporting(debug: bool = False) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:  # a command that ends its own output on Ctrl-C says so and exits itself
-        say("interrupted; no result was written")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise interrupted("interrupted; no result was written") from None
     except (typer.Exit, typer.Abort, typer.BadParameter):
         raise
     except UsageError as error:
@@ -87,10 +86,37 @@ def reporting(debug: bool = False) -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+#: a command said in a line that Ctrl-C or SIGTERM stopped it (:func:`interrupted`)
+_interruption_said = False
+
+
+def interrupted(message: str | None) -> typer.Exit:
+    """Ctrl-C or SIGTERM stopped a command: say ``message`` (``None``: the command's run said it
+    already), note it, and return the exit to raise (130)."""
+    global _interruption_said
+    from ipfi_cli.run.signals import hold_until_exit
+
+    hold_until_exit()  # what is said now is said whole
+    if message is not None:
+        say(message)
+    _interruption_said = True
+    return typer.Exit(EXIT_INTERRUPTED)
+
+
+def interruption_said() -> bool:
+    """Whether a command said that Ctrl-C or SIGTERM stopped it (see :func:`interrupted`)."""
+    return _interruption_said
+
+
 def _sigterm_as_interrupt() -> Any:
     """SIGTERM (``kill``, ``docker stop``, systemd) stops a command as Ctrl-C does: its output
-    ends cleanly and it exits 130. Returns the handler it replaced (``None`` off the main thread)."""
+    ends cleanly and it exits 130. Returns the handler it replaced (``None`` off the main thread,
+    or in the ``ipfi`` process, whose handlers :mod:`ipfi_cli.run.signals` installed first)."""
     if threading.current_thread() is not threading.main_thread():
+        return None
+    from ipfi_cli.run import signals
+
+    if signals.installed():
         return None
 
     def interrupt(signum: int, frame: Any) -> None:

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_INTERRUPTED, reporting, usage_error
+from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, interrupted, reporting, usage_error
 from ipfi_cli.cli.explain_checks import (
     check_bounds_options,
     check_change_options,
@@ -102,7 +102,7 @@ from ipfi_cli.cli.options import (
 )
 from ipfi_cli.cli.ui import TerminalReporter, live_display_allowed, stream_is_terminal
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
-from ipfi_cli.run.explain import ExplainSession, new_session
+from ipfi_cli.run.explain import ExplainSession, interrupted_before_rows, new_session
 from ipfi_cli.run.settings import (
     CHECKPOINT_EVERY,
     DEFAULT_LABEL_WAIT,
@@ -330,71 +330,77 @@ def explain(
         rich_help_panel=PANEL_DISPLAY)] = False,
     debug: DebugOpt = False,
 ) -> None:
-    if quiet and verbose:
-        raise usage_error("use either --quiet or --verbose, not both", "--quiet")
-    params = pfi_params(alpha, repeats, sampling, reservoir_size)
-    check_bounds_options(bounds=bounds, bounds_method=value(bounds_method), delta=delta, repeats=repeats,
-                         method=value(method), smoothing=value(smoothing), running_mean=running_mean,
-                         half_life=half_life, alpha=params.alpha)
-    if save_model and not learn:
-        raise usage_error("needs --learn (without it the model does not change)", "--save-model")
-    check_state_options(state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen)
-    check_files(input=input, model=model, labels=labels, reference=reference, state=state, output=output, meta=meta,
-                events=events, save_model=save_model, metrics_textfile=metrics_textfile)
-    key_columns = key_columns_of(by, max_keys)
-    check_label_options(labels=labels, id_column=id_column, labels_follow=labels_follow, label_wait=label_wait,
-                        state=state, input=input)
-    half_life_seconds = half_life_seconds_of(time_column, half_life, running_mean)
-    check_change_options(change_delta, ndcg_threshold)
-    from ipfi_cli.run.watch import WatchSettings
+    try:  # the checks of the options: a Ctrl-C here leaves what there was
+        if quiet and verbose:
+            raise usage_error("use either --quiet or --verbose, not both", "--quiet")
+        params = pfi_params(alpha, repeats, sampling, reservoir_size)
+        check_bounds_options(bounds=bounds, bounds_method=value(bounds_method), delta=delta, repeats=repeats,
+                             method=value(method), smoothing=value(smoothing), running_mean=running_mean,
+                             half_life=half_life, alpha=params.alpha)
+        if save_model and not learn:
+            raise usage_error("needs --learn (without it the model does not change)", "--save-model")
+        check_state_options(state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen)
+        check_files(input=input, model=model, labels=labels, reference=reference, state=state, output=output, meta=meta,
+                    events=events, save_model=save_model, metrics_textfile=metrics_textfile)
+        key_columns = key_columns_of(by, max_keys)
+        check_label_options(labels=labels, id_column=id_column, labels_follow=labels_follow, label_wait=label_wait,
+                            state=state, input=input)
+        half_life_seconds = half_life_seconds_of(time_column, half_life, running_mean)
+        check_change_options(change_delta, ndcg_threshold)
+        from ipfi_cli.run.watch import WatchSettings
 
-    monitor = monitor_settings(metrics_port=metrics_port, metrics_addr=metrics_addr, metrics_textfile=metrics_textfile,
-                               metrics_label=metrics_label, pushgateway=pushgateway, push_job=push_job,
-                               push_label=push_label, webhook=webhook, webhook_format=webhook_format,
-                               webhook_cooldown=webhook_cooldown, webhook_retries=webhook_retries)
-    watching = detect or bool(events or reference or fail_on_change or stop_on_change or webhook)
-    watch = WatchSettings(delta=change_delta, min_change=min_change, events=events, reference=reference,
-                          ndcg_threshold=ndcg_threshold, top_k=top_k, fail_on_change=fail_on_change,
-                          stop_on_change=stop_on_change) if watching else None
+        monitor = monitor_settings(metrics_port=metrics_port, metrics_addr=metrics_addr, metrics_textfile=metrics_textfile,
+                                   metrics_label=metrics_label, pushgateway=pushgateway, push_job=push_job,
+                                   push_label=push_label, webhook=webhook, webhook_format=webhook_format,
+                                   webhook_cooldown=webhook_cooldown, webhook_retries=webhook_retries)
+        watching = detect or bool(events or reference or fail_on_change or stop_on_change or webhook)
+        watch = WatchSettings(delta=change_delta, min_change=min_change, events=events, reference=reference,
+                              ndcg_threshold=ndcg_threshold, top_k=top_k, fail_on_change=fail_on_change,
+                              stop_on_change=stop_on_change) if watching else None
 
-    live = (not no_live and live_display_allowed(quiet)
-            and not (output in (None, "-") and stream_is_terminal(sys.stdout)))
+        live = (not no_live and live_display_allowed(quiet)
+                and not (output in (None, "-") and stream_is_terminal(sys.stdout)))
+    except KeyboardInterrupt:
+        raise interrupted(interrupted_before_rows(None, state)) from None
+    session: ExplainSession | None = None
     with reporting(debug):
-        inputs = input_spec(input, input_format, na_values, no_default_na, delimiter, text, decimal,
-                            skip_initial_space)
-        chosen = selection(target, task, loss, features, drop, group, allow_unknown_categories)
-        model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
-                                   max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
-                                   retry_wait=retry_wait,
-                                   classes=classes)
-        settings = ExplainSettings(
-            model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,
-            na_values=na_values, no_default_na=inputs.no_default_na, delimiter=inputs.delimiter,
-            decimal=inputs.decimal, skip_initial_space=inputs.skip_initial_space,
-            allow_unknown_categories=allow_unknown_categories,
-            text=split_names(text), task=chosen.task, loss=chosen.loss, learn=learn, save_model=save_model,
-            method=value(method), alpha=params.alpha, time_column=time_column, half_life=half_life_seconds,
-            running_mean=running_mean, repeats=params.n_repeats,
-            smoothing=value(smoothing), removal=value(removal), conditional_sampler=value(conditional_sampler),
-            inner=inner, empty_coalition=value(empty_coalition), sampling=params.sampling,
-            reservoir_size=params.reservoir_size, seed=seed, features=split_names(features), drop=split_names(drop),
-            groups=parse_groups(group), output=output, output_format=value(output_format),
-            every=every, bounds=bounds, delta=delta, bounds_method=value(bounds_method), meta=meta,
-            batch_size=batch_size, on_bad_row=value(on_bad_row),
-            verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
-            checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
-            monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow,
-            by=key_columns, max_keys=max_keys, workers=workers, scheduler=scheduler)
-        reporter = TerminalReporter(live=live, quiet=quiet)
-        if key_columns and (workers is not None or scheduler is not None):
-            from ipfi_cli.run.keyed_spread import SpreadKeyedSession
+        try:
+            inputs = input_spec(input, input_format, na_values, no_default_na, delimiter, text, decimal,
+                                skip_initial_space)
+            chosen = selection(target, task, loss, features, drop, group, allow_unknown_categories)
+            model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
+                                       max_request_rows=max_request_rows, max_answer_mb=max_answer_mb,
+                                       retries=retries, retry_wait=retry_wait, classes=classes)
+            settings = ExplainSettings(
+                model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,
+                na_values=na_values, no_default_na=inputs.no_default_na, delimiter=inputs.delimiter,
+                decimal=inputs.decimal, skip_initial_space=inputs.skip_initial_space,
+                allow_unknown_categories=allow_unknown_categories,
+                text=split_names(text), task=chosen.task, loss=chosen.loss, learn=learn, save_model=save_model,
+                method=value(method), alpha=params.alpha, time_column=time_column, half_life=half_life_seconds,
+                running_mean=running_mean, repeats=params.n_repeats,
+                smoothing=value(smoothing), removal=value(removal), conditional_sampler=value(conditional_sampler),
+                inner=inner, empty_coalition=value(empty_coalition), sampling=params.sampling,
+                reservoir_size=params.reservoir_size, seed=seed, features=split_names(features), drop=split_names(drop),
+                groups=parse_groups(group), output=output, output_format=value(output_format),
+                every=every, bounds=bounds, delta=delta, bounds_method=value(bounds_method), meta=meta,
+                batch_size=batch_size, on_bad_row=value(on_bad_row),
+                verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
+                checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
+                monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow,
+                by=key_columns, max_keys=max_keys, workers=workers, scheduler=scheduler)
+            reporter = TerminalReporter(live=live, quiet=quiet)
+            if key_columns and (workers is not None or scheduler is not None):
+                from ipfi_cli.run.keyed_spread import SpreadKeyedSession
 
-            session: ExplainSession = SpreadKeyedSession(settings, reporter)
-        else:
-            session = new_session(settings, reporter)
-        status = session.run()
-    if status is RunStatus.INTERRUPTED:
-        raise typer.Exit(EXIT_INTERRUPTED)
+                session = SpreadKeyedSession(settings, reporter)
+            else:
+                session = new_session(settings, reporter)
+            status = session.run()
+        except KeyboardInterrupt:  # before the first row: the run's loop says the rest itself
+            raise interrupted(interrupted_before_rows(session, state)) from None
+    if status is RunStatus.INTERRUPTED:  # the run said how it ended
+        raise interrupted(None)
     if status is RunStatus.STOPPED_ON_CHANGE or (
             status is RunStatus.OK and fail_on_change and session.watch is not None and session.watch.events):
         raise typer.Exit(EXIT_CHANGED)

@@ -5,7 +5,8 @@ such as river's ``compose.Select`` iterating a set of column names) gives other 
 process unless the hash seed is fixed. A model command with such a model re-executes itself once
 under ``PYTHONHASHSEED=6640`` (:data:`~ipfi_cli.models.hashing.PINNED_SEED`, the seed Dask's nanny
 gives its workers; :func:`fix_hash_seed`), which makes every run, every resume and every run spread
-over Dask workers byte-identical. Any other model starts once. Only the standard library is imported here.
+over Dask workers byte-identical. Any other model starts once. Only the standard library is imported here
+(and :mod:`ipfi_cli.run.signals`, which holds Ctrl-C and SIGTERM pending across the ``exec``).
 
 >>> hash_seed_needed(["ipfi", "plot", "traces.csv"])
 False
@@ -63,10 +64,14 @@ def fix_hash_seed(argv: list[str]) -> None:
     if os.environ.get("PYTHONHASHSEED", "random") != "random" or os.name == "nt" \
             or not hash_seed_needed(argv):
         return
+    from ipfi_cli.run import signals
+
     os.environ["PYTHONHASHSEED"] = PINNED_SEED
     try:
         sys.stdout.flush()
         sys.stderr.flush()
+        signals.block_for_exec()  # a Ctrl-C meanwhile waits for the new process's handler
         os.execv(sys.executable, [sys.executable, "-m", "ipfi_cli", *argv[1:]])
     except OSError:  # cannot re-execute (no interpreter path): run as is
         del os.environ["PYTHONHASHSEED"]
+        signals.unblock_after_exec()

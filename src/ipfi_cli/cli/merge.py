@@ -8,6 +8,7 @@ import typer
 
 from ipfi_cli.cli.errors import reporting, say
 from ipfi_cli.cli.options import DebugOpt, QuietOpt, check_outputs
+from ipfi_cli.run.signals import hold_until_exit
 
 
 def merge(
@@ -31,6 +32,7 @@ The shards ran ipfi explain with the same settings (the seed may differ) and a s
     check_outputs({"--output": output}, {"STATE": states})
     with reporting(debug):
         run = merge_state_files(states, output, seed=seed)
+        hold_until_exit()  # the merged state is written
         for note in run["notes"]:
             say(note, "warning")
         if not quiet:

@@ -33,6 +33,8 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import re
+import stat
 import zlib
 from typing import Any, BinaryIO
 
@@ -93,10 +95,51 @@ class StateLock:
         handle.flush()
         self._file = handle
 
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the lock (never on a system without ``fcntl``)."""
+        return self._file is not None
+
     def release(self) -> None:
         if self._file is not None:
             self._file.close()  # closing the file releases the lock
             self._file = None
+
+
+def _temporary_names(state_path: str | os.PathLike[str]) -> re.Pattern[str]:
+    """The names of the temporary files that saving the state ``state_path`` and its learned model
+    write beside it (:func:`~ipfi_cli.io.targets.atomic_write`: ``tempfile.mkstemp``'s eight
+    characters between the target's name, with a leading dot, and ``.tmp``)."""
+    base = re.escape(os.path.basename(os.fspath(state_path)))
+    return re.compile(rf"\.{base}(?:\.model-[0-9a-f]{{16}})?\.[a-z0-9_]{{8}}\.tmp")
+
+
+def remove_stale_temporaries(state_path: str | os.PathLike[str], lock: StateLock) -> list[str]:
+    """Remove the temporary files a save of this state (or of its learned model) left when its
+    process was killed in the middle of it (``kill -9``, the machine stopped): ``.STATE.XXXXXXXX.tmp``
+    and ``.STATE.model-<digest>.XXXXXXXX.tmp`` beside the state, regular files of exactly those names
+    and no other. Only while ``lock`` is held: every save of a state holds its lock, so no process
+    that lives is writing them. Returns the names removed."""
+    if not lock.held:
+        return []
+    directory = os.path.dirname(os.path.abspath(state_path))
+    names = _temporary_names(state_path)
+    removed = []
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return []
+    for name in entries:
+        if not names.fullmatch(name):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.remove(path)
+                removed.append(name)
+        except OSError:  # gone meanwhile, or not ours to remove: left as it is
+            pass
+    return removed
 
 
 def save_state(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
@@ -252,8 +295,6 @@ class TrackedOutput:
 
 
 def _is_regular(fd: int) -> bool:
-    import stat
-
     return stat.S_ISREG(os.fstat(fd).st_mode)
 
 

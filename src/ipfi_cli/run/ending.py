@@ -166,7 +166,13 @@ class RunEndMixin(_SessionBase):
         if unknown:
             notes.append((unknown, "warning"))
         notes.extend(self._method_notes())
-        if status is RunStatus.INTERRUPTED:
+        if status is RunStatus.INTERRUPTED and not self.between_batches:  # a second Ctrl-C in a micro-batch
+            kept = ("; " + self.state.kept_note() if self.state is not None else
+                    "; the output ends at the last record written (without the last explained row's)")
+            notes.append((f"stopped at once in the middle of a micro-batch, after {parts.progress.rows:,} rows; every "
+                          "record written is complete" + ("; the model was not saved" if s.save_model else "") + kept,
+                          "status"))
+        elif status is RunStatus.INTERRUPTED:
             notes.append((f"interrupted after {parts.progress.rows:,} rows; every record written is complete"
                           + ((f"; the model as learned so far is saved to {s.save_model}" if saved
                               else "; the model was not saved") if s.save_model else "")

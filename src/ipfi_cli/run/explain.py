@@ -19,6 +19,7 @@ registry (:func:`~ipfi_cli.core.explainer.make_explainer`) from ``settings.metho
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -34,8 +35,14 @@ from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunObserver, R
 from ipfi_cli.run.plan import RunPlan, plan_run
 from ipfi_cli.run.report import PlainReporter, RateMeter, Reporter, Snapshot
 from ipfi_cli.run.settings import ExplainSettings, Progress, RunParts, RunStatus, StopOnChange
-from ipfi_cli.run.signals import BatchGuard, defer_signals
+from ipfi_cli.run.signals import BatchGuard, defer_signals, take_request
 from ipfi_cli.run.watch import ChangeWatch
+
+#: the line on stderr when Ctrl-C or SIGTERM comes during a micro-batch (see :mod:`ipfi_cli.run.signals`)
+STOP_NOTICE = ("stopping at the end of the micro-batch under way; Ctrl-C again stops at once (the output then "
+               "ends at the last record written, without the last explained row's)")
+STOP_NOTICE_STATE = ("stopping at the end of the micro-batch under way, then saving the state; Ctrl-C again stops "
+                     "at once (the state then stays at its last checkpoint)")
 
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
@@ -78,6 +85,25 @@ def explain_rows(model: Any, rows: Iterable[Mapping[str, Any]], *, target: str, 
                           model=model, rows=rows)
     session.run()
     return session
+
+
+def interrupted_before_rows(session: ExplainSession | None, state: str | None) -> str:
+    """The line for a Ctrl-C or SIGTERM before a run's first row (while it loads the model, reads
+    the state, opens the output): it leaves what there was, and continuing a run it says so."""
+    if session is not None and session.status is not RunStatus.STARTING:  # it has said how it ended
+        return "interrupted"
+    keeper = session.state if session is not None else None
+    if keeper is not None and keeper.resumed is not None:
+        run = keeper.resumed["run"]
+        traces = ("the output of the run it continues is unchanged" if keeper.tracked is None
+                  else f"the traces are kept up to its checkpoint (row {run['last_written']:,})")
+        return (f"interrupted before the first new row: the state in {keeper.path} is unchanged (input row "
+                f"{run['input_rows']:,}) and {traces}; run the same command again to continue")
+    if keeper is None and state is not None and os.path.exists(state):  # not read yet
+        return (f"interrupted before the first new row: the state in {state} and the output of the run it "
+                "continues are unchanged; run the same command again to continue")
+    return "interrupted before the first row; no record was written" + ("" if state is None else
+                                                                         ", no state was saved")
 
 
 def new_session(settings: ExplainSettings, reporter: Reporter, observers: Sequence[RunObserver] = (), *,
@@ -242,6 +268,8 @@ class ExplainSession(RunEndMixin):
         self.steps = self._make_steps(plan, parts)
         if s.verbose:
             self._describe(plan)
+        if take_request() is not None:  # a Ctrl-C whose KeyboardInterrupt a library swallowed: stop before any write
+            raise KeyboardInterrupt
         parts.writer = self.state.open_writer(plan, s, parts) if self.state is not None else self._open_writer()
         if self.state is not None and self.state.stdout_note:  # traces continued into a pipe
             self.reporter.message(self.state.stdout_note, "status")
@@ -381,8 +409,11 @@ class ExplainSession(RunEndMixin):
         # a resumed run's earlier changes are in its watch: it stops at a new one (--stop-on-change)
         self.events_before = len(parts.watch.events) if parts.watch is not None else 0
         guard: Any = state if state is not None else BatchGuard(force_on_second=True)
-        signals = defer_signals(guard)
+        signals = defer_signals(guard, STOP_NOTICE_STATE if state is not None else STOP_NOTICE)
         try:
+            if signals is not None and take_request() is not None:  # as in _prepare, since then
+                guard.ending = True
+                raise KeyboardInterrupt
             for batch in self._batches(reader):
                 if state is not None:
                     batch = state.drop_seen(batch if isinstance(batch, list) else batch.rows(), reader.name)
@@ -393,6 +424,7 @@ class ExplainSession(RunEndMixin):
                     self.first_row_time = time.monotonic()
                 failure = self._explain_batch(batch) if isinstance(batch, list) else self._explain_block(batch)
                 if failure is not None:  # after the rows before it are explained and written
+                    guard.ending = True
                     raise failure
                 self._check_labels_match(plan, parts)
                 parts.progress.input_rows += len(batch)
@@ -403,7 +435,9 @@ class ExplainSession(RunEndMixin):
                 self.refresh()
                 if parts.watch is not None and len(parts.watch.events) > self.events_before and s.watch is not None \
                         and s.watch.stop_on_change:
+                    guard.ending = True
                     raise StopOnChange
+            guard.ending = True  # the input ended: what remains is the end, which a Ctrl-C does not cut short
             if state is not None:
                 state.at_end(parts, reader.name)  # before the end-of-input record
             self._write_last(parts)
@@ -430,9 +464,12 @@ class ExplainSession(RunEndMixin):
                 self._write_last_after_error(parts)
             raise
         finally:
-            if signals is not None:
-                signals.restore()
-            self._close(plan, parts)
+            guard.ending = True
+            try:
+                self._close(plan, parts)
+            finally:
+                if signals is not None:
+                    signals.restore(ending=True)
         return self._settle(lambda: self._report(plan, parts))
 
     def _batches(self, reader: RowReader) -> Iterator[list[Row] | RowBlock]:

@@ -35,6 +35,7 @@ from ipfi_cli.run.explain import ExplainSession, KeyedSession
 from ipfi_cli.run.key_runs import Key, KeyedEvent, KeyRun, row_key
 from ipfi_cli.run.report import PlainReporter
 from ipfi_cli.run.settings import ExplainSettings, RunParts, RunStatus
+from ipfi_cli.run.signals import hold_until_exit
 
 
 def shard_of(key: Key, shards: int) -> int:
@@ -210,6 +211,7 @@ class SpreadKeyedSession(KeyedSession):
             self.error = str(error)
             raise
         finally:
+            hold_until_exit()  # in the ipfi process: the end (the records, --meta) is not cut short
             self._close(plan, parts)
         if failure is not None:
             raise failure

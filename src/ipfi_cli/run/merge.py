@@ -42,7 +42,7 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     """Merge the state files ``paths`` into a new state file ``output``; returns its ``run`` counters and
     ``explained``, the rows the merged estimate averages."""
     from ipfi_cli.core.mergeable import merge_states
-    from ipfi_cli.io.run_state import load_state, save_state
+    from ipfi_cli.io.run_state import StateLock, load_state, save_state
     from ipfi_cli.version import __version__
 
     if len(paths) < 2:
@@ -99,8 +99,17 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
         "lineages": lineages,
     }
     settings = {**first["settings"], "--seed": merged_seed}
-    save_state(output, {"ipfi": __version__, "settings": settings, "explainer": explainer, "model": None,
-                        "run": run, "watch": None})
+    # under the state's lock, as every save of a state (an explain run starting on it meanwhile removes the
+    # temporary files of saves no process holds the lock for)
+    lock = StateLock(output)
+    lock.acquire()
+    try:
+        if os.path.exists(output):
+            raise StateError(f"{output}: exists; merge into a new file (nothing was changed)")
+        save_state(output, {"ipfi": __version__, "settings": settings, "explainer": explainer, "model": None,
+                            "run": run, "watch": None})
+    finally:
+        lock.release()
     notes = [GEOMETRIC_NOTE] if settings.get("--sampling") == "geometric" else []
     # each shard stored its first row without explaining it: the rows explained are the smoothing's count
     return {**run, "explained": int(explainer["tracker"]["count"]), "notes": notes}

@@ -118,8 +118,15 @@ class StateKeeper:
         self.checkpoints = 0
         self.to_skip = 0  # rows of the input the resumed state has already read
         self.last_print: int | None = None  # fingerprint of the last input row handled
-        self.busy = False  # in the middle of a micro-batch: Ctrl-C/SIGTERM wait for its end
+        # the run's guard against Ctrl-C/SIGTERM (see ipfi_cli.run.signals): in the middle of a micro-batch
+        # a stop waits for its end, a second one stops at once (the state stays at its last checkpoint);
+        # a checkpoint being saved and the end of the run are never cut short
+        self.busy = False
         self.stop_requested = False
+        self.force_on_second = True
+        self.forced = False
+        self.saving = False
+        self.ending = False
         self._run: tuple[ExplainSettings, int, RowReader, Any] | None = None  # what begin() was told
         self.lock: Any = None  # the StateLock held while the run uses the state
         # the run's lineage: the digest of its first checkpoint, kept by every later one and by the runs
@@ -129,12 +136,13 @@ class StateKeeper:
     @classmethod
     def open(cls, path: str, *, skip_seen: bool) -> StateKeeper:
         """The keeper of ``path``: continuing from it if it exists (the ipfi version checked first)."""
-        from ipfi_cli.io.run_state import StateLock, load_state
+        from ipfi_cli.io.run_state import StateLock, load_state, remove_stale_temporaries
         from ipfi_cli.version import __version__
 
         lock = StateLock(path)
         lock.acquire()  # before reading: another run on this state may be writing it
         try:
+            remove_stale_temporaries(path, lock)  # a save killed halfway (kill -9) left them
             resumed = load_state(path) if os.path.exists(path) else None
             if resumed is not None and resumed.get("ipfi") != __version__:
                 raise StateError(f"{path}: the state was written by ipfi {resumed.get('ipfi')}, and a run "
@@ -312,6 +320,7 @@ class StateKeeper:
             self.checkpoint(parts)
         self.busy = False
         if self.stop_requested:
+            self.ending = True
             raise KeyboardInterrupt
 
     def at_end(self, parts: RunParts, source: str) -> None:
@@ -324,8 +333,10 @@ class StateKeeper:
         self.checkpoint(parts)
 
     def on_interrupt(self, parts: RunParts) -> None:
-        if not self.busy:  # between micro-batches: the state is consistent
-            self.busy = True  # a second Ctrl-C waits for the save
+        """The run stops: save the state, unless it stopped in the middle of a micro-batch (a second
+        Ctrl-C): the state then stays at its last checkpoint."""
+        self.ending = True  # a further Ctrl-C waits for the save
+        if not self.busy and not self.forced:  # between micro-batches: the state is consistent
             self.checkpoint(parts)
 
     def report_kept(self, say: Callable[[str], None]) -> None:
@@ -334,9 +345,24 @@ class StateKeeper:
             say(f"the state in {self.path} stays at its last checkpoint (input row "
                                      f"{self.checkpoint_rows:,}); running the command again continues from there")
 
+    def kept_note(self) -> str:
+        """What a run stopped without saving leaves: the state at its last checkpoint, or none yet."""
+        if self.checkpoints or self.resumed is not None:
+            return (f"the state in {self.path} stays at its last checkpoint (input row {self.checkpoint_rows:,}): "
+                    "run the same command again to continue from there")
+        return (f"no state was saved in {self.path} yet (the first checkpoint comes after --checkpoint-every input "
+                "rows): running the same command again starts over")
+
     # -- saving ---------------------------------------------------------------------------------
     def checkpoint(self, parts: RunParts) -> None:
         """Save the state: traces flushed and synced first, so it never claims a record not in the file."""
+        saving, self.saving = self.saving, True  # a Ctrl-C meanwhile waits for the save's end
+        try:
+            self._checkpoint(parts)
+        finally:
+            self.saving = saving
+
+    def _checkpoint(self, parts: RunParts) -> None:
         from ipfi_cli.io.run_state import remove_other_models, save_model_beside, save_state, state_digest
         from ipfi_cli.version import __version__
 
