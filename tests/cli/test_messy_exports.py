@@ -316,7 +316,9 @@ def test_the_categories_of_encoders_where_pipelines_put_them():
 
     from ipfi_cli.models.categories import learned_categories
 
-    X = pd.DataFrame({"city": ["paris", "rome", "oslo", None], "size": [1.0, 2.0, 3.0, 4.0], "code": [1, 2, 1, 2]})
+    # a missing value as readers give it (NaN): scikit-learn 1.3's SimpleImputer leaves None alone
+    X = pd.DataFrame({"city": ["paris", "rome", "oslo", float("nan")], "size": [1.0, 2.0, 3.0, 4.0],
+                      "code": [1, 2, 1, 2]})
     y = [1.0, 2.0, 3.0, 4.0]
     ordinal = OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1)
     nested = make_pipeline(make_column_transformer(
