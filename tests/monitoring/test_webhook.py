@@ -225,3 +225,20 @@ def test_the_alertmanager_payload_is_one_alert_per_event():
     assert alert["annotations"]["summary"] == ("ipfi: the importance of salary went down at row 10,113 "
                                                "(from row 10,004): 0.34 -> 0.05")
     assert alert["startsAt"] < alert["endsAt"] and alert["startsAt"].endswith("Z")
+
+
+@pytest.mark.parametrize("url", ["http://ALICEUSER:S3CR/ET@127.0.0.1:9091", "http://ALICEUSER:S3CR#ET@127.0.0.1:9091",
+                                 "http://ALICEUSER:S3#CR/ET?x@127.0.0.1:9091/hook"])
+@pytest.mark.parametrize("option", ["--pushgateway", "--webhook"])
+def test_a_password_with_an_unencoded_slash_or_hash_is_never_echoed(url, option):
+    """A URL parser takes such a password's tail for the host or the path: the usage error says what
+    to encode and shows no part of the password."""
+    from typer.testing import CliRunner
+
+    from ipfi_cli.cli.app import app
+
+    result = CliRunner().invoke(app, ["explain", "-", "-m", "x.joblib", "-t", "class", option, url], input="")
+    assert result.exit_code == 2
+    assert "percent-encode" in result.stderr and "ALICEUSER:***@127.0.0.1:9091" in result.stderr
+    for secret in ("S3CR", "S3#", "ET@", "/ET", "#ET"):
+        assert secret not in result.stderr and secret not in result.stdout

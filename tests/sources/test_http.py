@@ -203,12 +203,14 @@ def test_a_401_names_status_and_message_without_the_token(run, stub, data_csv):
     assert "\n" not in line and "HTTP 401" in line and "refused token ***" in line and SECRET not in line
 
 
-def test_retries_stop_within_the_bounded_wait(run, stub, data_csv):
+def test_an_unavailable_model_is_waited_for_at_most_model_wait(run, stub, data_csv):
+    """--retry-wait, the old spelling of --model-wait, still takes seconds."""
     stub.plan = [503] * 50
     started = time.monotonic()
     result = explain(run, data_csv, "--model-url", stub.url, "--task", "classification", "-t", "class",
                      "--retries", 20, "--retry-wait", 1.0)
-    assert result.exit_code == 1 and "gave up after" in result.stderr and "HTTP 503" in result.stderr
+    assert result.exit_code == 1 and "did not answer for 1.0 s (--model-wait 1 s)" in result.stderr
+    assert "HTTP 503" in result.stderr
     assert time.monotonic() - started < 5.0
     assert 3 <= len(stub.seen) <= 5  # pauses 0.25 + 0.5 fit in 1 s, the next (1 s) does not
 

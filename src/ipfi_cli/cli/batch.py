@@ -9,21 +9,23 @@ import typer
 
 from ipfi_cli.cli.errors import reporting, usage_error
 from ipfi_cli.cli.model_options import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ANSWER_MB,
     DEFAULT_MAX_REQUEST_ROWS,
+    DEFAULT_MODEL_WAIT,
     DEFAULT_RETRIES,
-    DEFAULT_RETRY_WAIT,
     DEFAULT_TIMEOUT,
     ClassesOpt,
+    ConcurrencyOpt,
     HeaderOpt,
     MaxAnswerMbOpt,
     MaxRequestRowsOpt,
     ModelOpt,
     ModelUrlOpt,
+    ModelWaitOpt,
     Protocol,
     ProtocolOpt,
     RetriesOpt,
-    RetryWaitOpt,
     TimeoutOpt,
     model_source,
 )
@@ -101,7 +103,8 @@ def batch(
     max_request_rows: MaxRequestRowsOpt = DEFAULT_MAX_REQUEST_ROWS,
     max_answer_mb: MaxAnswerMbOpt = DEFAULT_MAX_ANSWER_MB,
     retries: RetriesOpt = DEFAULT_RETRIES,
-    retry_wait: RetryWaitOpt = DEFAULT_RETRY_WAIT,
+    model_wait: ModelWaitOpt = DEFAULT_MODEL_WAIT,
+    concurrency: ConcurrencyOpt = DEFAULT_CONCURRENCY,
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     repeats: BatchRepeatsOpt = DEFAULT_REPEATS,
@@ -178,7 +181,7 @@ def batch(
         seed = draw_seed(seed)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
-                                   retry_wait=retry_wait,
+                                   model_wait=model_wait, concurrency=concurrency,
                                    classes=classes)
         reporter = TerminalReporter(live=False, quiet=quiet)
         dataset = load_dataset(load_predictor(model, trust=split_names(trust), http=http), inputs, chosen, reporter,
@@ -198,7 +201,9 @@ def batch(
 
         hashing = workers_must_hash_alike(model)
         predictor = dataset.loaded.predictor
-        if depends_on_hashing(model):  # every process, this one too, predicts with a copy of the same bytes
+        # every process, this one too, predicts with a copy of the same bytes (a served model's numbers
+        # are the server's: its requests are counted here)
+        if http is None and depends_on_hashing(model):
             from ipfi_cli.models.snapshot import Snapshot
 
             predictor = Snapshot(predictor)
@@ -220,14 +225,32 @@ def batch(
         if zero:
             reporter.message(zero, "warning")
         if monitor is not None:
-            from ipfi_cli.run.metrics import batch_families
+            from ipfi_cli.run.metrics import batch_families, served_families
             from ipfi_cli.run.monitor import publish
+            from ipfi_cli.run.setup import served_model
 
-            publish(monitor, batch_families(list(result.names), list(map(float, result.mean)),
-                                            list(map(float, result.std)), result.n_rows, result.baseline_loss,
-                                            dataset.loss.name), started)
+            families = batch_families(list(result.names), list(map(float, result.mean)), list(map(float, result.std)),
+                                      result.n_rows, result.baseline_loss, dataset.loss.name)
+            served = served_model(dataset.loaded)
+            if served is not None:  # the served model's requests, as explain exports them
+                families += served_families(served.stats(), served.latency(), not served.is_down)
+            publish(monitor, families, started)
         if not quiet:
             show_batch_table(result, dataset.loss.name, seconds)
+            _say_requests(dataset, reporter)
+
+
+def _say_requests(dataset: Any, reporter: Any) -> None:
+    """A served model's requests, in one line (``ipfi explain`` records them in ``--meta``)."""
+    from ipfi_cli.run.setup import served_model
+
+    served = served_model(dataset.loaded)
+    if served is None:
+        return
+    stats = served.stats()
+    reporter.message(f"the served model answered {stats['requests']:,} request(s) ({stats['rows_sent']:,} rows, "
+                     f"{stats['seconds']:.1f} s); {stats['retried']:,} tried again, "
+                     f"{stats['waited_seconds']:.1f} s waiting for it", "note")
 
 
 def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | None, output: str | None,

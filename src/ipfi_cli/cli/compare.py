@@ -21,21 +21,23 @@ import typer
 
 from ipfi_cli.cli.errors import reporting, usage_error
 from ipfi_cli.cli.model_options import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ANSWER_MB,
     DEFAULT_MAX_REQUEST_ROWS,
+    DEFAULT_MODEL_WAIT,
     DEFAULT_RETRIES,
-    DEFAULT_RETRY_WAIT,
     DEFAULT_TIMEOUT,
     ClassesOpt,
+    ConcurrencyOpt,
     HeaderOpt,
     MaxAnswerMbOpt,
     MaxRequestRowsOpt,
     ModelOpt,
     ModelUrlOpt,
+    ModelWaitOpt,
     Protocol,
     ProtocolOpt,
     RetriesOpt,
-    RetryWaitOpt,
     TimeoutOpt,
     model_source,
 )
@@ -151,7 +153,8 @@ def compare(
     max_request_rows: MaxRequestRowsOpt = DEFAULT_MAX_REQUEST_ROWS,
     max_answer_mb: MaxAnswerMbOpt = DEFAULT_MAX_ANSWER_MB,
     retries: RetriesOpt = DEFAULT_RETRIES,
-    retry_wait: RetryWaitOpt = DEFAULT_RETRY_WAIT,
+    model_wait: ModelWaitOpt = DEFAULT_MODEL_WAIT,
+    concurrency: ConcurrencyOpt = DEFAULT_CONCURRENCY,
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     learn: LearnOpt = False,
@@ -243,7 +246,7 @@ def compare(
         seed = draw_seed(seed)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
-                                   retry_wait=retry_wait,
+                                   model_wait=model_wait, concurrency=concurrency,
                                    classes=classes)
         reporter = TerminalReporter(live=False, quiet=quiet)
         dataset = load_dataset(load_predictor(model, learn=learn, trust=split_names(trust), http=http), inputs,

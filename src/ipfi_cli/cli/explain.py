@@ -24,21 +24,23 @@ from ipfi_cli.cli.explain_checks import (
 )
 from ipfi_cli.cli.explainer_options import ConditionalSamplerOpt, RemovalOpt, SmoothingOpt
 from ipfi_cli.cli.model_options import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ANSWER_MB,
     DEFAULT_MAX_REQUEST_ROWS,
+    DEFAULT_MODEL_WAIT,
     DEFAULT_RETRIES,
-    DEFAULT_RETRY_WAIT,
     DEFAULT_TIMEOUT,
     ClassesOpt,
+    ConcurrencyOpt,
     HeaderOpt,
     MaxAnswerMbOpt,
     MaxRequestRowsOpt,
     ModelOpt,
     ModelUrlOpt,
+    ModelWaitOpt,
     Protocol,
     ProtocolOpt,
     RetriesOpt,
-    RetryWaitOpt,
     TimeoutOpt,
     model_source,
 )
@@ -150,7 +152,8 @@ def explain(
     max_request_rows: MaxRequestRowsOpt = DEFAULT_MAX_REQUEST_ROWS,
     max_answer_mb: MaxAnswerMbOpt = DEFAULT_MAX_ANSWER_MB,
     retries: RetriesOpt = DEFAULT_RETRIES,
-    retry_wait: RetryWaitOpt = DEFAULT_RETRY_WAIT,
+    model_wait: ModelWaitOpt = DEFAULT_MODEL_WAIT,
+    concurrency: ConcurrencyOpt = DEFAULT_CONCURRENCY,
     classes: ClassesOpt = None,
     threads: ThreadsOpt = None,
     input_format: FormatOpt = None,
@@ -370,7 +373,7 @@ def explain(
             chosen = selection(target, task, loss, features, drop, group, allow_unknown_categories)
             model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                        max_request_rows=max_request_rows, max_answer_mb=max_answer_mb,
-                                       retries=retries, retry_wait=retry_wait, classes=classes)
+                                       retries=retries, model_wait=model_wait, concurrency=concurrency, classes=classes)
             settings = ExplainSettings(
                 model=model, target=chosen.target, input=inputs.path, trust=split_names(trust), format=inputs.format,
                 na_values=na_values, no_default_na=inputs.no_default_na, delimiter=inputs.delimiter,

@@ -61,11 +61,19 @@ MaxAnswerMbOpt = Annotated[float, typer.Option(
     "--max-answer-mb", min=0.001, help="Refuse an answer larger than this many megabytes (a server that sends "
     "without end, or far more than the rows asked for).", rich_help_panel=PANEL_SERVED)]
 RetriesOpt = Annotated[int, typer.Option(
-    "--retries", min=0, help="Tries again after a connection error, a timeout, 429 or 5xx, with exponential "
-    "back-off from 0.25 s (Retry-After is honoured). A 4xx answer stops at once.", rich_help_panel=PANEL_SERVED)]
-RetryWaitOpt = Annotated[float, typer.Option(
-    "--retry-wait", min=0.0, help="At most this many seconds of waiting between tries, in all, for one request.",
+    "--retries", min=0, help="Tries a request again at most this many times after the server failed on it "
+    "(HTTP 500). A model that cannot be reached is waited for instead (--model-wait); any other 4xx stops at once.",
     rich_help_panel=PANEL_SERVED)]
+ModelWaitOpt = Annotated[str, typer.Option(
+    "--model-wait", "--retry-wait", help="How long to wait for a model that cannot be reached (connection refused, "
+    "timeouts, 429, 502, 503, 504) before the run stops (exit 1; a --state keeps what was explained): seconds, or "
+    "5m, 1h30m. Meanwhile no input is read (the producer waits, nothing is dropped) and a line says so every 30 s; "
+    "when the model answers again the run goes on with the same numbers.", rich_help_panel=PANEL_SERVED,
+    metavar="DURATION")]
+ConcurrencyOpt = Annotated[int, typer.Option(
+    "--concurrency", min=1, max=64, help="Requests in flight at once when a micro-batch needs several "
+    "(--max-request-rows each), each on its own connection; the answers are put back in order, so the numbers "
+    "do not depend on it.", rich_help_panel=PANEL_SERVED)]
 ClassesOpt = Annotated[Optional[str], typer.Option(
     "--classes", help="The served classifier's classes, comma-separated, in the order of its probability "
     "columns (needed for --loss log unless the server names them). Implies --task classification.",
@@ -74,7 +82,8 @@ ClassesOpt = Annotated[Optional[str], typer.Option(
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_REQUEST_ROWS = 5000
 DEFAULT_RETRIES = 5
-DEFAULT_RETRY_WAIT = 30.0
+DEFAULT_MODEL_WAIT = "5m"
+DEFAULT_CONCURRENCY = 4
 DEFAULT_MAX_ANSWER_MB = 256.0
 
 
@@ -109,8 +118,9 @@ def header_lines(header: Sequence[str] | None, environ: Mapping[str, str] | None
 def model_source(model: str | None, model_url: str | None, *, protocol: Protocol = Protocol.auto,
                  header: Sequence[str] | None = None, timeout: float = DEFAULT_TIMEOUT,
                  max_request_rows: int = DEFAULT_MAX_REQUEST_ROWS, retries: int = DEFAULT_RETRIES,
-                 retry_wait: float = DEFAULT_RETRY_WAIT, classes: str | None = None,
-                 max_answer_mb: float = DEFAULT_MAX_ANSWER_MB) -> tuple[str, Any]:
+                 model_wait: str = DEFAULT_MODEL_WAIT, classes: str | None = None,
+                 max_answer_mb: float = DEFAULT_MAX_ANSWER_MB,
+                 concurrency: int = DEFAULT_CONCURRENCY) -> tuple[str, Any]:
     """Check the model options; returns ``(model, http)``.
 
     ``model`` is what the run shows and records (for a URL: without user, password or query);
@@ -126,7 +136,12 @@ def model_source(model: str | None, model_url: str | None, *, protocol: Protocol
             if given:
                 raise usage_error("is for a served model: it needs --model-url", option)
         return str(model), None
-    from ipfi_cli.models.http_options import HttpOptions, parse_header, resolve_protocol
+    from ipfi_cli.models.http_options import HttpOptions, parse_duration, parse_header, resolve_protocol
+
+    try:
+        wait = parse_duration(model_wait)
+    except ValueError as error:
+        raise usage_error(str(error), "--model-wait") from None
 
     headers: dict[str, tuple[str, str]] = {}
     lines = header_lines(header)
@@ -147,6 +162,6 @@ def model_source(model: str | None, model_url: str | None, *, protocol: Protocol
     if classes is not None and not parsed:
         raise usage_error("name at least one class", "--classes")
     http = HttpOptions(url=model_url, protocol=chosen, headers=tuple(headers.values()), timeout=timeout,
-                       max_request_rows=max_request_rows, retries=retries, retry_wait=retry_wait, classes=parsed,
-                       max_answer_bytes=int(max_answer_mb * 1024 * 1024))
+                       max_request_rows=max_request_rows, retries=retries, model_wait=wait, classes=parsed,
+                       max_answer_bytes=int(max_answer_mb * 1024 * 1024), concurrency=concurrency)
     return http.display_url, http

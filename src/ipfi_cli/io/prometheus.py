@@ -56,9 +56,11 @@ def check_label_name(name: str, reserved: Sequence[str] = ()) -> str | None:
 
 @dataclass
 class Family:
-    """One metric family: its name, type (``gauge``, ``counter``, ``summary`` or ``info``), help,
-    label names and samples ``(label values, value)``. A ``counter``'s name ends in ``_total``;
-    a ``summary``'s samples are ``(label values, (count, sum))``."""
+    """One metric family: its name, type (``gauge``, ``counter``, ``summary``, ``histogram`` or
+    ``info``), help, label names and samples ``(label values, value)``. A ``counter``'s name ends in
+    ``_total``; a ``summary``'s samples are ``(label values, (count, sum))``; a ``histogram``'s
+    ``(label values, (buckets, sum))`` with ``buckets`` the cumulative ``[(upper bound, count)]``
+    ending at ``+Inf``."""
 
     name: str
     type: str
@@ -91,6 +93,7 @@ class MetricSet:
         from prometheus_client.core import (
             CounterMetricFamily,
             GaugeMetricFamily,
+            HistogramMetricFamily,
             InfoMetricFamily,
             SummaryMetricFamily,
         )
@@ -105,6 +108,8 @@ class MetricSet:
                 metric = CounterMetricFamily(family.name.removesuffix("_total"), family.help, labels=names)
             elif family.type == "summary":
                 metric = SummaryMetricFamily(family.name, family.help, labels=names)
+            elif family.type == "histogram":
+                metric = HistogramMetricFamily(family.name, family.help, labels=names)
             elif family.type == "info":
                 metric = InfoMetricFamily(family.name.removesuffix("_info"), family.help, labels=constant_names)
                 for _values, info in family.samples:
@@ -118,9 +123,16 @@ class MetricSet:
                 if family.type == "summary":
                     count, total = value
                     metric.add_metric(labels, count_value=count, sum_value=total)
+                elif family.type == "histogram":
+                    buckets, total = value
+                    metric.add_metric(labels, [(_bound(b), c) for b, c in buckets], sum_value=total)
                 else:
                     metric.add_metric(labels, value)
             yield metric
+
+
+def _bound(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
 def registry(metrics: MetricSet) -> Any:

@@ -18,16 +18,42 @@ from typing import Any
 
 from ipfi_cli.text import terminal_safe
 
+#: what follows a URL's "user:password@": a host name, IPv4 or [IPv6] address, and a port
+_HOST = re.compile(r"(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]*)?(?=[/?#]|$)")
+
+
+def _unencoded_userinfo(url: str) -> tuple[str, str, str] | None:
+    """``(scheme, user, host and the rest)`` when ``url``'s password holds an unencoded ``/``, ``#``,
+    ``?`` or ``@`` (so a URL parser takes part of it for the host or the path), else ``None``."""
+    scheme, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    if not sep or at < 0 or not _HOST.match(rest, at + 1):
+        return None
+    user, colon, _ = rest[:at].partition(":")
+    if not colon or any(c in user for c in "/?#@"):
+        return None
+    try:
+        if "@" in urllib.parse.urlsplit(url).netloc and not any(c in rest[:at] for c in "/?#"):
+            return None  # a parser reads it right (an @ in the password alone is cut at the last @)
+    except ValueError:
+        pass
+    return scheme, user, rest[at + 1:]
+
 
 def check_url(url: str) -> str | None:
-    """Why ``url`` cannot be sent to, or ``None``: an http(s) scheme, a host, a port in 1-65535.
-    The reason never quotes the URL (it may hold a password or a token).
+    """Why ``url`` cannot be sent to, or ``None``: an http(s) scheme, a host, a port in 1-65535, a
+    password with its ``/``, ``#``, ``?`` percent-encoded. The reason never quotes the URL (it may
+    hold a password or a token).
 
     >>> check_url("http://127.0.0.1:9091/") is None, check_url("http://h:99999/"), check_url("ftp://h/")
     (True, 'the port is not a number in 1-65535', 'expected an http:// or https:// URL')
+    >>> check_url("http://me:pa/ss@127.0.0.1:9091")
+    "the URL's password holds '/', '#', '?' or '@' as it is: percent-encode them (%2F, %23, %3F, %40)"
     """
     if not url.startswith(("http://", "https://")):
         return "expected an http:// or https:// URL"
+    if _unencoded_userinfo(url) is not None:
+        return "the URL's password holds '/', '#', '?' or '@' as it is: percent-encode them (%2F, %23, %3F, %40)"
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:  # "Invalid IPv6 URL": a [ without its ]
@@ -74,7 +100,16 @@ def shown_url(url: str) -> str:
     ('https://hooks.slack.com/***', 'http://127.0.0.1:8080/')
     >>> shown_url("https://bot:s3cret@alerts.example.org/api/v2/alerts?token=abc")
     'https://bot:***@alerts.example.org/***'
+    >>> shown_url("http://alice:S3CR/et#pw@127.0.0.1:9091")
+    'http://alice:***@127.0.0.1:9091'
     """
+    unencoded = _unencoded_userinfo(url)
+    if unencoded is not None:  # the password runs to the last @ before a host
+        scheme, user, rest = unencoded
+        found = _HOST.match(rest)
+        assert found is not None  # _unencoded_userinfo matched it
+        tail = "/***" if rest[found.end():] not in ("", "/") else rest[found.end():]
+        return terminal_safe(f"{scheme}://{user}:***@{found.group(0)}{tail}")
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:

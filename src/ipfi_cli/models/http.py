@@ -8,12 +8,25 @@ per thread. Two protocols, each with its request bodies and answers in a module 
   (KServe, Seldon MLServer, Triton; :mod:`ipfi_cli.models.http_v2`).
 
 A block of rows (a micro-batch's perturbed rows) travels in as few requests as the cap on
-rows per request allows. Connection errors, timeouts, 5xx answers and 429 are retried with
-exponential back-off (``Retry-After`` is honoured) until ``retries`` tries or ``retry_wait``
-seconds of waiting; any other 4xx stops at once with one line naming the status and the
-server's message. Header values (``Authorization``...) and a URL's password or query are
-never shown: messages use :attr:`HttpOptions.display_url` and scrub header values from what
-the server says.
+rows per request allows, up to ``concurrency`` of them in flight at once (each on its own
+kept-alive connection); the answers are put back in the block's order, so the numbers do not
+depend on how many were in flight. Each request is sent once and its answer read in full
+(``Content-Length``, chunked, or to the connection's close), so a kept-alive connection is
+reused only when its previous answer is done.
+
+What happens when the model does not answer (the policy, see the README's "Served models"):
+
+* **the model is unreachable** (connection refused or reset, a timeout, 408, 429, 502, 503, 504):
+  the request is sent again after a pause (exponential from 0.25 s to 5 s; ``Retry-After`` is
+  honoured) for as long as ``model_wait`` seconds from the first failure. Meanwhile the run
+  reads no input (the producer upstream waits: nothing is dropped) and :attr:`on_notice`
+  hears a line every 30 s; when the model answers again the run goes on with the same
+  numbers. Past ``model_wait``: :class:`HttpModelError`.
+* **the server failed on the request** (500): tried again at most ``retries`` times.
+* **any other 4xx**: stops at once with one line naming the status and the server's message.
+
+Header values (``Authorization``...) and a URL's password or query are never shown: messages
+use :attr:`HttpOptions.display_url` and scrub header values from what the server says.
 
 A served model does not say what it is: give ``--task`` (classification or regression)
 and, for the log loss, ``--classes`` in the order of its probability columns (unless the
@@ -29,7 +42,8 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -37,6 +51,7 @@ import numpy as np
 
 from ipfi_cli.core.losses import Output
 from ipfi_cli.errors import ModelError
+from ipfi_cli.io.urls import failure_reason
 from ipfi_cli.models.adapters import predict_records_as_block
 from ipfi_cli.models.http_answers import EXPECTED, ServedAnswers, shown_answer
 from ipfi_cli.models.http_mlflow import MlflowProtocol
@@ -45,14 +60,23 @@ from ipfi_cli.models.http_options import (
     MAX_PAUSE,
     PROTOCOLS,
     RETRY_STATUSES,
+    UNAVAILABLE_STATUSES,
     HttpModelError,
     HttpOptions,
+    format_duration,
     parse_header,
     resolve_protocol,
 )
 from ipfi_cli.models.http_v2 import V2Protocol
 
 __all__ = ["PROTOCOLS", "HttpModelError", "HttpOptions", "HttpPredictor", "parse_header", "resolve_protocol"]
+
+
+#: upper bounds (seconds) of the request latency histogram's buckets (Prometheus' defaults)
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: seconds of an outage before the first notice, and between two notices
+FIRST_NOTICE = 5.0
+NOTICE_EVERY = 30.0
 
 
 class _Late(Exception):
@@ -113,11 +137,27 @@ class HttpPredictor(ServedAnswers):
         #: the protocol's request bodies and answers
         self._wire: MlflowProtocol | V2Protocol = MlflowProtocol(options) if self.protocol == "mlflow" \
             else V2Protocol(options)
-        #: counters for benchmarks and --verbose
+        #: counters for --meta, the metrics, benchmarks and --verbose (changed under ``_count_lock``)
         self.requests = 0
         self.rows_sent = 0
         self.seconds = 0.0
         self.retried = 0
+        self.outcomes: dict[str, int] = {}  # tries by outcome: ok, unavailable, error, refused
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)  # answered requests by seconds taken
+        self.latency_sum = 0.0
+        self.waited = 0.0  # seconds spent waiting for an unreachable model
+        self.outages = 0
+        #: hears one line while the model is unreachable (every 30 s) and when it answers again
+        self.on_notice: Callable[[str], None] | None = None
+        #: hears ``True`` when the model becomes unreachable and ``False`` when it answers again
+        self.on_down: Callable[[bool], None] | None = None
+        self._count_lock = threading.Lock()
+        self._down_since: float | None = None
+        self._noticed_at: float | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._last: tuple[bytes, bytes] | None = None  # the last request's body and answer
+        self._remember = False
+        self._remembered: dict[Any, list[Any]] = {}  # row -> [answer, uses left]
         self.columns, self.n_features = self._wire.read_metadata(self.request, self.path)
 
     # -- what the model is ------------------------------------------------------------------------
@@ -134,12 +174,14 @@ class HttpPredictor(ServedAnswers):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_local"] = None
+        for name in ("_local", "_count_lock", "_pool", "on_notice", "on_down"):
+            state[name] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._local = threading.local()
+        self._count_lock = threading.Lock()
 
     # -- transport ----------------------------------------------------------------------------------
     def _connection(self) -> http.client.HTTPConnection:
@@ -162,6 +204,9 @@ class HttpPredictor(ServedAnswers):
 
     def close(self) -> None:
         self._drop_connection()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def _scrub(self, text: str) -> str:
         """``text`` with every secret (header value, token, password; in any letter case) as ``***``."""
@@ -182,57 +227,144 @@ class HttpPredictor(ServedAnswers):
         line = line[:300] + "..." if len(line) > 300 else line
         return self._scrub(line) or "(no message)"
 
-    def request(self, method: str, path: str, payload: Any = None) -> Any:
-        """One call with retries; returns the decoded JSON answer."""
+    def request(self, method: str, path: str, payload: Any = None, rows: int = 0) -> Any:
+        """One call, tried again as the module docstring says; returns the decoded JSON answer.
+
+        A request whose body is the last one's (the first row, asked by two checks in turn) gets
+        the last answer again: the same question is never sent twice in a row. ``rows``: how many
+        rows the request holds (counted when sent).
+        """
         import orjson
 
         body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY) if payload is not None else None
-        where = self.options.display_url
-        options = self.options
-        tries, waited, started = 0, 0.0, time.perf_counter()
+        last = self._last
+        if body is not None and last is not None and last[0] == body:
+            return orjson.loads(last[1])
+        data = self._answer(method, path, body)
+        if rows:
+            with self._count_lock:
+                self.rows_sent += rows
+        try:
+            answer = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise HttpModelError(f"{self.options.display_url}: the answer is not JSON: "
+                                 f"{self._server_message(data)}") from None
+        if body is not None:
+            self._last = (body, data)
+        return answer
+
+    def _count(self, outcome: str, seconds: float | None = None) -> None:
+        with self._count_lock:
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+            if seconds is not None:
+                self.requests += 1
+                self.seconds += seconds
+                self.latency_sum += seconds
+                index = next((i for i, bound in enumerate(LATENCY_BUCKETS) if seconds <= bound),
+                             len(LATENCY_BUCKETS))
+                self.latency_counts[index] += 1
+
+    def _answer(self, method: str, path: str, body: bytes | None) -> bytes:
+        """The whole answer (2xx) to one request, after as many tries as the policy allows."""
+        where, options = self.options.display_url, self.options
+        tries = failures = 0
+        outage_began: float | None = None
         while True:
             tries += 1
             retry_after: float | None = None
+            started = time.perf_counter()
             try:
                 connection = self._connection()
                 status, reason, response, data = self._exchange(connection, method, path + self._query, body)
             except _AnswerTooLarge as error:
                 self._drop_connection()
+                self._count("refused")
                 raise HttpModelError(f"{where}: the answer is larger than {error.limit:,} bytes (--max-answer-mb); "
                                      "fewer rows per request (--max-request-rows) make smaller answers") from None
             except (OSError, http.client.HTTPException, _Late) as error:
                 self._drop_connection()
+                unavailable = True
                 if isinstance(error, _Late):
                     problem = f"no complete answer within --timeout {options.timeout:g} s"
                 else:
-                    problem = (f"cannot reach the server ({type(error).__name__}: "
-                               f"{self._scrub(str(error)) or 'no answer'})")
+                    problem = f"cannot reach the server ({self._scrub(failure_reason(error))})"
             else:
                 if 200 <= status < 300:
-                    self.requests += 1
-                    self.seconds += time.perf_counter() - started
-                    try:
-                        return orjson.loads(data)
-                    except orjson.JSONDecodeError:
-                        raise HttpModelError(f"{where}: the answer is not JSON: "
-                                             f"{self._server_message(data)}") from None
-                if status < 200 and status != 0:
+                    self._count("ok", time.perf_counter() - started)
+                    if outage_began is not None:
+                        self._back(time.monotonic() - outage_began)
+                    return data
+                if status < 200:
+                    self._count("refused")
                     raise HttpModelError(f"{where}: HTTP {status}: not an answer")
                 message = self._server_message(data)
-                if status not in RETRY_STATUSES:
-                    raise HttpModelError(f"{where}: HTTP {status} {reason}: {message}")
                 problem = f"HTTP {status} {reason}: {message}"
+                if status not in RETRY_STATUSES:
+                    self._count("refused")
+                    raise HttpModelError(f"{where}: {problem}")
+                unavailable = status in UNAVAILABLE_STATUSES
                 header = response.getheader("Retry-After")
                 if header and header.strip().isdigit():
                     retry_after = float(header.strip())
-            pause = min(MAX_PAUSE, retry_after if retry_after is not None else FIRST_PAUSE * 2 ** (tries - 1))
-            if tries > options.retries or waited + pause > options.retry_wait:
-                self.seconds += time.perf_counter() - started
-                raise HttpModelError(f"{where}: gave up after {tries} tr{'y' if tries == 1 else 'ies'} "
-                                     f"({waited:.1f} s of waiting): {problem}")
+            now = time.monotonic()
+            if unavailable:
+                self._count("unavailable")
+                if outage_began is None:
+                    outage_began = now
+                    self._down(now)
+                down = now - outage_began
+                if down >= options.model_wait:
+                    raise HttpModelError(f"{where}: the model did not answer for {format_duration(down)} "
+                                         f"(--model-wait {format_duration(options.model_wait)}): {problem}")
+                self._notice(down, problem)
+                pause = min(MAX_PAUSE, retry_after if retry_after is not None else FIRST_PAUSE * 2 ** (tries - 1),
+                            max(0.05, options.model_wait - down))
+            else:
+                self._count("error")
+                failures += 1
+                if failures > options.retries:
+                    raise HttpModelError(f"{where}: gave up after {tries} tr{'y' if tries == 1 else 'ies'} "
+                                         f"(--retries {options.retries}): {problem}")
+                pause = min(MAX_PAUSE, retry_after if retry_after is not None else FIRST_PAUSE * 2 ** (failures - 1))
             time.sleep(pause)
-            waited += pause
-            self.retried += 1
+            with self._count_lock:
+                self.retried += 1
+                if unavailable:
+                    self.waited += pause
+
+    def _down(self, now: float) -> None:
+        with self._count_lock:
+            if self._down_since is not None:
+                return
+            self._down_since = now
+            self._noticed_at = None
+            self.outages += 1
+        if self.on_down is not None:
+            self.on_down(True)
+
+    def _notice(self, down: float, problem: str) -> None:
+        """A line after FIRST_NOTICE seconds of an outage, then every NOTICE_EVERY seconds (one for all
+        the requests in flight)."""
+        now = time.monotonic()
+        with self._count_lock:
+            since = self._down_since if self._down_since is not None else now - down
+            due = since + FIRST_NOTICE if self._noticed_at is None else self._noticed_at + NOTICE_EVERY
+            if now < due:
+                return
+            self._noticed_at = now
+        if self.on_notice is not None:
+            self.on_notice(f"model unreachable for {format_duration(now - since)}; waiting up to "
+                           f"{format_duration(self.options.model_wait)} (--model-wait): {problem}")
+
+    def _back(self, down: float) -> None:
+        with self._count_lock:
+            if self._down_since is None:
+                return
+            since, self._down_since = self._down_since, None
+        if self.on_down is not None:
+            self.on_down(False)
+        if self.on_notice is not None and time.monotonic() - since >= FIRST_NOTICE:
+            self.on_notice(f"the model answers again, after {format_duration(time.monotonic() - since)}")
 
     def _exchange(self, connection: http.client.HTTPConnection, method: str, path: str,
                   body: bytes | None) -> tuple[int, str, Any, bytes]:
@@ -260,8 +392,11 @@ class HttpPredictor(ServedAnswers):
                 raise _AnswerTooLarge(limit)
             parts: list[bytes] = []
             size = 0
+            # read(n), not read1(n): on Python 3.11 read1 never marks a Content-Length answer read in
+            # full as done, so the kept-alive connection would still hold it and the next request on it
+            # would be sent, then fail (ResponseNotReady) and be sent again
             while True:
-                chunk = response.read1(1 << 16)
+                chunk = response.read(1 << 16)
                 if not chunk:
                     break
                 size += len(chunk)
@@ -270,7 +405,7 @@ class HttpPredictor(ServedAnswers):
                 parts.append(chunk)
             if late.is_set():  # cut at the deadline: what came is not the whole answer
                 raise _Late()
-            if response.getheader("Connection", "").lower() == "close":
+            if not response.isclosed() or response.will_close:  # never reuse a connection in doubt
                 self._drop_connection()
             return response.status, response.reason, response, b"".join(parts)
         except (OSError, http.client.HTTPException):
@@ -283,34 +418,98 @@ class HttpPredictor(ServedAnswers):
                 self._drop_connection()
 
     def stats(self) -> dict[str, Any]:
-        """Requests answered, rows sent, seconds spent in requests (waits included) and tries repeated."""
-        return {"requests": self.requests, "rows_sent": self.rows_sent, "seconds": round(self.seconds, 3),
-                "retried": self.retried}
+        """What the run asked of the server: requests answered, rows sent, seconds spent in requests,
+        tries repeated (``retried``: each a request sent again after a failure), tries by outcome,
+        outages and the seconds waited in them. ``--meta`` records it; the metrics export it."""
+        with self._count_lock:
+            return {"requests": self.requests, "rows_sent": self.rows_sent, "seconds": round(self.seconds, 3),
+                    "retried": self.retried, "outcomes": dict(sorted(self.outcomes.items())),
+                    "outages": self.outages, "waited_seconds": round(self.waited, 3),
+                    "concurrency": self.options.concurrency}
+
+    def latency(self) -> tuple[tuple[float, ...], list[int], float]:
+        """The latency histogram of answered requests: bucket bounds, counts per bucket (the last
+        above every bound), and the sum of seconds."""
+        with self._count_lock:
+            return LATENCY_BUCKETS, list(self.latency_counts), self.latency_sum
+
+    @property
+    def is_down(self) -> bool:
+        """Whether the model is unreachable now (a request is waiting for it)."""
+        return self._down_since is not None
+
+    def remember_answers(self, on: bool) -> None:
+        """While on, every row's answer is kept, and the next request for a kept row (the same values,
+        the same output) is answered from it once instead of being sent: batch PFI's unperturbed rows,
+        predicted when the rows are screened and again as the baseline. Off: what is kept is used and
+        then forgotten; a block that finds none of it forgets it at once."""
+        self._remember = on
 
     # -- prediction -------------------------------------------------------------------------------------
     def _chunks(self, n_rows: int) -> list[slice]:
         size = max(1, self.options.max_request_rows)
         return [slice(start, min(start + size, n_rows)) for start in range(0, n_rows, size)]
 
-    def _call(self, block: np.ndarray, columns: Sequence[str], output: Output) -> list[Any]:
-        """Every row's answer: labels or values as a list, probabilities as ``[N, C]`` (or dicts)."""
+    @staticmethod
+    def _row_keys(block: np.ndarray, output: Output) -> list[Any]:
+        if block.dtype.kind in "fiub":
+            return [(output, block.dtype.str, row.tobytes()) for row in block]
+        return [(output, repr(tuple(row))) for row in block.tolist()]
+
+    def _ask(self, rows: np.ndarray, columns: Sequence[str], types: list[str], output: Output) -> list[Any]:
+        """One request for ``rows``: one answer per row."""
         wire = self._wire
-        block, columns, types = wire.arrange(block, columns)
-        results: list[Any] = []
-        for part in self._chunks(len(block)):
-            rows = block[part]
-            answer = self.request("POST", self.path, wire.payload(rows, columns, types, output))
-            try:
-                got = list(wire.predictions(answer, output, len(rows)))
-            except HttpModelError:
-                raise
-            except (TypeError, ValueError, KeyError, AttributeError, IndexError):
-                raise HttpModelError(f"{self.options.display_url}: the answer is malformed: expected "
-                                     f"{wire.expected(len(rows))}, got {shown_answer(answer)}") from None
-            if len(got) != len(rows):
-                raise HttpModelError(f"{self.options.display_url}: sent {len(rows)} rows, got {len(got)} predictions")
-            self.rows_sent += len(rows)
-            results.extend(got)
+        answer = self.request("POST", self.path, wire.payload(rows, columns, types, output), len(rows))
+        try:
+            got = list(wire.predictions(answer, output, len(rows)))
+        except HttpModelError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+            raise HttpModelError(f"{self.options.display_url}: the answer is malformed: expected "
+                                 f"{wire.expected(len(rows))}, got {shown_answer(answer)}") from None
+        if len(got) != len(rows):
+            raise HttpModelError(f"{self.options.display_url}: sent {len(rows)} rows, got {len(got)} predictions")
+        return got
+
+    def _call(self, block: np.ndarray, columns: Sequence[str], output: Output) -> list[Any]:
+        """Every row's answer: labels or values as a list, probabilities as ``[N, C]`` (or dicts).
+
+        The block's requests (``--max-request-rows`` each) go up to ``--concurrency`` at a time; the
+        answers come back in the block's order, whatever order they arrive in.
+        """
+        block, columns, types = self._wire.arrange(block, columns)
+        known: dict[int, Any] = {}
+        keys: list[Any] | None = None
+        if self._remembered or self._remember:
+            keys = self._row_keys(block, output)
+            for index, key in enumerate(keys):
+                kept = self._remembered.get(key)
+                if kept is not None:
+                    known[index] = kept[0]
+                    kept[1] -= 1
+                    if kept[1] <= 0:
+                        del self._remembered[key]
+            if not known and not self._remember:
+                self._remembered.clear()
+        asked = block if not known else block[[i for i in range(len(block)) if i not in known]]
+        parts = [asked[part] for part in self._chunks(len(asked))]
+        if len(parts) > 1 and self.options.concurrency > 1:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.options.concurrency,
+                                                thread_name_prefix="ipfi-http")
+            answers = list(self._pool.map(lambda rows: self._ask(rows, columns, types, output), parts))
+        else:
+            answers = [self._ask(rows, columns, types, output) for rows in parts]
+        got = [answer for part in answers for answer in part]
+        if not known:
+            results = got
+        else:
+            fresh = iter(got)
+            results = [known[i] if i in known else next(fresh) for i in range(len(block))]
+        if self._remember and keys is not None:
+            for key, answer in zip(keys, results):
+                kept = self._remembered.setdefault(key, [answer, 0])
+                kept[1] += 1
         return results
 
     def predict_block(self, block: np.ndarray, columns: Sequence[str], output: Output,

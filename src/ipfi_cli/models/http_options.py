@@ -13,11 +13,47 @@ from urllib.parse import SplitResult, unquote, urlsplit
 from ipfi_cli.errors import ServiceError
 
 PROTOCOLS = ("mlflow", "v2")
-#: answers worth another try: overload, gateway trouble, "too many requests"
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-#: longest single pause between tries (seconds), whatever Retry-After asks
-MAX_PAUSE = 10.0
+#: answers that say the model cannot answer now (overload, gateway trouble, "too many requests"):
+#: waited out like a refused connection, up to ``model_wait`` seconds
+UNAVAILABLE_STATUSES = frozenset({408, 429, 502, 503, 504})
+#: answers that say a request failed on the server: tried again at most ``retries`` times
+RETRY_STATUSES = frozenset({500}) | UNAVAILABLE_STATUSES
+#: longest single pause between tries (seconds), whatever Retry-After asks: a model that comes back
+#: is found within this time
+MAX_PAUSE = 5.0
 FIRST_PAUSE = 0.25
+#: the default for --model-wait (seconds): how long a model that cannot be reached is waited for
+MODEL_WAIT = 300.0
+#: the default for --concurrency: requests in flight at once
+CONCURRENCY = 4
+_DURATION = re.compile(r"\s*(?:(\d+(?:\.\d*)?|\.\d+)\s*(ms|h|m|s)?\s*)+", re.IGNORECASE)
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|h|m|s)?", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text``: a number of seconds, or parts with units ``h``, ``m``, ``s``, ``ms``.
+
+    >>> parse_duration("30"), parse_duration("5m"), parse_duration("1h30m"), parse_duration("250ms")
+    (30.0, 300.0, 5400.0, 0.25)
+    """
+    if not _DURATION.fullmatch(text or ""):
+        raise ValueError(f"not a duration: {text[:40]!r} (say 300, 300s, 5m or 1h30m)")
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    return sum(float(number) * scale[(unit or "s").lower()] for number, unit in _PART.findall(text))
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as a person writes it.
+
+    >>> format_duration(40.2), format_duration(300), format_duration(5400), format_duration(0.5)
+    ('40 s', '5m', '1h30m', '0.5 s')
+    """
+    if seconds < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 or seconds == int(seconds) else f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{rest}s" if rest else "")
+    return text
 #: the largest answer read by default (bytes): far above any micro-batch's, far below a machine's memory
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
 #: what may follow a URL's "user:password@": a host name, IPv4 or [IPv6] address, and a port
@@ -69,7 +105,8 @@ class HttpOptions:
     timeout: float = 30.0
     max_request_rows: int = 5000
     retries: int = 5
-    retry_wait: float = 30.0
+    model_wait: float = MODEL_WAIT
+    concurrency: int = CONCURRENCY
     classes: tuple[Any, ...] | None = None
     proba_output: str = "predict_proba"
     max_answer_bytes: int = MAX_ANSWER_BYTES
@@ -101,7 +138,8 @@ class HttpOptions:
         return {"url": self.display_url, "protocol": protocol,
                 "headers": [name for name, _ in self.headers], "timeout": self.timeout,
                 "max_request_rows": self.max_request_rows, "retries": self.retries,
-                "retry_wait": self.retry_wait, "max_answer_bytes": self.max_answer_bytes,
+                "model_wait": self.model_wait, "concurrency": self.concurrency,
+                "max_answer_bytes": self.max_answer_bytes,
                 "classes": list(self.classes) if self.classes is not None else None}
 
 

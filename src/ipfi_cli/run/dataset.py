@@ -17,6 +17,7 @@ from typing import Any
 from ipfi_cli.core.losses import Loss, Output
 from ipfi_cli.errors import InputError, IpfiError, RunError, ServiceError
 from ipfi_cli.models.loading import LoadedModel
+from ipfi_cli.run import setup
 from ipfi_cli.run.checks import labels_match_nothing
 from ipfi_cli.run.plan import InputSpec, RunPlan, Selection, plan_run
 from ipfi_cli.run.report import Reporter
@@ -81,6 +82,9 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
             reporter.message(f"skipped {error}", "warning")
 
     stopped: IpfiError | None = None
+    served = setup.served_model(loaded)
+    if served is not None:  # the rows' answers when screened are the baseline's: asked once
+        served.remember_answers(True)
     with reader:
         checker = plan.row_checker(on_bad_row=on_bad_row, on_skip=on_skip, say=reporter.message)
         sample = RowSample(max_rows, seed)
@@ -101,6 +105,8 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
                     raise failure
                 stopped = failure
                 break
+        if served is not None:
+            served.remember_answers(False)
         empty_rows = getattr(reader, "empty_rows_summary", None)  # CSV rows of empty fields, skipped
         for noted in (reader.noted_missing_summary(), empty_rows() if empty_rows is not None else None):
             if noted:

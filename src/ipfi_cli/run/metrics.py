@@ -27,6 +27,12 @@ name                                      type      labels                 value
 ``ipfi_start_timestamp_seconds``          gauge                            Unix time the run started
 ``ipfi_last_success_timestamp_seconds``   gauge                            the end of a complete run (textfile, push)
 ``ipfi_duration_seconds``                 gauge                            its duration (textfile, push)
+``ipfi_model_up``                         gauge                            served model: 1 answering, 0 waited for
+``ipfi_model_requests_total``             counter   outcome                tries by outcome: ok, unavailable (an
+                                                                           outage's), error (500), refused (4xx)
+``ipfi_model_retries_total``              counter                          requests sent again after a failure
+``ipfi_model_outages_total``              counter                          times the model became unreachable
+``ipfi_model_request_duration_seconds``   histogram                        answered requests' latency
 ``ipfi_build_info``                       gauge 1                          version, python
 ``ipfi_run_info``                         gauge 1                          command, loss, mode, sampling
 ========================================  ========  =====================  ==========================================
@@ -48,11 +54,11 @@ from ipfi_cli.errors import UsageError
 from ipfi_cli.io.prometheus import Family, check_label_name
 
 __all__ = ["OWN_LABELS", "StreamNumbers", "batch_families", "build_families", "comparison_families", "end_families",
-           "parse_labels", "ranks", "stream_families"]
+           "parse_labels", "ranks", "served_families", "stream_families"]
 
 #: label names ipfi sets on some metric: a --metrics-label cannot take them
 OWN_LABELS = ("feature", "kind", "direction", "version", "python", "command", "loss", "mode", "sampling",
-              "quantile", "job", "instance")
+              "quantile", "job", "instance", "outcome", "le")
 
 
 def parse_labels(pairs: Sequence[str] | None, option: str, reserved: Sequence[str] = OWN_LABELS) -> dict[str, str]:
@@ -187,6 +193,41 @@ def stream_families(numbers: StreamNumbers, delta: float, started: float, bounds
         families.append(Family("ipfi_ranking_ndcg_threshold", "gauge", "The nDCG below which the ranking has "
                                "departed from --reference (--ndcg-threshold).", (), [((), numbers.ndcg_threshold)]))
     return families
+
+
+#: every outcome a served model's try can have (each series exists from the start, at 0)
+MODEL_OUTCOMES = ("ok", "unavailable", "error", "refused")
+
+
+def served_families(stats: Mapping[str, Any], latency: tuple[Sequence[float], Sequence[int], float],
+                    up: bool) -> list[Family]:
+    """The served model's families (``--model-url``), from
+    :meth:`~ipfi_cli.models.http.HttpPredictor.stats` and its ``latency()`` histogram.
+
+    >>> [f.name for f in served_families({"outcomes": {"ok": 2}, "retried": 0, "outages": 0},
+    ...                                  ((0.1, 1.0), [1, 1, 0], 0.6), True)]  # doctest: +NORMALIZE_WHITESPACE
+    ['ipfi_model_up', 'ipfi_model_requests_total', 'ipfi_model_retries_total', 'ipfi_model_outages_total',
+     'ipfi_model_request_duration_seconds']
+    """
+    bounds, counts, total = latency
+    cumulative, running = [], 0
+    for bound, count in zip([*bounds, math.inf], counts):
+        running += count
+        cumulative.append((float(bound), running))
+    outcomes = stats.get("outcomes", {})
+    return [
+        Family("ipfi_model_up", "gauge", "Whether the served model answers (1) or ipfi is waiting for it to come "
+               "back (0, see --model-wait).", (), [((), 1.0 if up else 0.0)]),
+        Family("ipfi_model_requests_total", "counter", "Tries of requests to the served model by outcome: ok, "
+               "unavailable (refused connection, timeout, 408/429/502/503/504), error (500), refused (other 4xx, "
+               "too large).", ("outcome",), [((o,), int(outcomes.get(o, 0))) for o in MODEL_OUTCOMES]),
+        Family("ipfi_model_retries_total", "counter", "Requests to the served model sent again after a failure.",
+               (), [((), int(stats.get("retried", 0)))]),
+        Family("ipfi_model_outages_total", "counter", "Times the served model became unreachable.", (),
+               [((), int(stats.get("outages", 0)))]),
+        Family("ipfi_model_request_duration_seconds", "histogram", "Seconds the served model took to answer a "
+               "request (answered tries).", (), [((), (cumulative, float(total)))]),
+    ]
 
 
 def end_families(started: float) -> list[Family]:

@@ -16,6 +16,7 @@ this module sends them where the options ask.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from ipfi_cli.run.metrics import (
     end_families,
     parse_labels,
     ranks,
+    served_families,
     stream_families,
 )
 from ipfi_cli.run.settings import (
@@ -102,6 +104,8 @@ class MetricsExporter:
         self._next = 0.0
         self.pushed = False  # the metrics reached --pushgateway
         self._ended = self.metrics  # the last numbers with the run-end gauges (after a complete run)
+        self._stream: list[Family] = []
+        self._publish_lock = threading.RLock()
 
     def serve(self, session: Any) -> None:
         """Serve ``/metrics`` (``--metrics-port``) from the start: the build info until the run is set up."""
@@ -131,6 +135,7 @@ class MetricsExporter:
             self._events[("loss", "", "up")] = self._events[("loss", "", "down")] = 0
             if watch.detector.reference is not None:
                 self._events[("ranking", "", "down")] = 0
+        self._served()  # a served model's going down is published from now on
         self.metrics.set(self._info)
 
     def on_snapshot(self, snapshot: Any) -> None:
@@ -175,12 +180,34 @@ class MetricsExporter:
             if numbers.explained:
                 self._last_row_time = time.time()
         numbers.last_row_time = self._last_row_time
-        self.metrics.set([*self._info, *stream_families(numbers, self.session.settings.delta, self.started,
-                                                                   self.session.settings.bounds_method)])
-        if self.settings.metrics_textfile:
-            from ipfi_cli.io.prometheus import write_textfile
+        self._stream = stream_families(numbers, self.session.settings.delta, self.started,
+                                       self.session.settings.bounds_method)
+        self._publish_now()
 
-            write_textfile(self.settings.metrics_textfile, self.metrics)
+    def _publish_now(self) -> None:
+        """The last stream numbers with the served model's as they are now (also from a request's thread
+        when the model goes down or comes back, while the run waits)."""
+        with self._publish_lock:
+            families = [*self._info, *self._stream]
+            served = self._served()
+            if served is not None:
+                families += served_families(served.stats(), served.latency(), not served.is_down)
+            self.metrics.set(families)
+            if self.settings.metrics_textfile:
+                from ipfi_cli.io.prometheus import write_textfile
+
+                write_textfile(self.settings.metrics_textfile, self.metrics)
+
+    def _served(self) -> Any:
+        plan = getattr(self.session, "plan", None)
+        if plan is None:
+            return None
+        from ipfi_cli.run.setup import served_model
+
+        served = served_model(plan.loaded)
+        if served is not None and served.on_down is None:
+            served.on_down = lambda down: self._publish_now()
+        return served
 
     def push(self) -> None:
         from ipfi_cli.io.prometheus import push

@@ -149,6 +149,9 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
 
     for line in loaded.warnings:
         say(line, "warning")
+    served = setup.served_model(loaded)
+    if served is not None:  # an outage's notices, from whichever thread waits; shown even with --quiet
+        served.on_notice = lambda text: say(f"warning: {text}", "status")
     classification = setup.choose_task(loaded, selection.task)
     loss = setup.choose_loss(loaded, classification, selection.loss)
     labels = setup.label_matcher(loaded, classification, learn)

@@ -99,6 +99,16 @@ class BinaryLabels(LabelMatcher):
                        "as tree.HoeffdingTreeClassifier")
 
 
+def served_model(loaded: LoadedModel) -> Any | None:
+    """The served model's predictor (:class:`~ipfi_cli.models.http.HttpPredictor`, the model itself
+    under the run's wrappers), or ``None`` for a model in this process."""
+    if not loaded.kind.startswith("HTTP"):
+        return None
+    from ipfi_cli.models.http import HttpPredictor
+
+    return loaded.model if isinstance(loaded.model, HttpPredictor) else None
+
+
 def first_row_hook(loaded: LoadedModel, matcher: LabelMatcher,
                    columns: Sequence[str]) -> Callable[[dict[str, Any]], None] | None:
     """For a classifier with no known classes (river, a served model, a pyfunc): learn them, or at
