@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.errors import IpfiError, OutputError, UsageError
+from ipfi_cli.errors import IpfiError, OutputError, ServiceError, UsageError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import check_output_names
 from ipfi_cli.run.ending import RunEndMixin
@@ -462,6 +462,8 @@ class ExplainSession(RunEndMixin):
             self.error = str(error)
             if state is None and isinstance(error, IpfiError) and not isinstance(error, OutputError):
                 self._write_last_after_error(parts)
+            if isinstance(error, ServiceError) and state is not None:  # the model is gone: how to go on
+                raise ServiceError(f"{error}; {state.kept_note()}") from error
             raise
         finally:
             guard.ending = True
