@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ipfi_cli.cli.config import running_config
 from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, interrupted, reporting, usage_error
 from ipfi_cli.cli.explain_checks import (
     check_bounds_options,
@@ -388,7 +389,7 @@ def explain(
                 verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
                 checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
                 monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow,
-                by=key_columns, max_keys=max_keys, workers=workers, scheduler=scheduler)
+                by=key_columns, max_keys=max_keys, workers=workers, scheduler=scheduler, config=running_config())
             reporter = TerminalReporter(live=live, quiet=quiet)
             if key_columns and (workers is not None or scheduler is not None):
                 from ipfi_cli.run.keyed_spread import SpreadKeyedSession
