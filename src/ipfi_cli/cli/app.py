@@ -52,6 +52,11 @@ _no_type_for_flags()
 def _one_line(error: Any) -> str:
     """A usage error as one line: its message (pydantic's ``Value error,`` prefix dropped, which
     newer Typer puts before a bad choice) and where to read the options."""
+    from ipfi_cli.cli.config import config_hint
+
+    hint = config_hint(error)  # a bad value from --config: named by its key and file
+    if hint is not None and hasattr(error, "param_hint"):
+        error.param_hint = hint
     message = error.format_message().replace("Value error, ", "")
     ctx = getattr(error, "ctx", None)
     where = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
@@ -128,26 +133,31 @@ def _root(
     """Incremental permutation feature importance (iPFI) for models on data streams."""
 
 
-def add_command(function: Callable[..., Any], name: str | None = None) -> None:
-    """Register a command; its docstring is the help, the exit codes are the epilog."""
+def add_command(function: Callable[..., Any], name: str | None = None, *, config: bool = False) -> None:
+    """Register a command; its docstring is the help, the exit codes are the epilog. With ``config``
+    it also takes ``--config FILE`` and ``--print-config`` (:mod:`ipfi_cli.cli.config`)."""
+    if config:
+        from ipfi_cli.cli.config import configurable
+
+        function = configurable(function)
     app.command(name, epilog=EXIT_CODES_HELP)(function)
 
 
 # -- commands: one line each -----------------------------------------------------------------------
 from ipfi_cli.cli import explain as _explain  # noqa: E402
 
-add_command(_explain.explain)
+add_command(_explain.explain, config=True)
 from ipfi_cli.cli import batch as _batch  # noqa: E402
 from ipfi_cli.cli import compare as _compare  # noqa: E402
 from ipfi_cli.cli import merge as _merge  # noqa: E402
 from ipfi_cli.cli import plot as _plot  # noqa: E402
 
-add_command(_batch.batch)
-add_command(_compare.compare)
+add_command(_batch.batch, config=True)
+add_command(_compare.compare, config=True)
 from ipfi_cli.cli import pdp as _pdp  # noqa: E402
 
 add_command(_plot.plot)
-add_command(_pdp.pdp)
+add_command(_pdp.pdp, config=True)
 add_command(_merge.merge)
 
 

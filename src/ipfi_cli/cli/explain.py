@@ -12,17 +12,42 @@ from typing import Annotated, Optional
 
 import typer
 
+from ipfi_cli.cli.change_options import (
+    ChangeDeltaOpt,
+    DetectOpt,
+    EventsOpt,
+    FailOnChangeOpt,
+    MinChangeOpt,
+    NdcgThresholdOpt,
+    ReferenceOpt,
+    StopOnChangeOpt,
+    TopKOpt,
+    watch_settings,
+)
+from ipfi_cli.cli.config import running_config
 from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, interrupted, reporting, usage_error
 from ipfi_cli.cli.explain_checks import (
     check_bounds_options,
-    check_change_options,
     check_files,
     check_label_options,
     check_state_options,
     half_life_seconds_of,
     key_columns_of,
 )
-from ipfi_cli.cli.explainer_options import ConditionalSamplerOpt, RemovalOpt, SmoothingOpt
+from ipfi_cli.cli.explainer_options import (
+    AlphaOpt,
+    ConditionalSamplerOpt,
+    ExplainMethodOpt,
+    HalfLifeOpt,
+    RemovalOpt,
+    ReservoirSizeOpt,
+    RunningMeanOpt,
+    SamplingOpt,
+    SmoothingOpt,
+    TimeColumnOpt,
+)
+from ipfi_cli.cli.key_options import ByOpt, KeySchedulerOpt, KeyWorkersOpt, MaxKeysOpt
+from ipfi_cli.cli.label_options import IdOpt, LabelsFollowOpt, LabelsOpt, LabelWaitOpt
 from ipfi_cli.cli.model_options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ANSWER_MB,
@@ -60,13 +85,10 @@ from ipfi_cli.cli.monitor_options import (
 )
 from ipfi_cli.cli.options import (
     PANEL_DISPLAY,
-    PANEL_ESTIMATOR,
     PANEL_INPUT,
     PANEL_MODEL,
-    PANEL_OUTPUT,
     PICKLE_WARNING,
     AllowUnknownCategoriesOpt,
-    BoundsMethod,
     DebugOpt,
     DecimalOpt,
     DelimiterOpt,
@@ -78,7 +100,6 @@ from ipfi_cli.cli.options import (
     InnerOpt,
     InputArg,
     LossOpt,
-    MethodName,
     NaValuesOpt,
     NoDefaultNaOpt,
     OnBadRowOpt,
@@ -86,7 +107,6 @@ from ipfi_cli.cli.options import (
     OutputOpt,
     QuietOpt,
     RepeatsOpt,
-    Sampling,
     SeedOpt,
     SkipInitialSpaceOpt,
     TargetOpt,
@@ -102,6 +122,8 @@ from ipfi_cli.cli.options import (
     split_names,
     value,
 )
+from ipfi_cli.cli.state_options import CheckpointEveryOpt, SkipSeenOpt, StateOpt
+from ipfi_cli.cli.trace_options import BoundsMethodOpt, BoundsOpt, DeltaOpt, EveryOpt, MetaOpt
 from ipfi_cli.cli.ui import TerminalReporter, live_display_allowed, stream_is_terminal
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
 from ipfi_cli.run.explain import ExplainSession, interrupted_before_rows, new_session
@@ -133,11 +155,6 @@ With --state the run can stop at any time (Ctrl-C, SIGTERM, a crash) and continu
 
 {PICKLE_WARNING}
 """
-
-PANEL_STATE = "Checkpoints and resume"
-PANEL_CHANGES = "Change detection"
-PANEL_LABELS = "Late labels"
-PANEL_KEYS = "One explainer per key"
 
 
 def explain(
@@ -172,111 +189,47 @@ def explain(
     save_model: Annotated[Optional[str], typer.Option(
         "--save-model", help="With --learn: write the learned model here at the end (joblib, atomic).",
         rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")] = None,
-    method: Annotated[MethodName, typer.Option(
-        "--method", help="The explaining method: pfi, incremental permutation feature importance (how much the "
-        "loss grows without a feature); sage, incremental SAGE (the loss the model explains shared out among the "
-        "features: the values add up to the explained loss, said at the end and in --meta).",
-        rich_help_panel=PANEL_ESTIMATOR)] = "pfi",
+    method: ExplainMethodOpt = "pfi",
     removal: RemovalOpt = "marginal",
     conditional_sampler: ConditionalSamplerOpt = "gaussian",
     smoothing: SmoothingOpt = "exponential",
     inner: InnerOpt = None,
     empty_coalition: EmptyCoalitionOpt = "imputed",
-    alpha: Annotated[float, typer.Option(
-        "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
-        "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_ALPHA,
-    time_column: Annotated[Optional[str], typer.Option(
-        "--time-column", help="With --half-life: the column of each row's event time (seconds, or ISO 8601 "
-        "text such as 2024-05-01 13:00:00, UTC unless it has an offset).", rich_help_panel=PANEL_ESTIMATOR,
-        show_default=False, metavar="COL")] = None,
-    half_life: Annotated[Optional[str], typer.Option(
-        "--half-life", help="Smooth by event time instead of by rows (forward decay): a row half-life older "
-        "weighs half as much, whatever the rows' rate (90s, 30m, 1h, 2d). Replaces --alpha; the state of "
-        "shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR, show_default=False,
-        metavar="DURATION")] = None,
-    running_mean: Annotated[bool, typer.Option(
-        "--running-mean", help="Every row weighs alike (the static setting's estimator) instead of --alpha's "
-        "smoothing; the state of shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR)] = False,
+    alpha: AlphaOpt = DEFAULT_ALPHA,
+    time_column: TimeColumnOpt = None,
+    half_life: HalfLifeOpt = None,
+    running_mean: RunningMeanOpt = False,
     repeats: RepeatsOpt = DEFAULT_REPEATS,
-    sampling: Annotated[Sampling, typer.Option(
-        "--sampling", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
-        "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_SAMPLING,
-    reservoir_size: Annotated[int, typer.Option(
-        "--reservoir-size", min=1, help="Earlier rows remembered per permutation.",
-        rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_RESERVOIR_SIZE,
+    sampling: SamplingOpt = DEFAULT_SAMPLING,
+    reservoir_size: ReservoirSizeOpt = DEFAULT_RESERVOIR_SIZE,
     seed: SeedOpt = None,
     features: FeaturesOpt = None,
     drop: DropOpt = None,
     group: GroupOpt = None,
     output: OutputOpt = None,
     output_format: OutputFormatOpt = None,
-    every: Annotated[int, typer.Option(
-        "--every", "-e", min=1, help="Write a record every N explained rows (rows skipped as bad are not counted; the last row is always "
-        "written).",
-        rich_help_panel=PANEL_OUTPUT)] = 1,
-    bounds: Annotated[bool, typer.Option(
-        "--bounds", help="Add a <feature>_bound column per feature: the confidence half-width at level "
-        "--delta, by --bounds-method.", rich_help_panel=PANEL_OUTPUT)] = False,
-    bounds_method: Annotated[BoundsMethod, typer.Option(
-        "--bounds-method", help="How bounds are computed: chebyshev (the paper's; assumes independent rows, "
-        "no distribution; conservative), normal (independent rows, normal quantile; too narrow when reservoir "
-        "rows are reused for long) or realisations (calibrated: counts each row as explained row and as the "
-        "replacement drawn for later rows, and the spread of the M realisations; needs --repeats 2 or more).",
-        rich_help_panel=PANEL_OUTPUT)] = "chebyshev",
-    delta: Annotated[float, typer.Option(
-        "--delta", help="Bounds hold with probability 1 - delta (approximately; see the docs); from 1e-10. "
-        "Bounds need --alpha at most 0.5.",
-        rich_help_panel=PANEL_OUTPUT)] = 0.05,
-    meta: Annotated[Optional[str], typer.Option(
-        "--meta", help="Write a JSON sidecar here at the end: seed, all settings, library versions, rows "
-        "seen, final importances.", rich_help_panel=PANEL_OUTPUT, show_default=False, metavar="FILE")] = None,
+    every: EveryOpt = 1,
+    bounds: BoundsOpt = False,
+    bounds_method: BoundsMethodOpt = "chebyshev",
+    delta: DeltaOpt = 0.05,
+    meta: MetaOpt = None,
     batch_size: Annotated[int, typer.Option(
         "--batch-size", min=1, help="At most this many rows per model call for a static model, and per "
         "micro-batch (rows already waiting are batched; a slow stream is never held back; with --learn the "
         "model still learns row by row).", rich_help_panel=PANEL_INPUT)] = 1000,
     on_bad_row: OnBadRowOpt = "fail",
-    state: Annotated[Optional[str], typer.Option(
-        "--state", help="Keep the run's whole state in this file (the explainer, the counters, where the traces "
-        "end and, with --learn, the model), saved atomically every --checkpoint-every rows and at exit. If the "
-        "file exists the run continues from it: run the same command again. The file is plain data (JSON and NumPy "
-        "arrays, checksummed): loading it runs no code. With --learn the learned model is saved beside it as a "
-        "pickle (STATE.model-*), which the state vouches for by its SHA-256.", rich_help_panel=PANEL_STATE, show_default=False, metavar="PATH")] = None,
-    checkpoint_every: Annotated[int, typer.Option(
-        "--checkpoint-every", min=1, help="With --state: save the state after this many more input rows (at the "
-        "end of the micro-batch that reaches them: --batch-size rows at most, also with --learn).", rich_help_panel=PANEL_STATE)] = CHECKPOINT_EVERY,
-    skip_seen: Annotated[bool, typer.Option(
-        "--skip-seen/--no-skip-seen", help="When continuing from --state: the input is the whole stream again and "
-        "the rows the state has read are skipped (the last one is checked), or, with --no-skip-seen, the input "
-        "holds only the rows after them (row numbers continue).", rich_help_panel=PANEL_STATE)] = True,
-    detect: Annotated[bool, typer.Option(
-        "--detect", help="Watch for changes: an ADWIN test per feature (and on the model's loss) on the per-row "
-        "contributions, with a false-alarm bound (see --change-delta). Changes are listed at the end and marked "
-        "in the live table. Implied by the other options of this panel.", rich_help_panel=PANEL_CHANGES)] = False,
-    change_delta: Annotated[float, typer.Option(
-        "--change-delta", help="ADWIN's confidence: the false-alarm probability of one test (smaller: fewer false "
-        "alarms, later detections).", rich_help_panel=PANEL_CHANGES)] = 0.002,
-    min_change: Annotated[float, typer.Option(
-        "--min-change", min=0.0, help="The smallest change of a mean importance (or loss) worth an event, in "
-        "importance units.", rich_help_panel=PANEL_CHANGES)] = 0.01,
-    events: Annotated[Optional[str], typer.Option(
-        "--events", help="Write each change as one JSON line, at once, to FILE ('-': stderr).",
-        rich_help_panel=PANEL_CHANGES, show_default=False, metavar="FILE")] = None,
-    reference: Annotated[Optional[str], typer.Option(
-        "--reference", help="An importance vector to compare the ranking with: the CSV of `ipfi batch`, or a trace "
-        "file (its last record). An event when nDCG@k falls below --ndcg-threshold.",
-        rich_help_panel=PANEL_CHANGES, show_default=False, metavar="FILE")] = None,
-    ndcg_threshold: Annotated[float, typer.Option(
-        "--ndcg-threshold", help="With --reference: the nDCG@k below which the ranking has departed (Clarify's 0.9).",
-        rich_help_panel=PANEL_CHANGES)] = 0.9,
-    top_k: Annotated[Optional[int], typer.Option(
-        "--top-k", min=1, help="With --reference: how many top features the nDCG scores (default: 10, or all if "
-        "fewer).", rich_help_panel=PANEL_CHANGES, show_default=False)] = None,
-    fail_on_change: Annotated[bool, typer.Option(
-        "--fail-on-change", help="Exit with code 3 after the stream ends if a change was detected "
-        "(`ipfi explain ... --fail-on-change || page-oncall`).", rich_help_panel=PANEL_CHANGES)] = False,
-    stop_on_change: Annotated[bool, typer.Option(
-        "--stop-on-change", help="Stop at the first change (after flushing, and with --state saving the state) and "
-        "exit with code 3.", rich_help_panel=PANEL_CHANGES)] = False,
+    state: StateOpt = None,
+    checkpoint_every: CheckpointEveryOpt = CHECKPOINT_EVERY,
+    skip_seen: SkipSeenOpt = True,
+    detect: DetectOpt = False,
+    change_delta: ChangeDeltaOpt = 0.002,
+    min_change: MinChangeOpt = 0.01,
+    events: EventsOpt = None,
+    reference: ReferenceOpt = None,
+    ndcg_threshold: NdcgThresholdOpt = 0.9,
+    top_k: TopKOpt = None,
+    fail_on_change: FailOnChangeOpt = False,
+    stop_on_change: StopOnChangeOpt = False,
     metrics_port: MetricsPortOpt = None,
     metrics_addr: MetricsAddrOpt = DEFAULT_METRICS_ADDR,
     metrics_textfile: MetricsTextfileOpt = None,
@@ -288,44 +241,14 @@ def explain(
     webhook_format: WebhookFormatOpt = DEFAULT_WEBHOOK_FORMAT,
     webhook_cooldown: WebhookCooldownOpt = DEFAULT_WEBHOOK_COOLDOWN,
     webhook_retries: WebhookRetriesOpt = DEFAULT_WEBHOOK_RETRIES,
-    by: Annotated[Optional[str], typer.Option(
-        "--by", help="One explainer (and change detector) per value of these key columns (COL or COL,COL): each "
-        "key's traces are those of a run on its rows alone with the key columns dropped and the same --seed. "
-        "Records start with the key "
-        "columns, then row: the row's place among its key's rows; --every counts each key's rows. Key columns are "
-        "not features. A row with no value in one is a bad row (see --on-bad-row). The summary is per key (every "
-        "key in --meta). Not with --learn, --labels or the metrics/webhook options.",
-        rich_help_panel=PANEL_KEYS, show_default=False, metavar="COL[,COL]")] = None,
-    max_keys: Annotated[Optional[int], typer.Option(
-        "--max-keys", min=1, help="With --by: keep at most N keys' explainers live. The least recently seen are "
-        "saved as plain data (their state's bytes, in files of a temporary folder: about 75 kB a key for 9 features, --repeats 10, "
-        "a reservoir of 100; more with --detect) and rebuilt when the key comes back (about 3 ms for an eviction "
-        "and a return): the same bytes out, the memory of N explainers, more time when keys alternate often.",
-        rich_help_panel=PANEL_KEYS, show_default=False, metavar="N")] = None,
-    workers: Annotated[Optional[int], typer.Option(
-        "--workers", min=1, help="With --by: spread the keys over a local Dask cluster of N worker processes "
-        "(127.0.0.1), one shard of keys each; the same bytes as one process. The input must be a file, folder or "
-        "glob (each worker reads it). Not with --state or --stop-on-change yet. Needs ipfi-cli[dask].",
-        rich_help_panel=PANEL_KEYS, show_default=False, metavar="N")] = None,
-    scheduler: Annotated[Optional[str], typer.Option(
-        "--scheduler", help="With --by: spread the keys over a running Dask cluster (tcp://HOST:PORT), one shard "
-        "per worker; the workers need ipfi and the model's libraries and read the input and model files "
-        "themselves.", rich_help_panel=PANEL_KEYS, show_default=False, metavar="ADDRESS")] = None,
-    labels: Annotated[Optional[str], typer.Option(
-        "--labels", help="Labels that arrive late: read the --target column from this file or named pipe (CSV or "
-        "JSONL, with the --id column too), joined to the input's rows by --id. Each row waits for its label and rows "
-        "are explained in the input's order, so the traces are those of the same rows with their labels inline.",
-        rich_help_panel=PANEL_LABELS, show_default=False, metavar="SOURCE")] = None,
-    id_column: Annotated[Optional[str], typer.Option(
-        "--id", help="With --labels: the column that identifies a row in both streams (read as text).",
-        rich_help_panel=PANEL_LABELS, show_default=False, metavar="COL")] = None,
-    label_wait: Annotated[str, typer.Option(
-        "--label-wait", help="With --labels: how long a row waits for its label, in rows (at most N rows wait, and "
-        "N labels ahead of their rows) or seconds (30s, 5m). A row whose label does not come is counted, never "
-        "explained.", rich_help_panel=PANEL_LABELS, metavar="N|SECONDS")] = DEFAULT_LABEL_WAIT,
-    labels_follow: Annotated[bool, typer.Option(
-        "--labels-follow", help="With --labels: the labels file grows while ipfi runs; read it as `tail -f` does.",
-        rich_help_panel=PANEL_LABELS)] = False,
+    by: ByOpt = None,
+    max_keys: MaxKeysOpt = None,
+    workers: KeyWorkersOpt = None,
+    scheduler: KeySchedulerOpt = None,
+    labels: LabelsOpt = None,
+    id_column: IdOpt = None,
+    label_wait: LabelWaitOpt = DEFAULT_LABEL_WAIT,
+    labels_follow: LabelsFollowOpt = False,
     verbose: VerboseOpt = False,
     quiet: QuietOpt = False,
     no_live: Annotated[bool, typer.Option(
@@ -349,17 +272,13 @@ def explain(
         check_label_options(labels=labels, id_column=id_column, labels_follow=labels_follow, label_wait=label_wait,
                             state=state, input=input)
         half_life_seconds = half_life_seconds_of(time_column, half_life, running_mean)
-        check_change_options(change_delta, ndcg_threshold)
-        from ipfi_cli.run.watch import WatchSettings
-
         monitor = monitor_settings(metrics_port=metrics_port, metrics_addr=metrics_addr, metrics_textfile=metrics_textfile,
                                    metrics_label=metrics_label, pushgateway=pushgateway, push_job=push_job,
                                    push_label=push_label, webhook=webhook, webhook_format=webhook_format,
                                    webhook_cooldown=webhook_cooldown, webhook_retries=webhook_retries)
-        watching = detect or bool(events or reference or fail_on_change or stop_on_change or webhook)
-        watch = WatchSettings(delta=change_delta, min_change=min_change, events=events, reference=reference,
-                              ndcg_threshold=ndcg_threshold, top_k=top_k, fail_on_change=fail_on_change,
-                              stop_on_change=stop_on_change) if watching else None
+        watch = watch_settings(detect=detect, change_delta=change_delta, min_change=min_change, events=events,
+                               reference=reference, ndcg_threshold=ndcg_threshold, top_k=top_k,
+                               fail_on_change=fail_on_change, stop_on_change=stop_on_change, webhook=webhook)
 
         live = (not no_live and live_display_allowed(quiet)
                 and not (output in (None, "-") and stream_is_terminal(sys.stdout)))
@@ -391,7 +310,7 @@ def explain(
                 verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
                 checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
                 monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow,
-                by=key_columns, max_keys=max_keys, workers=workers, scheduler=scheduler)
+                by=key_columns, max_keys=max_keys, workers=workers, scheduler=scheduler, config=running_config())
             reporter = TerminalReporter(live=live, quiet=quiet)
             if key_columns and (workers is not None or scheduler is not None):
                 from ipfi_cli.run.keyed_spread import SpreadKeyedSession

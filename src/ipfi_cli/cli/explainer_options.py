@@ -1,12 +1,13 @@
-"""The options that choose the explainer: method, feature removal, smoothing (built from the core's names)."""
+"""The "Estimator" panel's options that choose the explainer: method, feature removal, smoothing (built from the
+core's names), and ``ipfi explain``'s smoothing rate, event-time half-life, sampling and reservoir."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Optional, TypeAlias
 
 import typer
 
-from ipfi_cli.cli.options import PANEL_ESTIMATOR, _choices
+from ipfi_cli.cli.options import PANEL_ESTIMATOR, MethodName, Sampling, _choices
 from ipfi_cli.core.choices import CONDITIONAL_SAMPLER_NAMES, REMOVAL_NAMES, SMOOTHING_NAMES
 
 if TYPE_CHECKING:
@@ -31,3 +32,30 @@ ConditionalSamplerOpt = Annotated[ConditionalSampler, typer.Option(
     "--conditional-sampler", help="With --removal conditional/both: gaussian (running mean and covariance) or "
     "tree (a river tree per feature: non-linear dependence; PFI only; not with --state or --max-keys: river "
     "saves trees only by pickle).", rich_help_panel=PANEL_ESTIMATOR)]
+
+ExplainMethodOpt = Annotated[MethodName, typer.Option(
+        "--method", help="The explaining method: pfi, incremental permutation feature importance (how much the "
+        "loss grows without a feature); sage, incremental SAGE (the loss the model explains shared out among the "
+        "features: the values add up to the explained loss, said at the end and in --meta).",
+        rich_help_panel=PANEL_ESTIMATOR)]
+AlphaOpt = Annotated[float, typer.Option(
+        "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1]. The estimate averages "
+        "roughly the last 2/alpha rows.", rich_help_panel=PANEL_ESTIMATOR)]
+TimeColumnOpt = Annotated[Optional[str], typer.Option(
+        "--time-column", help="With --half-life: the column of each row's event time (seconds, or ISO 8601 "
+        "text such as 2024-05-01 13:00:00, UTC unless it has an offset).", rich_help_panel=PANEL_ESTIMATOR,
+        show_default=False, metavar="COL")]
+HalfLifeOpt = Annotated[Optional[str], typer.Option(
+        "--half-life", help="Smooth by event time instead of by rows (forward decay): a row half-life older "
+        "weighs half as much, whatever the rows' rate (90s, 30m, 1h, 2d). Replaces --alpha; the state of "
+        "shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR, show_default=False,
+        metavar="DURATION")]
+RunningMeanOpt = Annotated[bool, typer.Option(
+        "--running-mean", help="Every row weighs alike (the static setting's estimator) instead of --alpha's "
+        "smoothing; the state of shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR)]
+SamplingOpt = Annotated[Sampling, typer.Option(
+        "--sampling", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
+        "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)]
+ReservoirSizeOpt = Annotated[int, typer.Option(
+        "--reservoir-size", min=1, help="Earlier rows remembered per permutation.",
+        rich_help_panel=PANEL_ESTIMATOR)]

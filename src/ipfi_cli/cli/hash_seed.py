@@ -12,6 +12,8 @@ over Dask workers byte-identical. Any other model starts once. Only the standard
 False
 >>> hash_seed_needed(["ipfi", "explain", "data.csv", "-m", "missing.pkl", "-t", "y"])
 True
+
+The model may also be named by a ``--config`` file (``model`` in its ``[model]`` table).
 """
 
 from __future__ import annotations
@@ -27,24 +29,51 @@ __all__ = ["MODEL_COMMANDS", "PINNED_SEED", "fix_hash_seed", "hash_seed_needed",
 MODEL_COMMANDS = ("explain", "batch", "compare", "pdp")
 
 
-def _model_argument(arguments: list[str]) -> str | None:
-    """The value of ``-m``/``--model`` among a command's arguments: the last one given, which is
-    the one the command uses (a wrapper may pass a default before the user's)."""
+def _option_argument(arguments: list[str], long: str, short: str | None = None) -> str | None:
+    """The value of an option among a command's arguments: the last one given, which is the one
+    the command uses (a wrapper may pass a default before the user's)."""
     found, index = None, 0
+    spellings = (long,) if short is None else (short, long)
     while index < len(arguments):
         argument = arguments[index]
         if argument == "--":
             break
-        if argument in ("-m", "--model"):
+        if argument in spellings:
             found = arguments[index + 1] if index + 1 < len(arguments) else None
             index += 2
             continue
-        if argument.startswith("--model="):
+        if argument.startswith(long + "="):
             found = argument.split("=", 1)[1]
-        elif argument.startswith("-m") and not argument.startswith("--") and len(argument) > 2:
+        elif short is not None and argument.startswith(short) and not argument.startswith("--") \
+                and len(argument) > 2:
             found = argument[2:]
         index += 1
     return found
+
+
+def _config_model(path: str | None) -> str | None:
+    """``model`` in the ``[model]`` table of a ``--config`` file (TOML, or a ``--meta`` file's
+    ``"config"``), as :mod:`ipfi_cli.cli.config` reads it; ``None`` when there is none or the file
+    cannot be read (the command then says why)."""
+    import json
+    import tomllib
+
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as file:
+            raw = file.read()
+        tables = json.loads(raw).get("config") if raw.lstrip()[:1] == b"{" else tomllib.loads(raw.decode())
+        model = tables["model"]["model"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return model if isinstance(model, str) else None
+
+
+def _model_argument(arguments: list[str]) -> str | None:
+    """The model a command's arguments name: ``-m``/``--model``, else the ``--config`` file's."""
+    given = _option_argument(arguments, "--model", "-m")
+    return given if given is not None else _config_model(_option_argument(arguments, "--config"))
 
 
 def hash_seed_needed(argv: list[str]) -> bool:

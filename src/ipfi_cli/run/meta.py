@@ -53,6 +53,10 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
     s, explainer, progress = settings, parts.explainer, parts.progress
     names = explainer.names
     meta_settings = asdict(s)
+    config = meta_settings.pop("config")
+    if config is not None:  # the seed the run used, so that --config META runs it again
+        config = {table: {key: seed if key == "seed" else v for key, v in keys.items()}
+                  for table, keys in config.items()}
     meta_settings["seed"] = seed
     meta_settings["http"] = s.http.for_meta() if s.http is not None else None  # never a header's value
     monitor = meta_settings.get("monitor")
@@ -71,6 +75,7 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
         "error": error,
         "seed": seed,
         "settings": meta_settings,
+        "config": config,
         "model": {"path": s.model, "type": type(plan.loaded.model).__name__, "kind": plan.loaded.kind},
         "input": {"source": plan.source, "format": plan.input_format, "columns": plan.input_columns},
         "model_columns": plan.columns,

@@ -89,6 +89,8 @@ class ExplainSettings:
     max_keys: int | None = None  # --max-keys: the most keys kept live; the others saved as plain data
     workers: int | None = None  # with by: spread the keys over a local Dask cluster of this many workers
     scheduler: str | None = None  # with by: spread the keys over this running Dask cluster
+    #: the command's options as ``--config`` tables (ipfi_cli.cli.config; the seed None when drawn): --meta's "config"
+    config: dict[str, dict[str, Any]] | None = None
 
     @property
     def inputs(self) -> InputSpec:
