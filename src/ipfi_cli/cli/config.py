@@ -222,6 +222,8 @@ def _secret(key: Key, value: Any) -> str | None:
         return "its values are secrets"
     if not isinstance(value, str) or "://" not in value:
         return None
+    if "@" in value:  # user information, whatever a parser makes of a password holding '/', '#' or '?'
+        return "the URL has a user or a password"
     from urllib.parse import urlsplit
 
     try:

@@ -68,6 +68,9 @@ class NeedsNumbersError(RowError):
 
 _PLAIN_NUMBERS = (int, float)
 _PLAIN_TYPES = frozenset(_PLAIN_NUMBERS)
+#: values (records x the row's width) of a row's perturbed copies built and predicted in one call at most,
+#: when the model takes records (river): 10,000 columns x M = 10 would be 10^9 values at once
+RECORD_CELLS = 1 << 21
 #: built-in losses that give the same numbers for int64/float64 targets as for the Python objects
 _NUMERIC_TARGET_LOSSES = (ZERO_ONE, ABSOLUTE, SQUARED)
 #: settings :meth:`IPFIEstimator.settings_dict` leaves out at these values (states of the paper's iPFI
@@ -752,28 +755,43 @@ class IPFIEstimator:
         return self.model.predict_block(block, self.columns, self.loss.output, row_targets)
 
     def _predict_records(self, x: Mapping[str, Any], values: list[Any], y: Any) -> np.ndarray:
+        """The row and its perturbed copies as records (dicts), predicted in calls of at most
+        :data:`RECORD_CELLS` values each: a wide row's copies (1 + d x M dicts of d values) are never
+        all in memory at once."""
         if type(x) is dict and len(x) == len(self.columns):
             base = x
         else:  # keep only the model's columns
             base = dict(zip(self.columns, values))
         replaced = (self._draw_replacements() if self._remover is None
                     else self._draw_conditional(np.asarray(values))).tolist()
-        records = [base]
-        append, copy = records.append, base.copy
+        target = self._output_targets([y])[0]
+        per_call = max(1, RECORD_CELLS // max(1, len(base)))
+        records: list[dict[str, Any]] = [base]
+        parts: list[np.ndarray] = []
+
+        def flush() -> None:
+            self.n_model_calls += 1
+            self.n_predictions += len(records)
+            parts.append(np.asarray(self.model.predict_records(records, self.loss.output, target)))
+            records.clear()
+        copy = base.copy
         if self._record_names is not None:
             for name, value in zip(self._record_names, replaced):
+                if len(records) >= per_call:
+                    flush()
                 record = copy()
                 record[name] = value
-                append(record)
+                records.append(record)
         else:
             for layout in self._record_layout:
+                if len(records) >= per_call:
+                    flush()
                 record = copy()
                 for name, pair in layout:
                     record[name] = replaced[pair]
-                append(record)
-        self.n_model_calls += 1
-        self.n_predictions += len(records)
-        return self.model.predict_records(records, self.loss.output, self._output_targets([y])[0])
+                records.append(record)
+        flush()
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _output_targets(self, targets: list[Any]) -> list[Any]:
         """The class whose probability the model returns per row: the label, or for a label-free
