@@ -151,7 +151,8 @@ def batch_sage(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] |
         Rows absent features are drawn from (default: ``X``; keep it small, a few hundred).
         ``ipfi batch --method sage`` uses ``--background 64`` rows of ``X`` drawn with the seed:
         ``X[np.sort(np.random.default_rng(np.random.SeedSequence(seed)).choice(len(X), 64,
-        replace=False))]`` gives its numbers.
+        replace=False))]`` gives its numbers, with ``n_inner`` its ``--inner`` (by default
+        :class:`IncrementalSAGE`'s: 2 for the squared loss, else 1; ``--inner all`` is ``None``).
     n_inner : int, default=None
         ``None``: every background row, predictions averaged (sage-importance's
         ``MarginalImputer``); ``k``: ``k`` random background rows per coalition (the game
