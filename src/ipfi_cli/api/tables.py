@@ -144,7 +144,9 @@ def batch_sage(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] |
     ----------
     model, X, y, columns, groups, seed
         As in :func:`batch_pfi`.
-    loss : {"zero-one", "absolute", "squared"}, default=None
+    loss : {"zero-one", "log", "absolute", "squared"}, default=None
+        With ``log`` (cross-entropy), a coalition's loss is that of the mean probability vector of its
+        imputations (with ``n_inner=None``, of every background row: sage-importance's game).
     n_permutations : int, default=2000
         Sampled (row, ordering) pairs.
     background : array-like, default=None
