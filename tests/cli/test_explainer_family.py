@@ -101,7 +101,18 @@ def test_what_sage_cannot_do_is_a_usage_error(run, agrawal_small, hgb):
 
 
 @pytest.mark.parametrize("command", ["explain", "batch", "compare"])
-def test_sage_with_the_log_loss_is_a_usage_error_naming_the_loss(run, agrawal_small, hgb, command):
-    result = run(command, agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--loss", "log", "-q")
+def test_sage_plays_the_log_loss_and_refuses_its_mean_empty_coalition(run, agrawal_small, hgb, command):
+    """Issue 40: SAGE with the log loss was refused, although the SAGE paper and sage-importance use
+    cross-entropy for classifiers (the marginal prediction is the mean probability vector). It runs;
+    only the empty coalition scored by the smoothed mean prediction, which needs every class's
+    probability, is a usage error naming --empty-coalition."""
+    result = run(command, agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--loss", "log", "-q",
+                 "--seed", "1", *(("--permutations", "100") if command != "explain" else ()))
+    assert result.exit_code == 0, result.stderr
+    records = parse_csv(result.stdout)
+    assert records and "unexpected" not in result.stderr
+    assert all(r["importance"] not in ("", "nan", "inf") for r in records if "importance" in r)
+    result = run(command, agrawal_small, "-m", hgb, "-t", "class", "--method", "sage", "--loss", "log", "-q",
+                 "--empty-coalition", "mean", *(("--inner", "2") if command == "batch" else ()))
     assert result.exit_code == 2, result.stderr
-    assert "'--loss'" in result.stderr and "unexpected" not in result.stderr and result.stdout == ""
+    assert "'--empty-coalition'" in result.stderr and "unexpected" not in result.stderr and result.stdout == ""

@@ -255,3 +255,68 @@ def test_a_merge_into_a_state_a_run_holds_is_refused(run, timed, hgb, tmp_path):
         lock.release()
     assert result.exit_code == 1 and "another ipfi run is using this state" in result.stderr
     assert not merged.exists()
+
+
+@pytest.fixture(scope="module")
+def approval(tmp_path_factory):
+    """river's TrumpApproval (daily polls, a time-ordered stream whose features trend): rows 1-1,000 with
+    an ISO date column, split by time (rows 1-500 and 501-1,000) and by row parity, and a gradient
+    boosting regressor of the approval on the five polls."""
+    import datetime
+
+    import joblib
+    import pandas as pd
+    from river import datasets
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    base = tmp_path_factory.mktemp("approval")
+    pairs = list(datasets.TrumpApproval())[:1000]
+    frame = pd.DataFrame([dict(x) for x, _ in pairs])
+    frame.insert(0, "ts", [datetime.date.fromordinal(int(d)).isoformat() for d in frame.pop("ordinal_date")])
+    frame["approve"] = [y for _, y in pairs]
+    model = HistGradientBoostingRegressor(random_state=0).fit(frame.drop(columns=["ts", "approve"]), frame["approve"])
+    paths = {name: base / f"{name}.csv" for name in ("whole", "early", "late", "odd", "even")}
+    for name, part in [("whole", frame), ("early", frame.iloc[:500]), ("late", frame.iloc[500:]),
+                       ("odd", frame.iloc[::2]), ("even", frame.iloc[1::2])]:
+        part.to_csv(paths[name], index=False)
+    paths["model"] = base / "model.joblib"
+    joblib.dump(model, paths["model"])
+    return paths
+
+
+APPROVAL = ("-t", "approve", "--time-column", "ts", "--half-life", "90d", "--sampling", "uniform", "--no-live", "-q")
+
+
+def test_shards_split_by_time_are_refused_and_the_earlier_state_goes_on_instead(run, approval, tmp_path):
+    """Issue 40: rows 1-500 and 501-1,000 of a time-ordered stream, merged, then continued, gave the
+    features 0.54 to 0.83 of one run's importances, far outside its bounds, with exit 0: shard 2 drew
+    its replacement values from rows 501 on only (the polls trend: they vary less within it). The merge
+    is refused in one line naming the later shard (exit 2); going on from the earlier shard's state with
+    the later rows is one run, byte for byte (expected: one run over rows 1-1,000). Shards by row
+    parity (the same distribution) still merge."""
+    def explain(name, seed, *extra):
+        state = tmp_path / f"{name}.state"
+        result = run("explain", approval[name], "-m", approval["model"], *APPROVAL, "--seed", seed, "--state", state,
+                     "-o", tmp_path / f"{name}.traces.csv", *extra)
+        assert result.exit_code == 0, result.stderr
+        return state
+
+    early, late = explain("early", "1"), explain("late", "2")
+    merged = tmp_path / "merged.state"
+    result = run("merge", early, late, "-o", merged)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and result.stdout == "", result.stderr
+    assert lines[0].startswith(f"ipfi: usage error: {late}: its first explained row is of 2018-07-15 00:00:00 UTC, "
+                               "after about 499 rows of the other shards"), lines[0]
+    assert "split by time do not merge" in lines[0] and "--state EARLIER --no-skip-seen" in lines[0]
+    assert not merged.exists()
+    # the way on that the message gives: the later rows continue the earlier shard's state
+    whole = tmp_path / "whole.csv"
+    assert run("explain", approval["whole"], "-m", approval["model"], *APPROVAL, "--seed", "1",
+               "-o", whole).exit_code == 0
+    result = run("explain", approval["late"], "-m", approval["model"], *APPROVAL, "--state", early, "--no-skip-seen",
+                 "-o", tmp_path / "early.traces.csv")
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "early.traces.csv").read_bytes() == whole.read_bytes()
+    result = run("merge", explain("odd", "1"), explain("even", "2"), "-o", tmp_path / "parity.state")
+    assert result.exit_code == 0 and "merged 2 states (998 rows explained" in result.stderr, result.stderr

@@ -214,3 +214,56 @@ def test_realisations_bounds_are_refused():
     with pytest.raises(ValueError, match="exponential smoothing by rows"):
         MergeablePFI(model, ["a", "b"], half_life=60.0, bounds_method="realisations")
     assert MergeablePFI(model, ["a", "b"], half_life=60.0, bounds_method="normal").bounds_method == "normal"
+
+
+def _timed_shard(times, value, half_life=10.0, seed=1, n_repeats=20, size=50):
+    """A uniform-sampling shard whose rows all hold ``value`` in column ``a``, at ``times``."""
+    model = FunctionPredictor(lambda X: (X[:, 0] > 0.5).astype(int))
+    shard = MergeablePFI(model, ["a", "b"], n_repeats=n_repeats, reservoir_size=size, seed=seed,
+                         half_life=half_life, sampling="uniform")
+    rows = np.column_stack([np.full(len(times), float(value)), np.zeros(len(times))])
+    shard.explain_many(rows, [0] * len(times), times=list(map(float, times)))
+    return shard
+
+
+def test_uniform_reservoirs_merge_by_the_rows_seen_whatever_their_times():
+    """Uniform sampling keeps a row of long ago as likely as a recent one, so one run's reservoir
+    holds each shard's rows in proportion to their number. The merge shared them by decayed weight:
+    shard A (300 rows spread over [0, 1000], all a = 0) against shard B (300 rows, two at the start and
+    the rest in [900, 1000], all a = 1), half-life 10: B's decayed weight is ~90 % of the total, and the
+    merged reservoir held ~90 % of B's rows instead of 50 %. The share of B over 20 realisations of 50
+    slots (hypergeometric, 50 of 600): standard error ~0.016; the tolerance 0.08 is 5 of them."""
+    a = _timed_shard(np.linspace(0.0, 1000.0, 300), 0.0, seed=1)
+    b = _timed_shard(np.concatenate([[0.0, 1.0], np.linspace(900.0, 1000.0, 298)]), 1.0, seed=2)
+    merged = merge_states([a.state_dict(), b.state_dict()], seed=3)
+    rows = np.asarray(merged["sampler"]["rows"], dtype=np.float64)
+    assert merged["sampler"]["filled"] == 50 and merged["sampler"]["n_seen"] == 600
+    assert abs(rows[:, :, 0].mean() - 0.5) < 0.08, rows[:, :, 0].mean()
+
+
+def test_shards_split_by_time_are_refused_and_shards_split_at_random_are_not():
+    """Shard k of a stream split by time explained its rows with a reservoir of its own rows only,
+    never the earlier shards': no merge gives one run's estimate, so it is refused (a usage error
+    naming the shard). Shards by a random key are not: 200 random splits of 2,000 timed rows into
+    2 to 6 shards (a false refusal has a chance under 1 in 1,000 per shard)."""
+    from ipfi_cli.core.mergeable import SplitByTime, check_not_split_by_time
+    from ipfi_cli.errors import UsageError
+
+    times, values = stream(n=2000)
+    for n_shards in (2, 4):
+        shard_of = np.minimum((np.arange(len(times)) * n_shards) // len(times), n_shards - 1)
+        trackers = [smooth(times[shard_of == k], values[shard_of == k], 300.0).state_dict() for k in range(n_shards)]
+        with pytest.raises(SplitByTime, match=r"^state 2: its first explained row is of 1970-01-01 .* after about "
+                                              r"1,00[01] rows|^state 2: .* after about 50[01] rows") as caught:
+            check_not_split_by_time(trackers)
+        assert isinstance(caught.value, UsageError) and caught.value.index == 1
+        # the same shards latest first: the first state given that began after others' rows is named
+        with pytest.raises(SplitByTime) as caught:
+            check_not_split_by_time(trackers[::-1])
+        assert caught.value.index == 0
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        n_shards = 2 + trial % 5
+        shard_of = rng.integers(0, n_shards, len(times))
+        trackers = [smooth(times[shard_of == k], values[shard_of == k], 300.0).state_dict() for k in range(n_shards)]
+        check_not_split_by_time(trackers)

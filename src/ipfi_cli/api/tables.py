@@ -144,14 +144,17 @@ def batch_sage(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] |
     ----------
     model, X, y, columns, groups, seed
         As in :func:`batch_pfi`.
-    loss : {"zero-one", "absolute", "squared"}, default=None
+    loss : {"zero-one", "log", "absolute", "squared"}, default=None
+        With ``log`` (cross-entropy), a coalition's loss is that of the mean probability vector of its
+        imputations (with ``n_inner=None``, of every background row: sage-importance's game).
     n_permutations : int, default=2000
         Sampled (row, ordering) pairs.
     background : array-like, default=None
         Rows absent features are drawn from (default: ``X``; keep it small, a few hundred).
         ``ipfi batch --method sage`` uses ``--background 64`` rows of ``X`` drawn with the seed:
         ``X[np.sort(np.random.default_rng(np.random.SeedSequence(seed)).choice(len(X), 64,
-        replace=False))]`` gives its numbers.
+        replace=False))]`` gives its numbers, with ``n_inner`` its ``--inner`` (by default
+        :class:`IncrementalSAGE`'s: 2 for the squared loss, else 1; ``--inner all`` is ``None``).
     n_inner : int, default=None
         ``None``: every background row, predictions averaged (sage-importance's
         ``MarginalImputer``); ``k``: ``k`` random background rows per coalition (the game

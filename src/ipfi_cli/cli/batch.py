@@ -114,14 +114,14 @@ def batch(
     permutations: PermutationsOpt = 2000,
     background: Annotated[int, typer.Option(
         "--background", min=1, help="With --method sage: rows drawn (with --seed) whose values stand in for "
-        "absent features; every coalition's prediction is averaged over all of them (Covert et al.'s SAGE, as "
-        "sage-importance's MarginalImputer; with --inner, K of them are drawn per coalition instead).",
-        rich_help_panel=PANEL_ESTIMATOR)] = 64,
-    inner: Annotated[Optional[int], typer.Option(
-        "--inner", min=1, help="With --method sage: draw K background rows per coalition, the game explain "
-        "--method sage --inner K estimates (its baseline; with the squared loss and K >= 2 both estimate Covert et "
-        "al.'s SAGE). Without it every background row is averaged.", rich_help_panel=PANEL_ESTIMATOR,
-        show_default=False, metavar="K")] = None,
+        "absent features: --inner K of them drawn per coalition, or with --inner all every coalition's prediction "
+        "averaged over all of them.", rich_help_panel=PANEL_ESTIMATOR)] = 64,
+    inner: Annotated[Optional[str], typer.Option(
+        "--inner", help="With --method sage: draw K background rows per coalition, the game explain --method sage "
+        "--inner K estimates (its baseline). Default: explain's, 2 with the squared loss (both then estimate Covert "
+        "et al.'s SAGE), else 1 (the Shapley values of the loss under one random imputation). all: every "
+        "background row averaged (Covert et al.'s SAGE, as sage-importance's MarginalImputer).",
+        rich_help_panel=PANEL_ESTIMATOR, show_default=False, metavar="K|all")] = None,
     empty_coalition: EmptyCoalitionOpt = "imputed",
     max_rows: MaxRowsOpt = DEFAULT_MAX_ROWS,
     seed: SeedOpt = None,
@@ -178,6 +178,7 @@ def batch(
             from ipfi_cli.run.distributed import check_dask_options
 
             check_dask_options(workers, scheduler)  # a malformed address before the data is read
+        inner_count = parse_inner(inner)  # before the data is read
         seed = draw_seed(seed)
         model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
                                    max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
@@ -193,7 +194,7 @@ def batch(
             if workers is not None or scheduler is not None:
                 raise usage_error("batch SAGE runs in this process; --workers and --scheduler spread batch PFI",
                                   "--method")
-            _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet, inner,
+            _batch_sage(dataset, permutations, background, seed, output, value(output_format), quiet, inner_count,
                         value(empty_coalition), reporter)
             return
         from ipfi_cli.models.hashing import depends_on_hashing, workers_must_hash_alike
@@ -254,7 +255,7 @@ def _say_requests(dataset: Any, reporter: Any) -> None:
 
 
 def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | None, output: str | None,
-                output_format: str | None, quiet: bool, inner: int | None, empty: str, reporter: Any) -> None:
+                output_format: str | None, quiet: bool, inner: int | str | None, empty: str, reporter: Any) -> None:
     import numpy as np
 
     from ipfi_cli.cli.ui import show_sage_table
@@ -266,13 +267,14 @@ def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | No
             c for members in (dataset.groups or {}).values() for c in members}:
         raise usage_error("SAGE shares the loss among all the model's inputs: drop --features (--group is fine)",
                           "--features")
+    n_inner = sage_inner(inner, dataset.loss, empty)
     rows = as_block(dataset.frame, dataset.columns)
     picked = np.random.default_rng(np.random.SeedSequence(seed)).choice(len(rows), min(background, len(rows)),
                                                                         replace=False)
     start = time.perf_counter()
     result = batch_sage(dataset.loaded.predictor, rows, dataset.targets, dataset.columns, loss=dataset.loss,
                         n_permutations=permutations, background=rows[np.sort(picked)], groups=dataset.groups,
-                        seed=seed, n_inner=inner, empty=empty)
+                        seed=seed, n_inner=n_inner, empty=empty)
     seconds = time.perf_counter() - start
     records = [{"feature": name, "importance": float(v), "std_error": float(se), "n_permutations": permutations,
                 "n_rows": len(rows), "loss": dataset.loss.name, "explained_loss": result.explained_loss}
@@ -285,4 +287,43 @@ def _batch_sage(dataset: Any, permutations: int, background: int, seed: int | No
     if zero:
         reporter.message(zero, "warning")
     if not quiet:
-        show_sage_table(result, dataset.loss.name, len(rows), seconds)
+        show_sage_table(result, dataset.loss.name, len(rows), seconds, sage_game(n_inner, len(picked), empty))
+
+
+def parse_inner(inner: str | None) -> int | str | None:
+    """``--inner``: a number of background rows drawn per coalition, ``"all"`` (every background row
+    averaged, Covert et al.'s game) or ``None`` (not given: explain's default, see :func:`sage_inner`)."""
+    from ipfi_cli.text import quoted
+
+    if inner is None:
+        return None
+    if inner.strip().lower() == "all":
+        return "all"
+    try:
+        count = int(inner.strip())
+    except ValueError:
+        raise usage_error(f"expected a number of background rows per coalition or all, got {quoted(inner)}",
+                          "--inner") from None
+    if count < 1:
+        raise usage_error(f"at least 1 background row per coalition, got {count}", "--inner")
+    return count
+
+
+def sage_inner(inner: int | str | None, loss: Any, empty: str) -> int | None:
+    """Background rows drawn per coalition: ``--inner`` as parsed, by default explain's (so that both
+    commands estimate one game); ``None`` for ``all``."""
+    from ipfi_cli.core.sage_game import default_inner
+
+    if inner is None:
+        return default_inner(loss, empty)
+    return None if inner == "all" else int(inner)
+
+
+def sage_game(n_inner: int | None, n_background: int, empty: str) -> str:
+    """The game a batch SAGE estimated, as its table says it."""
+    if n_inner is None:
+        return f"every one of {n_background:,} background rows averaged per coalition (Covert et al.'s game)"
+    drawn = f"{n_inner} background row{'s' if n_inner > 1 else ''} of {n_background:,} drawn per coalition"
+    if empty == "imputed":
+        return f"{drawn} (explain --method sage --inner {n_inner}'s game)"
+    return f"{drawn}, no feature scored by the mean prediction (explain --inner {n_inner} --empty-coalition mean's game)"

@@ -340,14 +340,15 @@ def show_batch_table(result: Any, loss_name: str, seconds: float) -> None:
     console.print(table)
 
 
-def show_sage_table(result: Any, loss_name: str, n_rows: int, seconds: float) -> None:
-    """Batch SAGE per feature, largest first, with the explained loss they add up to."""
+def show_sage_table(result: Any, loss_name: str, n_rows: int, seconds: float, game: str) -> None:
+    """Batch SAGE per feature, largest first, with the game it estimated and the explained loss they add up to."""
     from rich.table import Table
 
     console = stderr_console()
     console.print(f"batch SAGE: {n_rows:,} rows, {result.n_permutations:,} permutations, {loss_name} loss; "
                   f"explained loss {number(result.explained_loss)} (no feature {number(result.marginal_loss)}, "
                   f"model {number(result.model_loss)}), {seconds:.1f} s")
+    console.print(f"game: {game}", highlight=False)
     table = Table()
     table.add_column("feature")
     table.add_column("SAGE", justify="right")

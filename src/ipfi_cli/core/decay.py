@@ -129,6 +129,7 @@ class DecayedMean(WeightedMoments):
         self.sum_sq_weights = 0.0
         self.count = 0
         self.landmark: float | None = None  # on the grid of LANDMARK_STEP half-lives
+        self.first_time = math.inf
         self.last_time = -math.inf
 
     # -- weights ------------------------------------------------------------------------------
@@ -163,6 +164,7 @@ class DecayedMean(WeightedMoments):
         """Fold one value per series in, at event ``time`` (ignored by the running mean)."""
         w = self._weight(time)
         if time is not None:
+            self.first_time = min(self.first_time, float(time))
             self.last_time = max(self.last_time, float(time))
         if self.count == 0:
             self.mean = np.array(values, dtype=np.float64)
@@ -192,7 +194,7 @@ class DecayedMean(WeightedMoments):
             source = b if a.count == 0 else a
             vars(out).update({k: v for k, v in vars(source).items()})
             out.count = a.count + b.count
-            out.last_time = max(a.last_time, b.last_time)
+            out.first_time, out.last_time = min(a.first_time, b.first_time), max(a.last_time, b.last_time)
             return out
         out.weight = a.weight + b.weight
         out.sum_sq_weights = a.sum_sq_weights + b.sum_sq_weights
@@ -200,7 +202,7 @@ class DecayedMean(WeightedMoments):
         out.mean = a.mean + delta * (b.weight / out.weight)
         out._sum_sq_dev = a._sum_sq_dev + b._sum_sq_dev + delta * delta * (a.weight * b.weight / out.weight)
         out.count = a.count + b.count
-        out.last_time = max(a.last_time, b.last_time)
+        out.first_time, out.last_time = min(a.first_time, b.first_time), max(a.last_time, b.last_time)
         return out
 
     def _copy(self) -> DecayedMean:
@@ -213,7 +215,7 @@ class DecayedMean(WeightedMoments):
     def state_dict(self) -> dict[str, Any]:
         return {"half_life": self.half_life, "mean": self.mean.copy(), "sum_sq_dev": self._sum_sq_dev.copy(),
                 "weight": self.weight, "sum_sq_weights": self.sum_sq_weights, "count": self.count,
-                "landmark": self.landmark, "last_time": self.last_time}
+                "landmark": self.landmark, "first_time": self.first_time, "last_time": self.last_time}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state["half_life"] != self.half_life or np.shape(state["mean"]) != self.mean.shape:
@@ -222,6 +224,8 @@ class DecayedMean(WeightedMoments):
         self._sum_sq_dev = np.asarray(state["sum_sq_dev"], dtype=np.float64).copy()
         self.weight, self.sum_sq_weights = float(state["weight"]), float(state["sum_sq_weights"])
         self.count, self.landmark, self.last_time = int(state["count"]), state["landmark"], float(state["last_time"])
+        # saved before the first time was kept: unknown, as early as any (a merge cannot tell its span)
+        self.first_time = float(state.get("first_time", math.inf if self.count == 0 else -math.inf))
 
 
 # -- reservoirs ------------------------------------------------------------------------------------

@@ -17,9 +17,11 @@ from ipfi_cli.core.sage_game import (
     EMPTY_COALITION,
     MarginalPrediction,
     absent_masks,
+    check_empty,
     check_loss,
     most_frequent,
     player_columns,
+    proba_means,
     squared_loss_excess,
 )
 
@@ -87,7 +89,10 @@ def batch_sage(
     empty coalition imputed alike (``empty="imputed"``; with the squared loss and ``k >= 2`` a
     coalition's loss is corrected to its mean prediction's, :func:`squared_loss_excess`) or
     scored by the mean prediction over the background (``empty="mean"``, iXAI's game). With
-    every background row, the empty coalition's loss is the loss of their mean prediction.
+    every background row, the empty coalition's loss is the loss of their mean prediction. With the
+    log loss a prediction is a probability vector, of which the loss reads the row's label's entry:
+    the mean prediction's is the mean of the rows' probabilities of that label (sage-importance's
+    cross-entropy with its ``MarginalImputer``, when ``n_inner=None``).
 
     >>> import numpy as np
     >>> from ipfi_cli.models import FunctionPredictor
@@ -100,6 +105,8 @@ def batch_sage(
     columns = [str(c) for c in columns]
     loss = get_loss(loss)
     check_loss(loss)
+    if n_inner is not None:
+        check_empty(loss, empty)
     if not getattr(model, "supports_batch", False):
         raise ValueError("batch SAGE needs a model that predicts a block of rows")
     players = player_columns(columns, groups)
@@ -120,18 +127,24 @@ def batch_sage(
     debias = imputed and k > 1 and loss.name == "squared"
     n_chain = n_players if imputed else n_players - 1
 
-    def predict(values: np.ndarray) -> np.ndarray:
-        out = np.asarray(model.predict_block(values, columns, loss.output, None))
+    proba = loss.output is Output.PROBA  # the log loss: each row's probability of its label
+
+    def predict(values: np.ndarray, targets: np.ndarray | None = None) -> np.ndarray:
+        out = np.asarray(model.predict_block(values, columns, loss.output, targets if proba else None))
         return out.astype(object) if out.dtype.kind in "US" else out
 
-    marginal_model = MarginalPrediction(loss.output, "mean", 1.0)
-    marginal_prediction = None
-    for p in predict(back).tolist():
-        marginal_prediction = marginal_model.update(p)
-    model_losses = loss.compute(y, predict(block))
-    marginal_target = np.empty(len(block), dtype=object)
-    marginal_target[:] = [marginal_prediction] * len(block)
-    marginal_losses = loss.compute(y, marginal_target)
+    if proba:  # the marginal prediction is the background's mean probability vector: per row, its label's entry
+        means = proba_means(predict, back, y.tolist())
+        marginal_losses = loss.compute(y, np.array([means[label] for label in y.tolist()], dtype=np.float64))
+    else:
+        marginal_model = MarginalPrediction(loss.output, "mean", 1.0)
+        marginal_prediction = None
+        for p in predict(back).tolist():
+            marginal_prediction = marginal_model.update(p)
+        marginal_target = np.empty(len(block), dtype=object)
+        marginal_target[:] = [marginal_prediction] * len(block)
+        marginal_losses = loss.compute(y, marginal_target)
+    model_losses = loss.compute(y, predict(block, y))
 
     scores = np.empty((n_permutations, n_players))
     no_feature = np.empty(n_permutations)  # each sample's loss with no feature known
@@ -149,7 +162,8 @@ def batch_sage(
             donors = back[rng.integers(0, n_back, (n, n_chain, k))] if n_inner is not None \
                 else np.broadcast_to(back, (n, n_chain, n_back, n_columns))
             x = block[picked][:, None, None, :]
-            evaluated = predict(np.where(absent[:, :, None, :], donors, x).reshape(-1, n_columns))
+            evaluated = predict(np.where(absent[:, :, None, :], donors, x).reshape(-1, n_columns),
+                                np.repeat(y[picked], n_chain * k) if proba else None)
             evaluated = evaluated.reshape(n, n_chain, k)
             step_targets = np.repeat(y[picked], n_chain)
             if loss.output is Output.LABEL:

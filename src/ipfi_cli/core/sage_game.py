@@ -45,14 +45,43 @@ def most_frequent(labels: np.ndarray) -> np.ndarray:
 
 
 def check_loss(loss: Loss) -> None:
-    """SAGE's losses; a loss it cannot play is a usage error naming ``--loss`` (a ``ValueError`` too)."""
-    if loss.output is Output.PROBA:
+    """SAGE's losses; a loss it cannot play is a usage error naming ``--loss`` (a ``ValueError`` too).
+
+    The log loss (cross-entropy, the SAGE paper's and sage-importance's for classifiers) plays: a
+    coalition's prediction is the mean of its imputations' probability vectors, and its loss needs
+    only that mean's entry for the row's label, the mean of the imputations' probabilities of that
+    label (what the log loss's model output is). The label-free ``prediction-shift`` on probabilities
+    compares each prediction with the row's own, which no mean prediction stands for."""
+    if loss.output is Output.PROBA and loss.relative:
         from ipfi_cli.errors import UsageError
 
-        why = ("the log loss (the probability of the true label only)" if loss.name == "log"
-               else f"the {loss.name} loss (on predicted probabilities)")
-        raise UsageError(f"SAGE needs the model's marginal prediction, which {why} does not give: use the zero-one, "
-                         "absolute or squared loss", "--loss")
+        raise UsageError(f"SAGE needs the model's marginal prediction, which the {loss.name} loss (on predicted "
+                         "probabilities, against the row's own) does not give: use the zero-one, log, absolute or "
+                         "squared loss", "--loss")
+
+
+def check_empty(loss: Loss, empty: str) -> None:
+    """iSAGE's ``empty="mean"`` scores the empty coalition by the smoothed mean prediction: for the log loss
+    that is the mean probability vector, of which the model gives only the row's label's entry; a usage
+    error naming ``--empty-coalition``."""
+    if empty == "mean" and loss.output is Output.PROBA:
+        from ipfi_cli.errors import UsageError
+
+        raise UsageError("with the log loss the empty coalition's smoothed mean prediction would need every class's "
+                         "probability for every row, and the model gives the label's only: use --empty-coalition "
+                         "imputed", "--empty-coalition")
+
+
+def proba_means(predict: Any, background: np.ndarray, labels: Sequence[Any]) -> dict[Any, float]:
+    """Per label: its probability averaged over the ``background`` rows, the entry of the marginal
+    prediction (the mean probability vector) the log loss reads. ``predict(rows, targets)`` gives
+    each row's probability of its target."""
+    means: dict[Any, float] = {}
+    for label in dict.fromkeys(labels):
+        targets = np.empty(len(background), dtype=object)
+        targets[:] = [label] * len(background)
+        means[label] = float(np.mean(np.asarray(predict(background, targets), dtype=np.float64)))
+    return means
 
 
 class MarginalPrediction:

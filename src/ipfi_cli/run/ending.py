@@ -187,7 +187,8 @@ class RunEndMixin(_SessionBase):
         explained = getattr(explainer, "explained_loss", None)
         if explained is not None and explainer is not None and explainer.n_explained:
             empty = ("the smoothed mean prediction's" if getattr(explainer, "empty", "imputed") == "mean"
-                     else f"the loss with every feature imputed ({explainer.n_inner} per coalition)")
+                     else f"the loss with every feature imputed ({explainer.n_inner} per coalition, the game of "
+                     f"batch --method sage --inner {explainer.n_inner})")
             notes.append((f"explained loss {explained:.4f}: {empty} {explainer.marginal_loss:.4f} minus the "
                           f"model's {explainer.model_loss:.4f} (smoothed); the SAGE values add up to it", "note"))
         fit = getattr(explainer, "removal_fit", None) or {}

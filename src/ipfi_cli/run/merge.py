@@ -9,7 +9,9 @@ from it explains new rows: ``ipfi explain NEW --state MERGED --no-skip-seen -o t
 
 States of other settings, of a learning model (``--learn``: two learned models do not
 merge), with change detection (ADWIN windows do not merge), of a keyed run (``--by``) or smoothed
-by row count are refused in one line naming the state and the setting, and so is a state given
+by row count are refused in one line naming the state and the setting, shards split by event time
+(:func:`~ipfi_cli.core.mergeable.check_not_split_by_time`) in one line naming the later shard (a usage
+error, exit 2), and so is a state given
 twice (the same file, or a copy of it) or with a merged state made from it, whose rows would count
 twice.
 
@@ -26,7 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ipfi_cli.errors import StateError
+from ipfi_cli.errors import StateError, UsageError
 
 #: settings that may differ between the shards of one stream
 PER_SHARD = ("--seed",)
@@ -41,7 +43,7 @@ GEOMETRIC_NOTE = ("the shards used geometric sampling, which draws each shard's 
 def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = None) -> dict[str, Any]:
     """Merge the state files ``paths`` into a new state file ``output``; returns its ``run`` counters and
     ``explained``, the rows the merged estimate averages."""
-    from ipfi_cli.core.mergeable import merge_states
+    from ipfi_cli.core.mergeable import SplitByTime, merge_states
     from ipfi_cli.io.run_state import StateLock, load_state, save_state
     from ipfi_cli.version import __version__
 
@@ -83,6 +85,8 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     merged_seed = first["run"]["seed"] if seed is None else seed
     try:
         explainer = merge_states([s["explainer"] for s in states], seed=merged_seed)
+    except SplitByTime as error:
+        raise UsageError(f"{paths[error.index]}: {error.detail}") from None
     except (KeyError, ValueError) as error:
         raise StateError(f"the states cannot be merged ({error})") from None
     kinds: dict[str, str] = {}
