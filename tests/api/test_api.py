@@ -14,6 +14,7 @@ import pytest
 from ipfi_cli import IncrementalPFI, IntervalPFI, batch_pfi
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS_PYTHON = README.parent / "docs" / "python.md"
 
 
 def test_a_raw_river_model_learning_as_it_goes():
@@ -103,4 +104,6 @@ def test_the_readme_example_runs():
     text = README.read_text()
     section = text[text.index("## Use from Python"):]
     code = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+    # docs/python.md opens with the same example: one example, shown in two places
+    assert re.search(r"```python\n(.*?)```", DOCS_PYTHON.read_text(), flags=re.S).group(1) == code
     exec(compile(code, "README.md", "exec"), {})

@@ -213,6 +213,8 @@ class ChangeDetector:
         """A detector for an :class:`~ipfi_cli.core.explainer.Explainer` (or the Python API's
         ``IPFIEstimator``, through its ``explainer``): its names, and its loss's ranges.
 
+        Examples
+        --------
         >>> from ipfi_cli.core import IPFIEstimator
         >>> from ipfi_cli.models import FunctionPredictor
         >>> explainer = IPFIEstimator(FunctionPredictor(lambda X: X[:, 0] > 0), ["a", "b"])
