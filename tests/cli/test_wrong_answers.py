@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -208,7 +209,7 @@ def test_compare_traces_refuse_a_feature_named_row_or_the_bound_of_another(run, 
     assert not (tmp_path / "tr.csv").exists()
 
 
-def test_a_jsonl_key_the_first_row_lacks_is_reported(run, tmp_path):
+def test_a_jsonl_key_the_first_row_lacks_is_refused(run, tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
     rows = [{"a": r[0], "b": r[1], "c": r[2], "label": bool(r[0] > 0)} for r in X.tolist()]
@@ -216,10 +217,13 @@ def test_a_jsonl_key_the_first_row_lacks_is_reported(run, tmp_path):
     (tmp_path / "events.jsonl").write_text("\n".join(map(json.dumps, rows)) + "\n")
     (tmp_path / "model.pkl").write_bytes(pickle.dumps(preprocessing.StandardScaler()
                                                        | linear_model.LogisticRegression()))
-    result = run("explain", tmp_path / "events.jsonl", "-m", tmp_path / "model.pkl", "-t", "label", "--learn",
-                 *BASE, "--no-live")
-    assert result.exit_code == 0
-    assert "row 2 has the key 'a', which the first row lacks" in result.stderr
+    for skip in ((), ("--on-bad-row", "skip")):  # not a bad row: every later row would lose the key
+        result = run("explain", tmp_path / "events.jsonl", "-m", tmp_path / "model.pkl", "-t", "label", "--learn",
+                     *BASE, "--no-live", *skip)
+        assert result.exit_code == 1
+        line = result.stderr.strip().splitlines()[-1]
+        assert "row 2 (line 2), column 'a': a key the first row lacks" in line and "--features" in line, line
+        assert parse_csv(result.stdout)[-1]["row"] == "1"  # the row before is written
     listed = run("explain", tmp_path / "events.jsonl", "-m", tmp_path / "model.pkl", "-t", "label", "--learn",
                  *BASE, "--features", "a,b,c", "--on-bad-row", "skip", "-q")
     assert listed.exit_code == 0 and parse_csv(listed.stdout)[0].keys() == {"row", "a", "b", "c"}
@@ -288,3 +292,37 @@ def test_text_codes_that_look_like_numbers_are_read_as_text_with_the_text_option
     assert streamed.exit_code == 0 and float(parse_csv(streamed.stdout)[-1]["zip"]) > 0.3
     unknown = run("batch", tmp_path / "d.csv", "-m", tmp_path / "m.joblib", "-t", "y", "--text", "zipp")
     assert unknown.exit_code == 2 and "--text" in unknown.stderr
+
+
+def test_a_jsonl_key_left_out_is_a_missing_value_for_a_model_that_names_its_inputs(run, tmp_path):
+    """HistGradientBoosting takes NaN: a row without 'age' is explained as the row with "age": null."""
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[2]
+    rows = pd.read_csv(root / "sample_data" / "agrawal_static.csv", nrows=120).to_dict("records")
+    null = [dict(r) for r in rows]
+    null[0]["age"] = None
+    null[7]["age"] = None
+    left_out = [dict(r) for r in rows]
+    del left_out[0]["age"], left_out[7]["age"]
+    for name, objects in (("null", null), ("left_out", left_out)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in objects))
+    model = root / "sample_data" / "agrawal_hgb.joblib"
+    results = [run("explain", tmp_path / f"{name}.jsonl", "-m", model, "-t", "class", *BASE, "--no-live")
+               for name in ("null", "left_out")]
+    assert all(r.exit_code == 0 for r in results), results[1].stderr
+    assert results[1].stdout == results[0].stdout
+
+
+def test_the_positional_note_says_which_column_feeds_which_input(run, tmp_path):
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"b": rng.normal(size=50), "a": rng.normal(size=50)})
+    frame["y"] = 2 * frame.a
+    joblib.dump(LinearRegression().fit(frame[["a", "b"]].to_numpy(), frame.y), tmp_path / "m.joblib")
+    frame.to_csv(tmp_path / "shuffled.csv", index=False)  # the file has b first: the model gets b as input 0
+    result = run("explain", tmp_path / "shuffled.csv", "-m", tmp_path / "m.joblib", "-t", "y", "--loss", "squared",
+                 *BASE, "--no-live")
+    assert result.exit_code == 0
+    assert "its input 0 = 'b', 1 = 'a'" in " ".join(result.stderr.split()), result.stderr

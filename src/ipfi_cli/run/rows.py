@@ -142,9 +142,11 @@ class RowChecker:
                 else:
                     error = self._problem(row, values)
                     if error is None:
+                        if self.known_keys is not None and values.keys() - self.known_keys:
+                            # not a bad row to skip: every later row would lose the key; the rows before
+                            # are explained, then the run stops
+                            return good, self._late_key(row, sorted(values.keys() - self.known_keys)[0])
                         good.append(GoodRow(row.number, row.line, values, label))
-                        if self.known_keys is not None and self.late_key is None and values.keys() - self.known_keys:
-                            self.late_key = (row.number, sorted(values.keys() - self.known_keys)[0])
                         continue
             if self.on_bad_row == "fail":
                 return good, error
@@ -181,6 +183,13 @@ class RowChecker:
         if self.on_skip is not None:
             self.on_skip(error)  # type: ignore[arg-type]
 
+    def _late_key(self, row: Row, key: str) -> InputError:
+        """A key that the first object lacked: the run gives a model that names no inputs the first
+        object's keys, so this one would be dropped from every row: refused, naming it."""
+        return self._error(f"a key the first row lacks; a model that does not name its inputs is given the first "
+                           f"row's keys, so it would never get {quoted(key)}: give the first row every key (null "
+                           "where a value is missing), or name the model's inputs with --features", row, key)
+
     def late_keys_summary(self) -> str | None:
         """One line about a key that rows have but the first row lacked (JSONL), or ``None``."""
         if self.late_key is None:
@@ -214,8 +223,12 @@ class RowChecker:
                                    "it in, or skip such rows with --on-bad-row skip)", row, c)
         if self.check_columns:
             missing = [c for c in self.columns if c not in values]
-            if missing:
-                return self._error("no value for this model input", row, missing[0])
+            if missing and (self.known_keys is not None or self.learn):
+                return self._error("no value for this model input" + (
+                    "" if self.known_keys is not None else " (a missing value, which a model that learns cannot "
+                    "learn from: fill it in, or skip such rows with --on-bad-row skip)"), row, missing[0])
+            for c in missing:  # a model that names its inputs: a key left out is a missing value, as null is
+                values[c] = math.nan
         isfinite = math.isfinite
         for c in self.columns:
             v = values[c]

@@ -16,6 +16,7 @@ from ipfi_cli.core.losses import Loss
 from ipfi_cli.errors import InputError, ModelError, UsageError
 from ipfi_cli.models.loading import LoadedModel
 from ipfi_cli.run.labels import _FALSE, _TRUE, LabelMatcher
+from ipfi_cli.text import quoted
 
 TASKS = ("auto", "classification", "regression")
 
@@ -242,8 +243,11 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
                      f"choose ({_preview(columns)}); to give it every other column, leave out the ones it must "
                      "not see with --drop instead")
     if expected is not None and notes is not None:
-        notes.append("the model was fitted without column names: it gets the input's columns by position "
-                     f"({_preview(columns)}); --verbose shows the mapping")
+        shown = ", ".join(f"{i} = {quoted(c)}" for i, c in enumerate(columns[:12])) \
+            + (f", ... ({len(columns)} in all)" if len(columns) > 12 else "")
+        notes.append("the model was fitted without column names: it gets the input's columns by position, "
+                     f"its input {shown}; check that this is the order it was fitted in (else choose the columns "
+                     f"in that order with --features)")
     return columns
 
 
