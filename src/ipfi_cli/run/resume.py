@@ -396,7 +396,7 @@ class StateKeeper:
         if self.lineage is None:
             self.lineage = state_digest(payload)
         run["lineage"] = self.lineage
-        save_state(self.path, payload)
+        save_state(self.path, payload, lock=self.lock)
         remove_other_models(self.path, model)
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1
