@@ -42,6 +42,7 @@ from typing import Any, BinaryIO
 from ipfi_cli.core.plain_state import MARKER, VERSION, StateFormatError, dumps, loads
 from ipfi_cli.errors import OutputError, StateError
 from ipfi_cli.io.targets import atomic_write, atomic_write_bytes, write_all
+from ipfi_cli.text import quoted
 
 MAGIC = MARKER
 FORMAT = "ipfi-explain-run-state"
@@ -303,10 +304,12 @@ def load_state(path: str | os.PathLike[str], data: bytes | None = None, *,
     ``data``: its bytes, when already read; ``advice`` ends the message of a file that is no state."""
     if data is None:
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            _, data = read_regular(path)
         except OSError as error:
             raise StateFileError(path, f"cannot read the state file ({error.strerror or error})") from None
+        except NotRegularFile as error:
+            raise StateFileError(path, f"not a state file: it is {error}" + (f"; {advice}" if advice else "")
+                                 ) from None
     if data.startswith(PICKLED_MAGIC):
         raise StateFileError(path, "a state file of an earlier ipfi (a pickle, which this ipfi does not load); "
                                "finish the run with that version" + (f", or {advice}" if advice else ""))
@@ -327,7 +330,7 @@ def save_model_beside(state_path: str | os.PathLike[str], model_bytes: bytes) ->
     state that refers to it; older ones are removed by :func:`remove_other_models`). Returns the
     reference the state keeps: ``{"file": name, "sha256": digest}``."""
     digest = hashlib.sha256(model_bytes).hexdigest()
-    path = f"{os.fspath(state_path)}.model-{digest[:16]}"
+    path = os.path.join(os.path.dirname(os.fspath(state_path)), model_file_name(state_path, digest))
     try:
         if not os.path.exists(path):
             atomic_write_bytes(path, model_bytes)
@@ -347,19 +350,67 @@ def remove_other_models(state_path: str | os.PathLike[str], keep: dict[str, str]
                 pass
 
 
-def load_model_beside(state_path: str | os.PathLike[str], reference: dict[str, str]) -> bytes:
-    """The learned model's bytes the state refers to, checked against its SHA-256 before use."""
-    path = os.path.join(os.path.dirname(os.path.abspath(state_path)), os.path.basename(reference["file"]))
+def model_file_name(state_path: str | os.PathLike[str], digest: str) -> str:
+    """The name ipfi gives the learned model of the state ``state_path`` whose pickle has the SHA-256 ``digest``."""
+    return f"{os.path.basename(os.fspath(state_path))}.model-{digest[:16]}"
+
+
+def load_model_beside(state_path: str | os.PathLike[str], reference: Any) -> bytes:
+    """The learned model's bytes the state refers to, checked against its SHA-256 before use.
+
+    Only the file ipfi itself names is read: :func:`model_file_name`, from the state's own name and
+    the digest, beside the state. The reference's ``file`` must be such a name (a plain name ending
+    in ``.model-`` and the digest's first 16 digits: no path, no ``..``), else the state is refused;
+    so a state, even one crafted with a valid checksum, cannot make ipfi unpickle any other file. And
+    the file is unpickled only when its bytes have the SHA-256 the state vouches for.
+    """
+    field = "the state's model"
+    if not isinstance(reference, dict) or set(reference) != {"file", "sha256"}:
+        raise StateFileError(state_path, f"{field} is not a reference to a learned model file (it must hold "
+                                         "exactly 'file' and 'sha256')")
+    digest, name = reference["sha256"], reference["file"]
+    if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise StateFileError(state_path, f"{field}.sha256 is not a SHA-256 digest (64 hexadecimal digits): "
+                                         f"{quoted(digest)}")
+    if not isinstance(name, str) or not re.fullmatch(rf"[^/\\\x00]+\.model-{digest[:16]}", name) \
+            or name.startswith(".."):
+        raise StateFileError(state_path, f"{field}.file {quoted(name)} is not the name ipfi gives a state's "
+                                         f"learned model (STATE.model-{digest[:16]}, beside the state); it is not "
+                                         "loaded")
+    expected = model_file_name(state_path, digest)
+    path = os.path.join(os.path.dirname(os.path.abspath(state_path)), expected)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        _, data = read_regular(path)
+    except FileNotFoundError:
+        renamed = name != expected and os.path.exists(os.path.join(os.path.dirname(path), name))
+        raise StateFileError(path, "the learned model the state refers to is missing"
+                             + (f" (a state renamed without its model file: rename {name} to {expected})"
+                                if renamed else "")) from None
     except OSError as error:
         raise StateFileError(path, f"cannot read the learned model the state refers to "
                                    f"({error.strerror or error})") from None
-    if hashlib.sha256(data).hexdigest() != reference["sha256"]:
+    except NotRegularFile as error:
+        raise StateFileError(path, f"the learned model the state refers to is {error}, not a file; it is not "
+                                   "loaded") from None
+    if hashlib.sha256(data).hexdigest() != digest:
         raise StateFileError(path, "the learned model is not the one the state wrote (its SHA-256 differs); "
                                    "it is not loaded")
     return data
+
+
+class NotRegularFile(Exception):
+    """A file to read is not a regular file; ``str(error)`` says what it is (``a FIFO (named pipe)``)."""
+
+
+def read_regular(path: str | os.PathLike[str]) -> tuple[os.stat_result, bytes]:
+    """A regular file's status and bytes; a FIFO, a device or a directory raises :class:`NotRegularFile` at once
+    (opened without blocking, so a FIFO with no writer does not hang the run), ``OSError`` as ``open``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(_file_kind(info.st_mode))
+        return info, f.read()
 
 
 def _sync_directory(directory: str) -> None:

@@ -150,16 +150,18 @@ def _distinct_files(paths: Sequence[str]) -> list[bytes | None]:
     its rows would count twice (twice the weight, bounds narrower by sqrt(2), its reservoir rows doubled)."""
     import hashlib
 
+    from ipfi_cli.io.run_state import NotRegularFile, StateFileError, read_regular
+
     seen: dict[tuple[int, int] | str, str] = {}
     contents: list[bytes | None] = []
     for path in paths:
         try:
-            info = os.stat(path)
-            with open(path, "rb") as f:
-                data = f.read()
+            info, data = read_regular(path)
         except OSError:
             contents.append(None)
             continue
+        except NotRegularFile as error:  # a FIFO would block the merge
+            raise StateFileError(path, f"not a state file: it is {error}") from None
         contents.append(data)
         for key in ((info.st_dev, info.st_ino), hashlib.sha256(data).hexdigest()):
             if key in seen:

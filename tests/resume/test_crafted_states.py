@@ -1,0 +1,141 @@
+"""States crafted with a valid checksum (recomputed the way ipfi computes it, by saving the altered
+content with :func:`~ipfi_cli.io.run_state.save_state`): each is refused in one line naming the field,
+exit 1, never an "unexpected" error, and never by unpickling a file the state names."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ipfi_cli.io.run_state import load_state, save_state
+
+LEARN = ("-t", "class", "--learn", "-M", "2", "--seed", "5", "-q")
+
+
+def one_error(result, *parts: str) -> str:
+    assert result.exit_code == 1, (result.exit_code, result.stdout[-300:], result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ipfi: error: "), lines
+    assert "Traceback" not in result.stderr and "unexpected" not in result.stderr, lines
+    for part in parts:
+        assert part in lines[0], (part, lines[0])
+    return lines[0]
+
+
+def resave(state: Path, payload: dict) -> None:
+    """Write ``payload`` as the state, its checksum recomputed (as an attacker can)."""
+    save_state(state, {k: v for k, v in payload.items() if k not in ("format", "version")})
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory, rows_csv, river_model):
+    """A state of a --learn run stopped after 120 rows (its traces, its model file), to copy."""
+    from typer.testing import CliRunner
+
+    from ipfi_cli.cli.app import app
+
+    folder = tmp_path_factory.mktemp("learned")
+    data = folder / "rows.csv"
+    data.write_text("\n".join(rows_csv.read_text().splitlines()[:121]) + "\n")
+    result = CliRunner().invoke(app, ["explain", str(data), "-m", str(river_model), *LEARN, "-o",
+                                      str(folder / "traces.csv"), "--state", str(folder / "run.state"),
+                                      "--checkpoint-every", "60"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    return folder
+
+
+@pytest.fixture
+def run(learned, tmp_path, ipfi, river_model, rows_csv):
+    """A copy of the learned state in ``tmp_path``; ``run(payload)`` saves it altered and continues it."""
+    for item in learned.iterdir():
+        shutil.copy(item, tmp_path / item.name)
+    state = tmp_path / "run.state"
+
+    def continue_with(payload: dict | None = None):
+        if payload is not None:
+            resave(state, payload)
+        return ipfi(rows_csv, "-m", river_model, *LEARN, "-o", tmp_path / "traces.csv", "--state", state)
+    continue_with.state = state  # type: ignore[attr-defined]
+    return continue_with
+
+
+# -- the learned model beside the state -----------------------------------------------------------
+class Touch:
+    """A pickle that, when loaded, creates a file: the proof that a file was unpickled."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path),))
+
+
+@pytest.mark.parametrize("name", ["evil.pkl", "../evil.pkl", "{folder}/evil.pkl", "sub/run.state.model-{d16}",
+                                  "..", "", "run.state.model-{d16}/"])
+def test_a_state_naming_another_model_file_is_refused_and_nothing_unpickled(run, name):
+    """The model file named in the state was read (joined to the state's folder) and unpickled once its
+    SHA-256 matched the state's, which a crafted state sets: any pickle in the folder ran."""
+    folder = run.state.parent
+    marker = folder / "unpickled"
+    evil = pickle.dumps(Touch(str(marker)))
+    digest = hashlib.sha256(evil).hexdigest()
+    name = name.format(folder=folder, d16=digest[:16])
+    for place in (folder / "evil.pkl", folder.parent / "evil.pkl"):
+        place.write_bytes(evil)
+    (folder / "sub").mkdir()
+    (folder / "sub" / f"run.state.model-{digest[:16]}").write_bytes(evil)
+    payload = load_state(run.state)
+    payload["model"] = {"file": name, "sha256": digest}
+    one_error(run(payload), str(run.state), "the state's model.file", "is not the name ipfi gives", "not loaded")
+    assert not marker.exists()
+
+
+def test_only_the_file_ipfi_names_is_loaded_and_only_with_the_state_s_digest(run):
+    folder = run.state.parent
+    payload = load_state(run.state)
+    digest = payload["model"]["sha256"]
+    assert payload["model"]["file"] == f"run.state.model-{digest[:16]}"  # the name ipfi derives
+    model_file = folder / payload["model"]["file"]
+    marker = folder / "unpickled"
+    good = model_file.read_bytes()
+    model_file.write_bytes(pickle.dumps(Touch(str(marker))))  # the right name, other bytes
+    one_error(run(), "the learned model is not the one the state wrote", "not loaded")
+    assert not marker.exists()
+    model_file.write_bytes(good)
+    for bad in ("ABC", digest.upper(), digest[:63], 12, None):
+        one_error(run({**payload, "model": {"file": payload["model"]["file"], "sha256": bad}}),
+                  "the state's model.sha256 is not a SHA-256 digest")
+    one_error(run({**payload, "model": ["run.state.model", digest]}), "the state's model is not a reference")
+    one_error(run({**payload, "model": {"file": payload["model"]["file"]}}), "the state's model is not a reference")
+    assert run(payload).exit_code == 0  # the state as ipfi wrote it continues
+
+
+def test_a_state_renamed_without_its_model_file_says_to_rename_it(run, ipfi, rows_csv, river_model):
+    """The file loaded is named after the state's own name: a renamed state needs its model file renamed."""
+    folder = run.state.parent
+    old_name = load_state(run.state)["model"]["file"]
+    new_name = old_name.replace("run.state", "moved.state")
+    os.rename(run.state, folder / "moved.state")
+    args = (rows_csv, "-m", river_model, *LEARN, "-o", folder / "traces.csv", "--state", folder / "moved.state")
+    one_error(ipfi(*args), "the learned model the state refers to is missing", f"rename {old_name} to {new_name}")
+    os.rename(folder / old_name, folder / new_name)
+    result = ipfi(*args)
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_model_file_of_another_state_s_name_is_not_loaded(run):
+    """A name of the right form is still only the state's own: another state's model file stays unread."""
+    folder = run.state.parent
+    marker = folder / "unpickled"
+    evil = pickle.dumps(Touch(str(marker)))
+    digest = hashlib.sha256(evil).hexdigest()
+    (folder / f"other.state.model-{digest[:16]}").write_bytes(evil)
+    payload = load_state(run.state)
+    payload["model"] = {"file": f"other.state.model-{digest[:16]}", "sha256": digest}
+    one_error(run(payload), f"run.state.model-{digest[:16]}: the learned model the state refers to is missing")
+    assert not marker.exists()
