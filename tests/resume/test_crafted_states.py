@@ -10,6 +10,7 @@ import pickle
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ipfi_cli.io.run_state import load_state, save_state
@@ -110,7 +111,7 @@ def test_only_the_file_ipfi_names_is_loaded_and_only_with_the_state_s_digest(run
     for bad in ("ABC", digest.upper(), digest[:63], 12, None):
         one_error(run({**payload, "model": {"file": payload["model"]["file"], "sha256": bad}}),
                   "the state's model.sha256 is not a SHA-256 digest")
-    one_error(run({**payload, "model": ["run.state.model", digest]}), "the state's model is not a reference")
+    one_error(run({**payload, "model": ["run.state.model", digest]}), "the state's model must be a mapping")
     one_error(run({**payload, "model": {"file": payload["model"]["file"]}}), "the state's model is not a reference")
     assert run(payload).exit_code == 0  # the state as ipfi wrote it continues
 
@@ -139,3 +140,97 @@ def test_a_model_file_of_another_state_s_name_is_not_loaded(run):
     payload["model"] = {"file": f"other.state.model-{digest[:16]}", "sha256": digest}
     one_error(run(payload), f"run.state.model-{digest[:16]}: the learned model the state refers to is missing")
     assert not marker.exists()
+
+
+# -- every field, checked where it is read -------------------------------------------------------
+DELETE = object()
+
+
+def mutated(payload: dict, path: str, value) -> dict:
+    """``payload`` with the field at the dotted ``path`` set to ``value`` (or deleted)."""
+    import copy
+
+    out = copy.deepcopy(payload)
+    *parents, last = path.split(".")
+    part = out
+    for key in parents:
+        part = part[int(key)] if isinstance(part, list) else part[key]
+    if value is DELETE:
+        del part[last]
+    elif isinstance(part, list):
+        part[int(last)] = value
+    else:
+        part[last] = value(part[last]) if callable(value) else value
+    return out
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("path, value, message", [
+    # the explainer's smoothing (its counts, weights and means)
+    ("explainer.tracker.count", -5, "explainer.tracker.count must be at least 0, not -5"),
+    ("explainer.tracker.count", 2.5, "explainer.tracker.count must be a whole number, not 2.5"),
+    ("explainer.tracker.weight", -1.0, "explainer.tracker.weight must be at least 0, not -1"),
+    ("explainer.tracker.weight", "x", "explainer.tracker.weight must be a number, not the text 'x'"),
+    ("explainer.tracker.sum_sq_weights", NAN, "explainer.tracker.sum_sq_weights must be a number, not NaN"),
+    ("explainer.tracker.mean", lambda a: np.where(np.arange(a.size) == 0, np.nan, a),
+     "explainer.tracker.mean must hold finite numbers"),
+    ("explainer.tracker.mean", lambda a: a[:-1], "explainer.tracker.mean must be an array of shape (9), not (8,)"),
+    ("explainer.tracker.sum_sq_dev", lambda a: a[:-1], "explainer.tracker.sum_sq_dev must be an array of shape (9)"),
+    ("explainer.tracker.sum_sq_dev", lambda a: -a - 1, "explainer.tracker.sum_sq_dev must hold numbers of at least 0"),
+    ("explainer.tracker", DELETE, "explainer.tracker is missing"),
+    ("explainer.tracker", "x", "explainer.tracker must be a mapping of fields, not the text 'x'"),
+    # the reservoirs
+    ("explainer.sampler.filled", 10**6, "explainer.sampler.filled must be at most 100, not 1000000"),
+    ("explainer.sampler.filled", -1, "explainer.sampler.filled must be at least 0"),
+    ("explainer.sampler.n_seen", 3, "explainer.sampler.n_seen must be at least 100, not 3"),
+    ("explainer.sampler.rows", lambda a: a.reshape(-1), "explainer.sampler.rows must be an array of shape (2, 100, 9)"),
+    ("explainer.sampler.size", 7, "explainer.sampler.size must be one of 100, not 7"),
+    ("explainer.sampler.rows", DELETE, "explainer.sampler.rows is missing"),
+    # the explainer's own counters, its generator, its last row
+    ("explainer.rng.uinteger", -1, "explainer.rng is not the state of NumPy's PCG64 random generator"),
+    ("explainer.rng.state.inc", "x", "explainer.rng is not the state"),
+    ("explainer.n_seen", -1, "explainer.n_seen must be at least 0"),
+    ("explainer.loss_sum", NAN, "explainer.loss_sum must be a number, not NaN"),
+    ("explainer.loss_sum", -3.0, "explainer.loss_sum must be at least 0"),
+    ("explainer.last_loss", -1.0, "explainer.last_loss must be at least 0"),
+    ("explainer.last_contributions", lambda a: a[:, :-1],
+     "explainer.last_contributions must be an array of shape (2, 9), not (2, 8)"),
+    ("explainer.model_calls", "many", "explainer.model_calls must be a whole number, not the text 'many'"),
+    ("explainer.settings", "x", "explainer.settings must be a mapping of fields"),
+    ("explainer", "x", "the state's explainer must be a mapping of fields"),
+    # the run's counters
+    ("run.input_rows", -1, "run.input_rows must be at least 0, not -1"),
+    ("run.input_rows", NAN, "run.input_rows must be a whole number, not nan"),
+    ("run.input_rows", "x", "run.input_rows must be a whole number, not the text 'x'"),
+    ("run.input_rows", DELETE, "run.input_rows is missing"),
+    ("run.rows", None, "run.rows must be a whole number, not null"),
+    ("run.records", -2, "run.records must be at least 0"),
+    ("run.skipped", "3", "run.skipped must be a whole number, not the text '3'"),
+    ("run.seed", -1, "run.seed must be at least 0"),
+    ("run.last", [1], "run.last must be a row number and its importances"),
+    ("run.last.1", [0.5], "run.last must hold 9 importances (one per feature explained), not 1"),
+    ("run.last_print", 2**40, "run.last_print must be at most 4294967295"),
+    ("run.output", {}, "run.output.size is missing"),
+    ("run.output.crc", -1, "run.output.crc must be at least 0"),
+    ("run.output.size", "big", "run.output.size must be a whole number"),
+    ("run.kinds", {"salary": 3}, "run.kinds must give each column the kind 'number' or 'text', not 3"),
+    ("run.first_skip", 5, "run.first_skip must be a text, not 5"),
+    ("run", "x", "the state's run must be a mapping of fields"),
+    ("run", DELETE, "the state's run is missing"),
+    ("model", DELETE, "the state's model is missing"),
+    ("watch", 3, "the state's watch must be a mapping of fields, not 3"),
+])
+def test_a_crafted_field_is_refused_in_one_line_naming_it(run, path, value, message):
+    """Crafted states stopped with "unexpected ZeroDivisionError/ValueError/IndexError/..." errors, ran on
+    with negative counts (exit 0), or blamed a NaN on the model's prediction; each field is now checked
+    where the state is read."""
+    line = one_error(run(mutated(load_state(run.state), path, value)), str(run.state), message)
+    assert "prediction" not in line
+
+
+def test_the_state_as_written_continues(run):
+    """The checks refuse nothing ipfi writes: the learned state, re-saved unchanged, continues."""
+    result = run(load_state(run.state))
+    assert result.exit_code == 0, result.stderr

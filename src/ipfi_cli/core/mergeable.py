@@ -39,6 +39,7 @@ import numpy as np
 
 from ipfi_cli.core.decay import DecayedMean, event_time, merge_reservoir_rows
 from ipfi_cli.core.incremental import IPFIEstimator, RowError
+from ipfi_cli.core.state_fields import StateFieldError, array, choice, fields, integer, number, within
 
 
 class MergeablePFI(IPFIEstimator):
@@ -190,6 +191,38 @@ def merge_states(states: Sequence[Mapping[str, Any]], *, seed: int | None = None
             "n_seen": sum(int(s["n_seen"]) for s in states),
             "last_contributions": np.asarray(later["last_contributions"]).copy(),
             "last_loss": later["last_loss"], "loss_sum": float(sum(float(s["loss_sum"]) for s in states))}
+
+
+def check_shard(state: Mapping[str, Any]) -> None:
+    """Check the fields of one shard's explainer state that :func:`merge_states` reads (a state crafted with a
+    valid checksum may hold anything): a :class:`~ipfi_cli.core.state_fields.StateFieldError` names the field."""
+    state = fields(state)
+    choice(state, "explainer", ["mergeable-ipfi"])
+    settings = state["settings"]
+    with within("settings"):
+        fields(settings)
+        groups = fields(settings["groups"])
+        integer(settings, "seed")
+        smoothing = settings["smoothing"]
+        if smoothing != "running mean":
+            with within("smoothing"):
+                half_life = number(smoothing, "half_life", low=0.0)
+            if not half_life > 0:
+                raise StateFieldError("smoothing.half_life", "must be positive")
+    n = len(groups)
+    half = None if smoothing == "running mean" else smoothing["half_life"]
+    tracker, sampler = state["tracker"], state["sampler"]
+    with within("tracker"):
+        DecayedMean(n, half_life=half).load_state_dict(tracker)
+    if sampler is not None:
+        with within("sampler"):
+            rows = array(sampler, "rows", (None, None, None), kinds="fiubO", finite=False)
+            filled = integer(sampler, "filled", high=rows.shape[1])
+            integer(sampler, "n_seen", low=filled)
+    integer(state, "n_seen")
+    number(state, "loss_sum", low=0.0)
+    number(state, "last_loss", low=0.0, nan=True)
+    array(state, "last_contributions", (None, n), finite=False)
 
 
 def _aligned_weights(a: DecayedMean, b: DecayedMean) -> tuple[float, float]:

@@ -54,6 +54,8 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     parts, lineages = _parts_once(paths, contents, states)
     first = states[0]
     for path, state in zip(paths, states):
+        _check_fields(path, state)
+    for path, state in zip(paths, states):
         if "keyed" in state["explainer"]:
             raise StateError(f"{path}: the state of a keyed run (--by), which does not merge; run the shards "
                              "without --by to merge them")
@@ -113,6 +115,24 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     notes = [GEOMETRIC_NOTE] if settings.get("--sampling") == "geometric" else []
     # each shard stored its first row without explaining it: the rows explained are the smoothing's count
     return {**run, "explained": int(explainer["tracker"]["count"]), "notes": notes}
+
+
+def _check_fields(path: str, state: dict[str, Any]) -> None:
+    """The fields of a shard's state that the merge reads, checked (one line naming the file and the field)."""
+    from ipfi_cli.core.mergeable import check_shard
+    from ipfi_cli.core.state_fields import StateFieldError, within
+    from ipfi_cli.io.run_state import StateFileError
+    from ipfi_cli.run.resume import check_state
+
+    check_state(path, state)  # its parts, and the run's counters
+    explainer = state["explainer"]
+    if "keyed" in explainer or explainer.get("explainer") != "mergeable-ipfi" or _unmergeable(explainer):
+        return  # refused below, naming the setting
+    try:
+        with within("explainer"):
+            check_shard(explainer)
+    except StateFieldError as error:
+        raise StateFileError(path, str(error)) from None
 
 
 def _parts_once(paths: Sequence[str], contents: Sequence[bytes | None],
