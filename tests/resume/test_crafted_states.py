@@ -234,3 +234,20 @@ def test_the_state_as_written_continues(run):
     """The checks refuse nothing ipfi writes: the learned state, re-saved unchanged, continues."""
     result = run(load_state(run.state))
     assert result.exit_code == 0, result.stderr
+
+
+def test_a_crafted_sage_state_is_refused_naming_the_field(ipfi, rows_csv, tree_model, tmp_path):
+    """SAGE's own parts (its order generator, the losses' smoothing, the marginal prediction) are checked too."""
+    out, state = tmp_path / "traces.csv", tmp_path / "run.state"
+    args = (rows_csv, "-m", tree_model, "-t", "class", "--method", "sage", "-M", "2", "--seed", "5", "-q",
+            "-o", out, "--state", state)
+    assert ipfi(*args).exit_code == 0
+    payload = load_state(state)
+    for path, value, message in [
+            ("explainer.order_rng", {"state": 1}, "explainer.order_rng is not the state of NumPy's PCG64"),
+            ("explainer.losses_tracker.count", -1, "explainer.losses_tracker.count must be at least 0"),
+            ("explainer.losses_tracker.mean", lambda a: a * np.nan, "explainer.losses_tracker.mean must hold finite"),
+            ("explainer.marginal", DELETE, "explainer.marginal is missing"),
+            ("explainer.sampler.n_seen", 10**30, "explainer.sampler.n_seen must be at most 9223372036854775807")]:
+        resave(state, mutated(payload, path, value))
+        one_error(ipfi(*args), str(state), message)

@@ -55,7 +55,7 @@ from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.removal import REMOVALS, ConditionalSampler, make_conditional_sampler
 from ipfi_cli.core.samplers import SAMPLERS, Reservoir, make_sampler
 from ipfi_cli.core.smoothing import ExponentialMean, make_smoother
-from ipfi_cli.core.state_fields import StateFieldError, array, fields, integer, number, within
+from ipfi_cli.core.state_fields import array, fields, generator_state, integer, number, within
 from ipfi_cli.errors import InputError
 
 
@@ -884,7 +884,7 @@ class IPFIEstimator:
             default = _OMITTED_SETTINGS.get(key)  # settings_dict leaves out these defaults
             raise ValueError(f"the state belongs to an explainer with other settings ({key}: state "
                              f"{theirs.get(key, default)!r}, here {mine.get(key, default)!r})")
-        self._set_rng_state(state)
+        generator_state(self._rng, state, "rng")
         tracker = state["tracker"]
         with within("tracker"):
             self._tracker.load_state_dict(tracker)
@@ -915,10 +915,3 @@ class IPFIEstimator:
             with within("spread"):
                 self._spread.load_state_dict(spread)
 
-    def _set_rng_state(self, state: Mapping[str, Any]) -> None:
-        """The random generator's state from ``state["rng"]`` (NumPy checks it: a wrong one is refused)."""
-        rng = state["rng"]
-        try:
-            self._rng.bit_generator.state = dict(fields(rng))
-        except (StateFieldError, TypeError, ValueError, KeyError, OverflowError):
-            raise StateFieldError("rng", "is not the state of NumPy's PCG64 random generator") from None

@@ -73,7 +73,11 @@ def _get(state: Any, key: str) -> Any:
     return state[key]
 
 
-def integer(state: Any, key: str, *, low: int | None = 0, high: int | None = None) -> int:
+#: the largest count a state may hold (NumPy's counters are 64-bit)
+MAX_COUNT = 2**63 - 1
+
+
+def integer(state: Any, key: str, *, low: int | None = 0, high: int | None = MAX_COUNT) -> int:
     """The whole number ``state[key]``, at least ``low`` and at most ``high`` (where given)."""
     value = _get(state, key)
     if type(value) is not int:
@@ -119,6 +123,16 @@ def array(state: Any, key: str, shape: Sequence[int | None], *, kinds: str = "f"
         if low is not None and (value < low).any():
             raise StateFieldError(key, f"must hold numbers of at least {low:g}, not {float(value.min()):g}")
     return value
+
+
+def generator_state(generator: np.random.Generator, state: Any, key: str) -> None:
+    """Set ``generator``'s state from ``state[key]`` (NumPy checks it: a wrong one is refused naming ``key``)."""
+    value = _get(state, key)
+    try:
+        generator.bit_generator.state = dict(fields(value))
+    except (StateFieldError, TypeError, ValueError, KeyError, OverflowError):
+        raise StateFieldError(key, f"is not the state of NumPy's {type(generator.bit_generator).__name__} random "
+                                   "generator") from None
 
 
 def choice(state: Any, key: str, choices: Sequence[Any]) -> Any:
