@@ -320,3 +320,45 @@ def test_shards_split_by_time_are_refused_and_the_earlier_state_goes_on_instead(
     assert (tmp_path / "early.traces.csv").read_bytes() == whole.read_bytes()
     result = run("merge", explain("odd", "1"), explain("even", "2"), "-o", tmp_path / "parity.state")
     assert result.exit_code == 0 and "merged 2 states (998 rows explained" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("run.input_rows", -600, "run.input_rows must be at least 0, not -600"),
+    ("run.rows", "600", "run.rows must be a whole number, not the text '600'"),
+    ("run.parts", "abc", "run.parts must be a list of texts"),
+    ("explainer.n_seen", -1, "explainer.n_seen must be at least 0"),
+    ("explainer.tracker.weight", float("nan"), "explainer.tracker.weight must be a number, not NaN"),
+    ("explainer.tracker.count", -3, "explainer.tracker.count must be at least 0"),
+    ("explainer.sampler.filled", 10**6, "explainer.sampler.filled must be at most"),
+    ("explainer.loss_sum", float("inf"), "explainer.loss_sum must be finite"),
+    ("explainer.settings.smoothing", {"half_life": -1.0}, "explainer.settings.smoothing.half_life must be at least 0"),
+])
+def test_a_crafted_shard_state_is_refused_naming_the_file_and_the_field(run, timed, hgb, tmp_path, path, value,
+                                                                        message):
+    """`ipfi merge` added a negative row count up (exit 0, "merged 2 states"); each field it reads is checked,
+    the state's checksum recomputed as an attacker can."""
+    from ipfi_cli.io.run_state import load_state, save_state
+
+    states = shard_states(run, timed, hgb, tmp_path)
+    payload = load_state(states[1])
+    *parents, last = path.split(".")
+    part = payload
+    for key in parents:
+        part = part[key]
+    part[last] = value
+    save_state(states[1], {k: v for k, v in payload.items() if k not in ("format", "version")})
+    result = run("merge", *states, "-o", tmp_path / "merged.state")
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.stderr
+    assert "unexpected" not in lines[0] and f"{states[1]}: the state's {message}" in lines[0], lines[0]
+    assert not (tmp_path / "merged.state").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_given_to_merge_is_refused_at_once(run, timed, hgb, tmp_path):
+    import os
+
+    states = shard_states(run, timed, hgb, tmp_path)
+    os.mkfifo(tmp_path / "pipe.state")
+    result = run("merge", states[0], tmp_path / "pipe.state", "-o", tmp_path / "merged.state")
+    assert result.exit_code == 1 and "pipe.state: not a state file: it is a FIFO (named pipe)" in result.stderr

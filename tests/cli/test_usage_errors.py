@@ -28,6 +28,13 @@ MODEL = str(SAMPLE / "agrawal_hgb.joblib")
     (["explain", DATA, "-m", MODEL, "-t", "class", "--alpha", "2"], "'--alpha': must be in (0, 1], got 2.0"),
     (["nocommand"], "No such command 'nocommand'"),
     (["plot"], "Missing argument 'TRACES'"),
+    # a negative seed was "unexpected ValueError: expected non-negative integer" after the model loaded, exit 1
+    # (the model file here does not exist: the seed is refused before it is looked for)
+    (["explain", DATA, "-m", "no-such-model.joblib", "-t", "class", "--seed", "-1"], "'--seed': Input should be "
+     "greater than or equal to 0"),
+    (["batch", DATA, "-m", "no-such-model.joblib", "-t", "class", "--seed", "-1"], "'--seed'"),
+    (["compare", DATA, "-m", "no-such-model.joblib", "-t", "class", "--seed", "-1"], "'--seed'"),
+    (["merge", "a.state", "b.state", "-o", "c.state", "--seed", "-1"], "'--seed'"),
 ])
 def test_a_usage_error_is_one_line_naming_the_option_and_the_help(run, args, expected):
     result = run(*args)

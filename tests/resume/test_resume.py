@@ -87,8 +87,8 @@ def test_resume_from_any_checkpoint_after_a_crash(ipfi, rows_csv, river_model, t
     snapshots = []
     save = run_state.save_state
 
-    def saving(path, payload):
-        save(path, payload)
+    def saving(path, payload, **options):
+        save(path, payload, **options)
         traces = out.read_bytes()
         # the state never claims bytes that are not in the file yet
         assert payload["run"]["output"]["size"] == len(traces)

@@ -18,7 +18,7 @@ def merge(
         "--output", "-o", help="The merged state file to write (a new file).", show_default=False,
         metavar="STATE")],
     seed: Annotated[Optional[int], typer.Option(
-        "--seed", help="Seed of the merged explainer and of the reservoir merge. Default: the first state's.",
+        "--seed", min=0, help="Seed of the merged explainer and of the reservoir merge. Default: the first state's.",
         show_default=False)] = None,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,

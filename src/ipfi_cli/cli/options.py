@@ -151,7 +151,7 @@ ThreadsOpt = Annotated[Optional[int], typer.Option(
     "scikit-learn's HistGradientBoosting. Results do not depend on it. Default: the libraries' choice.",
     rich_help_panel=PANEL_MODEL, show_default=False, metavar="N")]
 SeedOpt = Annotated[Optional[int], typer.Option(
-    "--seed", help="Random seed; the same seed and input give byte-identical output. "
+    "--seed", min=0, help="Random seed; the same seed and input give byte-identical output. "
     "Default: a random seed, reported with --verbose and in --meta.", rich_help_panel=PANEL_ESTIMATOR,
     show_default=False)]
 FeaturesOpt = Annotated[Optional[list[str]], typer.Option(

@@ -40,6 +40,7 @@ from typing import Any, cast
 import numpy as np
 
 from ipfi_cli.core.smoothing import WeightedMoments
+from ipfi_cli.core.state_fields import StateFieldError, array, choice, integer, number
 
 #: the landmark moves forward in steps of this many half-lives (weights stay below 2**600)
 LANDMARK_STEP = 512
@@ -218,14 +219,28 @@ class DecayedMean(WeightedMoments):
                 "landmark": self.landmark, "first_time": self.first_time, "last_time": self.last_time}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["half_life"] != self.half_life or np.shape(state["mean"]) != self.mean.shape:
+        if self.half_life is None:
+            choice(state, "half_life", [None])
+        elif number(state, "half_life") != self.half_life:
             raise ValueError(f"the state is of half-life {state['half_life']}, not {self.half_life}")
-        self.mean = np.asarray(state["mean"], dtype=np.float64).copy()
-        self._sum_sq_dev = np.asarray(state["sum_sq_dev"], dtype=np.float64).copy()
-        self.weight, self.sum_sq_weights = float(state["weight"]), float(state["sum_sq_weights"])
-        self.count, self.landmark, self.last_time = int(state["count"]), state["landmark"], float(state["last_time"])
+        count = integer(state, "count")
+        mean = array(state, "mean", self.mean.shape, finite=count > 0)  # NaN before the first value
+        sum_sq_dev = array(state, "sum_sq_dev", self.mean.shape, low=0.0)
+        self.weight, self.sum_sq_weights = number(state, "weight", low=0.0), number(state, "sum_sq_weights", low=0.0)
+        if "landmark" not in state:
+            raise StateFieldError("landmark", "is missing")
+        landmark = None if self.half_life is None or state["landmark"] is None else number(state, "landmark")
+        if self.half_life is None:
+            choice(state, "landmark", [None])
+        # -inf before the first event time
+        last_time = number(state, "last_time", infinite=True)
+        if last_time == math.inf:
+            raise StateFieldError("last_time", "must be finite or -inf, not inf")
+        self.mean, self._sum_sq_dev = mean.astype(np.float64), sum_sq_dev.astype(np.float64)
+        self.count, self.landmark, self.last_time = count, landmark, last_time
         # saved before the first time was kept: unknown, as early as any (a merge cannot tell its span)
-        self.first_time = float(state.get("first_time", math.inf if self.count == 0 else -math.inf))
+        self.first_time = (number(state, "first_time", infinite=True) if "first_time" in state
+                           else math.inf if count == 0 else -math.inf)
 
 
 # -- reservoirs ------------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.removal import REMOVALS, ConditionalSampler, make_conditional_sampler
 from ipfi_cli.core.samplers import SAMPLERS, Reservoir, make_sampler
 from ipfi_cli.core.smoothing import ExponentialMean, make_smoother
+from ipfi_cli.core.state_fields import array, fields, generator_state, integer, number, within
 from ipfi_cli.errors import InputError
 
 
@@ -884,12 +885,16 @@ class IPFIEstimator:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s data; the settings must be this explainer's
-        (a :class:`ValueError` names the first that differs)."""
+        (a :class:`ValueError` names the first that differs); each field is checked as it is read
+        (:mod:`~ipfi_cli.core.state_fields`: a :class:`~ipfi_cli.core.state_fields.StateFieldError` names it)."""
+        state = fields(state)
         if state.get("explainer") != self._state_kind:
             raise ValueError(f"the state belongs to another kind of explainer (explainer: state "
                              f"{state.get('explainer')!r}, here {self._state_kind!r})")
         mine = self.settings_dict()
         theirs = state.get("settings", {})
+        with within("settings"):
+            fields(theirs)
         differing = [key for key in [*mine, *(k for k in theirs if k not in mine)]
                      if theirs.get(key) != mine.get(key)]
         if differing:
@@ -897,24 +902,34 @@ class IPFIEstimator:
             default = _OMITTED_SETTINGS.get(key)  # settings_dict leaves out these defaults
             raise ValueError(f"the state belongs to an explainer with other settings ({key}: state "
                              f"{theirs.get(key, default)!r}, here {mine.get(key, default)!r})")
-        self._rng.bit_generator.state = dict(state["rng"])
-        self._tracker.load_state_dict(state["tracker"])
+        generator_state(self._rng, state, "rng")
+        tracker = state["tracker"]
+        with within("tracker"):
+            self._tracker.load_state_dict(tracker)
         sampler = state["sampler"]
         if sampler is None:
             self._sampler = None
         else:
-            rows = np.asarray(sampler["rows"])
-            self._sampler = make_sampler(self.sampling, self.reservoir_size, self.n_repeats, len(self.columns),
-                                         rows.dtype)
-            self._sampler.load_state_dict(sampler)
-        self.n_seen = int(state["n_seen"])
-        self.last_contributions = np.asarray(state["last_contributions"], dtype=np.float64).copy()
-        self.last_loss = float(state["last_loss"])
-        self._loss_sum = float(state["loss_sum"])
+            with within("sampler"):
+                rows = np.asarray(fields(sampler)["rows"])
+                self._sampler = make_sampler(self.sampling, self.reservoir_size, self.n_repeats, len(self.columns),
+                                             rows.dtype if rows.dtype.kind in "fiubO" else np.dtype(object))
+                self._sampler.load_state_dict(sampler)
+        self.n_seen = integer(state, "n_seen")
+        # NaN before the first row explained
+        self.last_contributions = array(state, "last_contributions", self.last_contributions.shape,
+                                        finite=False).astype(np.float64)
+        self.last_loss = number(state, "last_loss", low=0.0, nan=True)
+        self._loss_sum = number(state, "loss_sum", low=0.0)
         # the model's calls so far (a state saved before they were kept starts them at 0 again)
-        self.n_model_calls = int(state.get("model_calls", 0))
-        self.n_predictions = int(state.get("predictions", 0))
+        self.n_model_calls = integer(state, "model_calls") if "model_calls" in state else 0
+        self.n_predictions = integer(state, "predictions") if "predictions" in state else 0
         if self._remover is not None:
-            self._remover.load_state_dict(state["remover"])
+            remover = state["remover"]
+            with within("remover"):
+                self._remover.load_state_dict(remover)
         if self._spread is not None:
-            self._spread.load_state_dict(state["spread"])
+            spread = state["spread"]
+            with within("spread"):
+                self._spread.load_state_dict(spread)
+

@@ -40,6 +40,7 @@ import numpy as np
 
 from ipfi_cli.core.decay import DecayedMean, event_time, merge_reservoir_rows
 from ipfi_cli.core.incremental import IPFIEstimator, RowError
+from ipfi_cli.core.state_fields import StateFieldError, array, choice, fields, integer, number, within
 from ipfi_cli.errors import UsageError
 
 #: a shard that begins after more of the other shards' rows than ``RANDOM_SPLIT_RARITY * N / n`` (``n`` of the
@@ -261,6 +262,38 @@ def check_not_split_by_time(trackers: Sequence[Mapping[str, Any]]) -> None:
                               "shards split by a hashed key or interleaved, or go on from the earlier shard's state "
                               "with the later rows, which gives one run's numbers (ipfi explain LATER --state EARLIER "
                               "--no-skip-seen)")
+
+
+def check_shard(state: Mapping[str, Any]) -> None:
+    """Check the fields of one shard's explainer state that :func:`merge_states` reads (a state crafted with a
+    valid checksum may hold anything): a :class:`~ipfi_cli.core.state_fields.StateFieldError` names the field."""
+    state = fields(state)
+    choice(state, "explainer", ["mergeable-ipfi"])
+    settings = state["settings"]
+    with within("settings"):
+        fields(settings)
+        groups = fields(settings["groups"])
+        integer(settings, "seed")
+        smoothing = settings["smoothing"]
+        if smoothing != "running mean":
+            with within("smoothing"):
+                half_life = number(smoothing, "half_life", low=0.0)
+            if not half_life > 0:
+                raise StateFieldError("smoothing.half_life", "must be positive")
+    n = len(groups)
+    half = None if smoothing == "running mean" else smoothing["half_life"]
+    tracker, sampler = state["tracker"], state["sampler"]
+    with within("tracker"):
+        DecayedMean(n, half_life=half).load_state_dict(tracker)
+    if sampler is not None:
+        with within("sampler"):
+            rows = array(sampler, "rows", (None, None, None), kinds="fiubO", finite=False)
+            filled = integer(sampler, "filled", high=rows.shape[1])
+            integer(sampler, "n_seen", low=filled)
+    integer(state, "n_seen")
+    number(state, "loss_sum", low=0.0)
+    number(state, "last_loss", low=0.0, nan=True)
+    array(state, "last_contributions", (None, n), finite=False)
 
 
 def _aligned_weights(a: DecayedMean, b: DecayedMean) -> tuple[float, float]:

@@ -92,6 +92,7 @@ from ipfi_cli.core.sage_game import (
     squared_loss_excess,
 )
 from ipfi_cli.core.smoothing import make_smoother
+from ipfi_cli.core.state_fields import generator_state, within
 
 __all__ = ["ORDER_STREAM", "ISAGEEstimator", "SAGEResult", "batch_sage"]
 
@@ -240,9 +241,12 @@ class ISAGEEstimator(IPFIEstimator):
         if state.get("explainer") == self._state_kind and "order_rng" not in state:
             raise ValueError(_EARLIER_STREAMS)
         super().load_state_dict(state)
-        self._order_rng.bit_generator.state = dict(state["order_rng"])
-        self._losses_tracker.load_state_dict(state["losses_tracker"])
-        self._marginal.load_state_dict(state["marginal"])
+        generator_state(self._order_rng, state, "order_rng")
+        losses, marginal = state["losses_tracker"], state["marginal"]
+        with within("losses_tracker"):
+            self._losses_tracker.load_state_dict(losses)
+        with within("marginal"):
+            self._marginal.load_state_dict(marginal)
         self._orders.clear()
         self._pools.clear()
 

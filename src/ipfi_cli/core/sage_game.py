@@ -17,6 +17,7 @@ from ipfi_cli.core.choices import EMPTY_COALITION_NAMES
 from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.losses import Loss, Output
 from ipfi_cli.core.smoothing import make_smoother
+from ipfi_cli.core.state_fields import array, within
 
 
 def player_columns(columns: Sequence[str], groups: Mapping[str, Sequence[str]] | None) -> dict[str, list[int]]:
@@ -147,10 +148,11 @@ class MarginalPrediction:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s data."""
-        self._values.load_state_dict(state["values"])
-        labels, weights = list(state["labels"]), np.asarray(state["weights"], dtype=np.float64).tolist()
-        if len(labels) != len(weights):
-            raise ValueError(f"the marginal prediction's state has {len(labels)} labels and {len(weights)} weights")
+        values = state["values"]
+        with within("values"):
+            self._values.load_state_dict(values)
+        labels = list(state["labels"])
+        weights = array(state, "weights", (len(labels),), kinds="fiu", low=0.0).astype(np.float64).tolist()
         self._weights = dict(zip(labels, weights))
 
 

@@ -33,6 +33,8 @@ from typing import cast
 
 import numpy as np
 
+from ipfi_cli.core.state_fields import array, choice, integer
+
 _WORD = 1 << 32  # numpy draws bounded integers below 2**32 from 32-bit words
 
 
@@ -303,14 +305,13 @@ class Reservoir(ABC):
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         """Continue from :meth:`state_dict`'s data (the same sampling, size and realisations)."""
-        rows = np.asarray(state["rows"])
-        expected = (self.n_realisations, self.size, self.rows.shape[2])
-        if state["sampling"] != self.name or rows.shape != expected:
-            raise ValueError(f"the state holds {state['sampling']} reservoirs of shape {rows.shape}, not {self.name} "
-                             f"ones of shape {expected}")
-        self.rows = rows.copy()
-        self.filled = int(state["filled"])  # type: ignore[call-overload]
-        self.n_seen = int(state["n_seen"])  # type: ignore[call-overload]
+        choice(state, "sampling", [self.name])
+        choice(state, "size", [self.size])
+        choice(state, "n_realisations", [self.n_realisations])
+        rows = array(state, "rows", (self.n_realisations, self.size, self.rows.shape[2]), kinds="fiubO", finite=False)
+        filled = integer(state, "filled", high=self.size)
+        self.n_seen = integer(state, "n_seen", low=filled)
+        self.rows, self.filled = rows.copy(), filled
 
 
 class UniformReservoir(Reservoir):

@@ -31,6 +31,8 @@ import math
 
 import numpy as np
 
+from ipfi_cli.core.state_fields import array, choice, integer, number
+
 
 class WeightedMoments:
     """Results shared by the weighted means here and in :mod:`ipfi_cli.core.decay`.
@@ -222,15 +224,15 @@ class ExponentialMean(WeightedMoments):
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         """Continue from :meth:`state_dict`'s data (the same ``alpha`` and number of series)."""
-        mean = np.asarray(state["mean"], dtype=np.float64)
-        if float(state["alpha"]) != self.alpha or mean.shape != self.mean.shape:  # type: ignore[arg-type]
-            raise ValueError(f"the state is of alpha {state['alpha']} and {mean.size} series, not {self.alpha} and "
-                             f"{self.mean.size}")
-        self.mean = mean.copy()
-        self._sum_sq_dev = np.asarray(state["sum_sq_dev"], dtype=np.float64).copy()
-        self.weight = float(state["weight"])  # type: ignore[arg-type]
-        self.sum_sq_weights = float(state["sum_sq_weights"])  # type: ignore[arg-type]
-        self.count = int(state["count"])  # type: ignore[call-overload]
+        alpha, count = number(state, "alpha"), integer(state, "count")
+        if alpha != self.alpha:
+            raise ValueError(f"the state is of alpha {alpha}, not {self.alpha}")
+        mean = array(state, "mean", self.mean.shape, finite=count > 0)  # NaN before the first value
+        sum_sq_dev = array(state, "sum_sq_dev", self.mean.shape, low=0.0)
+        self.weight = number(state, "weight", low=0.0)
+        self.sum_sq_weights = number(state, "sum_sq_weights", low=0.0)
+        self.count = count
+        self.mean, self._sum_sq_dev = mean.astype(np.float64), sum_sq_dev.astype(np.float64)
 
 
 class RunningMean(WeightedMoments):
@@ -331,12 +333,12 @@ class RunningMean(WeightedMoments):
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         """Continue from :meth:`state_dict`'s data (the same number of series)."""
-        mean = np.asarray(state["mean"], dtype=np.float64)
-        if state.get("kind") != "mean" or mean.shape != self.mean.shape:
-            raise ValueError(f"the state is not a running mean of {self.mean.size} series")
-        self.mean = mean.copy()
-        self._sum_sq_dev = np.asarray(state["sum_sq_dev"], dtype=np.float64).copy()
-        self.count = int(state["count"])  # type: ignore[call-overload]
+        choice(state, "kind", ["mean"])
+        count = integer(state, "count")
+        mean = array(state, "mean", self.mean.shape, finite=count > 0)  # NaN before the first value
+        sum_sq_dev = array(state, "sum_sq_dev", self.mean.shape, low=0.0)
+        self.count = count
+        self.mean, self._sum_sq_dev = mean.astype(np.float64), sum_sq_dev.astype(np.float64)
 
 
 #: the smoothing strategies by name: ``exponential`` forgets (follows a changing model), ``mean``

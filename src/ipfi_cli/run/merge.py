@@ -56,6 +56,8 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     parts, lineages = _parts_once(paths, contents, states)
     first = states[0]
     for path, state in zip(paths, states):
+        _check_fields(path, state)
+    for path, state in zip(paths, states):
         if "keyed" in state["explainer"]:
             raise StateError(f"{path}: the state of a keyed run (--by), which does not merge; run the shards "
                              "without --by to merge them")
@@ -119,6 +121,24 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     return {**run, "explained": int(explainer["tracker"]["count"]), "notes": notes}
 
 
+def _check_fields(path: str, state: dict[str, Any]) -> None:
+    """The fields of a shard's state that the merge reads, checked (one line naming the file and the field)."""
+    from ipfi_cli.core.mergeable import check_shard
+    from ipfi_cli.core.state_fields import StateFieldError, within
+    from ipfi_cli.io.run_state import StateFileError
+    from ipfi_cli.run.resume import check_state
+
+    check_state(path, state)  # its parts, and the run's counters
+    explainer = state["explainer"]
+    if "keyed" in explainer or explainer.get("explainer") != "mergeable-ipfi" or _unmergeable(explainer):
+        return  # refused below, naming the setting
+    try:
+        with within("explainer"):
+            check_shard(explainer)
+    except StateFieldError as error:
+        raise StateFileError(path, str(error)) from None
+
+
 def _parts_once(paths: Sequence[str], contents: Sequence[bytes | None],
                 states: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """The digests and the lineages of the shard states the merged state is made of (each input's own,
@@ -154,16 +174,18 @@ def _distinct_files(paths: Sequence[str]) -> list[bytes | None]:
     its rows would count twice (twice the weight, bounds narrower by sqrt(2), its reservoir rows doubled)."""
     import hashlib
 
+    from ipfi_cli.io.run_state import NotRegularFile, StateFileError, read_regular
+
     seen: dict[tuple[int, int] | str, str] = {}
     contents: list[bytes | None] = []
     for path in paths:
         try:
-            info = os.stat(path)
-            with open(path, "rb") as f:
-                data = f.read()
+            info, data = read_regular(path)
         except OSError:
             contents.append(None)
             continue
+        except NotRegularFile as error:  # a FIFO would block the merge
+            raise StateFileError(path, f"not a state file: it is {error}") from None
         contents.append(data)
         for key in ((info.st_dev, info.st_ino), hashlib.sha256(data).hexdigest()):
             if key in seen:

@@ -148,6 +148,8 @@ class StateKeeper:
                 raise StateError(f"{path}: the state was written by ipfi {resumed.get('ipfi')}, and a run "
                                  f"continues only with the version that started it (this is ipfi {__version__}); "
                                  "finish it with that version, or start a new run with a new --state")
+            if resumed is not None:
+                check_state(path, resumed)
         except BaseException:
             lock.release()
             raise
@@ -190,6 +192,9 @@ class StateKeeper:
         import copy
         from dataclasses import replace
 
+        from ipfi_cli.core.state_fields import StateFieldError, within
+        from ipfi_cli.io.run_state import StateFileError
+
         self.settings = now = run_settings(plan, settings, parts)
         self._run = (settings, seed, reader, plan.loaded)
         if parts.watch is not None:
@@ -218,10 +223,16 @@ class StateKeeper:
         model = parts.explainer.model
         explainer = copy.deepcopy(parts.explainer, {id(model): model})
         try:
-            explainer.load_state_dict(self.resumed["explainer"])
+            with within("explainer"):
+                explainer.load_state_dict(self.resumed["explainer"])
+        except StateFieldError as error:
+            raise StateFileError(self.path, str(error)) from None
         except (KeyError, TypeError, ValueError) as error:
             raise StateError(f"{self.path}: the explainer's state cannot be continued ({error})") from None
         run = self.resumed["run"]
+        if run["last"] is not None and len(run["last"][1]) != len(parts.explainer.names):
+            raise StateFileError(self.path, f"the state's run.last must hold {len(parts.explainer.names)} "
+                                            f"importances (one per feature explained), not {len(run['last'][1])}")
         progress = replace(parts.progress, rows=run["rows"], last_written=run["last_written"],
                            last=(run["last"][0], list(run["last"][1])) if run["last"] else None,
                            input_rows=run["input_rows"])
@@ -233,7 +244,11 @@ class StateKeeper:
                 raise StateError(f"{self.path}: the state belongs to a run without change detection; use that "
                                  "run's options, or a new --state to start a new run")
             watch = copy.deepcopy(watch)
-            watch.load_state_dict(self.resumed["watch"])
+            try:
+                with within("watch"):
+                    watch.load_state_dict(self.resumed["watch"])
+            except StateFieldError as error:
+                raise StateFileError(self.path, str(error)) from None
         self.last_print = run["last_print"]
         self.to_skip = progress.input_rows if self.skip_seen else 0
         rows = progress.input_rows
@@ -396,10 +411,74 @@ class StateKeeper:
         if self.lineage is None:
             self.lineage = state_digest(payload)
         run["lineage"] = self.lineage
-        save_state(self.path, payload)
+        save_state(self.path, payload, lock=self.lock)
         remove_other_models(self.path, model)
         self.checkpoint_rows = progress.input_rows
         self.checkpoints += 1
+
+
+def check_state(path: str, state: dict[str, Any]) -> None:
+    """Check the parts of a state and the run's counters as they are read (a state crafted with a valid
+    checksum may hold anything): a :class:`~ipfi_cli.io.run_state.StateFileError` names the field. The
+    explainer's and the change watch's own fields are checked by their ``load_state_dict``."""
+    from ipfi_cli.core.state_fields import StateFieldError, fields, within
+    from ipfi_cli.io.run_state import StateFileError
+
+    try:
+        for part in ("settings", "explainer", "run"):
+            if part not in state:
+                raise StateFieldError(part, "is missing")
+            with within(part):
+                fields(state[part])
+        for part in ("model", "watch"):
+            if part not in state:
+                raise StateFieldError(part, "is missing")
+            if state[part] is not None:
+                with within(part):
+                    fields(state[part])
+        with within("run"):
+            check_run(state["run"])
+    except StateFieldError as error:
+        raise StateFileError(path, str(error)) from None
+
+
+def check_run(run: dict[str, Any]) -> None:
+    """The fields of a state's ``run`` (its counters), as :meth:`StateKeeper._checkpoint` writes them."""
+    from ipfi_cli.core.state_fields import StateFieldError, fields, integer, number, text, within
+
+    integer(run, "seed")
+    integer(run, "input_rows")
+    integer(run, "rows")
+    integer(run, "skipped")
+    if run.get("first_skip", 0) is not None:
+        text(run, "first_skip")
+    if run.get("last_written", 0) is not None:
+        integer(run, "last_written")
+    last = run["last"]
+    if last is not None:
+        if not isinstance(last, (list, tuple)) or len(last) != 2 or not isinstance(last[1], (list, tuple)):
+            raise StateFieldError("last", "must be a row number and its importances")
+        with within("last"):
+            integer({"row": last[0]}, "row")
+            for value in last[1]:
+                number({"importance": value}, "importance", nan=True)
+    integer(run, "records")
+    for name, kind in fields(run["kinds"]).items():
+        if not isinstance(name, str) or kind not in ("number", "text"):
+            raise StateFieldError("kinds", f"must give each column the kind 'number' or 'text', not {kind!r}")
+    if run.get("last_print", 0) is not None:
+        integer(run, "last_print", high=0xFFFFFFFF)
+    with within("output"):
+        output = fields(run["output"])
+        integer(output, "size")
+        integer(output, "crc", high=0xFFFFFFFF)
+    text(run, "input")
+    if run.get("lineage") is not None:
+        text(run, "lineage")
+    for key in ("parts", "lineages", "merged"):  # a merged state's
+        if run.get(key) is not None and (not isinstance(run[key], list)
+                                         or not all(isinstance(item, str) for item in run[key])):
+            raise StateFieldError(key, "must be a list of texts")
 
 
 def _hash_seed_hint(key: str, state: Any) -> str:
