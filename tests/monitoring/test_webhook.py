@@ -219,12 +219,16 @@ def test_the_alertmanager_payload_is_one_alert_per_event():
                         before_bound=0.02, after_bound=0.3, n_before=4020, n_after=109, start_row=10004,
                         rank_before=1, rank_after=3)
     (alert,) = alertmanager_payload(event, event_id="abc", source="rows.csv", labels={"model": "churn"},
-                                    resolve_after=300)
-    assert alert["labels"] == {"alertname": "IpfiImportanceChanged", "severity": "warning", "model": "churn",
-                               "feature": "salary", "direction": "down"}
+                                    resolve_after=300, job="ipfi-churn")
+    # the labels of the shipped rule's alert for the same event (test_rules.py checks them with promtool)
+    assert alert["labels"] == {"alertname": "IpfiImportanceChanged", "severity": "warning", "job": "ipfi-churn",
+                               "model": "churn", "kind": "importance", "feature": "salary", "direction": "down"}
     assert alert["annotations"]["summary"] == ("ipfi: the importance of salary went down at row 10,113 "
                                                "(from row 10,004): 0.34 -> 0.05")
-    assert alert["startsAt"] < alert["endsAt"] and alert["startsAt"].endswith("Z")
+    from datetime import datetime
+
+    starts, ends = (datetime.fromisoformat(alert[k].replace("Z", "+00:00")) for k in ("startsAt", "endsAt"))
+    assert (ends - starts).total_seconds() == 900  # as long as the rule's alert: 15 minutes, not the cooldown's 300 s
 
 
 @pytest.mark.parametrize("url", ["http://ALICEUSER:S3CR/ET@127.0.0.1:9091", "http://ALICEUSER:S3CR#ET@127.0.0.1:9091",

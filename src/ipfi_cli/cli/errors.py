@@ -24,12 +24,14 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # data, model or runtime error; also: the output pipe was closed (e.g. `| head`)
 EXIT_USAGE = 2  # bad command line (Typer's own exit code for usage errors)
 EXIT_CHANGED = 3  # a change was detected, with --fail-on-change or --stop-on-change
+EXIT_LOST = 4  # explain --max-lost: more rows given up waiting for labels and webhook posts undelivered than allowed
 EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 data or model error (or the output pipe closed early, as with "
     "`| head`); 2 usage error; 3 a change was detected (explain --fail-on-change or --stop-on-change; also when the "
-    "--pushgateway push at the end then failed); 130 interrupted (Ctrl-C or SIGTERM)."
+    "--pushgateway push at the end then failed); 4 more rows given up waiting for their labels and webhook posts "
+    "not delivered than explain --max-lost allows; 130 interrupted (Ctrl-C or SIGTERM)."
 )
 
 

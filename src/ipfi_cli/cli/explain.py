@@ -25,7 +25,7 @@ from ipfi_cli.cli.change_options import (
     watch_settings,
 )
 from ipfi_cli.cli.config import running_config
-from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, interrupted, reporting, usage_error
+from ipfi_cli.cli.errors import EXIT_CHANGED, EXIT_ERROR, EXIT_LOST, interrupted, reporting, say, usage_error
 from ipfi_cli.cli.explain_checks import (
     check_bounds_options,
     check_files,
@@ -70,6 +70,7 @@ from ipfi_cli.cli.model_options import (
     model_source,
 )
 from ipfi_cli.cli.monitor_options import (
+    MaxLostOpt,
     MetricsAddrOpt,
     MetricsLabelOpt,
     MetricsPortOpt,
@@ -241,6 +242,7 @@ def explain(
     webhook_format: WebhookFormatOpt = DEFAULT_WEBHOOK_FORMAT,
     webhook_cooldown: WebhookCooldownOpt = DEFAULT_WEBHOOK_COOLDOWN,
     webhook_retries: WebhookRetriesOpt = DEFAULT_WEBHOOK_RETRIES,
+    max_lost: MaxLostOpt = None,
     by: ByOpt = None,
     max_keys: MaxKeysOpt = None,
     workers: KeyWorkersOpt = None,
@@ -309,7 +311,7 @@ def explain(
                 batch_size=batch_size, on_bad_row=value(on_bad_row),
                 verbose=verbose, quiet=quiet, live=not no_live, debug=debug, state=state,
                 checkpoint_every=checkpoint_every, skip_seen=skip_seen, watch=watch, http=http,
-                monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow,
+                max_lost=max_lost, monitor=monitor, labels=labels, id_column=id_column, label_wait=label_wait, labels_follow=labels_follow,
                 by=key_columns, max_keys=max_keys, workers=workers, scheduler=scheduler, config=running_config())
             reporter = TerminalReporter(live=live, quiet=quiet)
             if key_columns and (workers is not None or scheduler is not None):
@@ -323,6 +325,10 @@ def explain(
             raise interrupted(interrupted_before_rows(session, state)) from None
     if status is RunStatus.INTERRUPTED:  # the run said how it ended
         raise interrupted(None)
+    lost = session.lost_beyond() if status in (RunStatus.OK, RunStatus.STOPPED_ON_CHANGE) else None
+    if lost is not None:  # before a change's 3: the numbers the change was found in are incomplete
+        say(lost, "error")
+        raise typer.Exit(EXIT_LOST)
     if status is RunStatus.STOPPED_ON_CHANGE or (
             status is RunStatus.OK and fail_on_change and session.watch is not None and session.watch.events):
         raise typer.Exit(EXIT_CHANGED)

@@ -65,6 +65,12 @@ WebhookRetriesOpt = Annotated[int, typer.Option(
     "--webhook-retries", min=0, help="Retries of a post that failed for a reason that may pass (no connection, "
     "timeout, HTTP 408/429/5xx), with exponential back-off from 0.5 s.", rich_help_panel=PANEL_MONITORING)]
 
+MaxLostOpt = Annotated[Optional[int], typer.Option(
+    "--max-lost", min=0, help="Exit 4 (after writing everything) when the run lost more than N: rows given up "
+    "waiting for their labels (--labels, --label-wait) plus change events not delivered to --webhook (failed or "
+    "dropped). Without it, a warning and the counts (--meta, the metrics) only. 0: lose nothing.",
+    rich_help_panel=PANEL_MONITORING, show_default=False, metavar="N")]
+
 
 def _shown(url: str) -> str:
     """``url`` for a usage error: its password, path and query as ``***`` (``shown_url``), also

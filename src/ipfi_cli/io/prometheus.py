@@ -135,12 +135,17 @@ def _bound(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
-def registry(metrics: MetricSet) -> Any:
-    """A registry of its own holding only ``metrics`` (never the process-wide default one)."""
-    from prometheus_client import CollectorRegistry
+def registry(metrics: MetricSet, process: bool = False) -> Any:
+    """A registry of its own holding ``metrics`` (never the process-wide default one); with
+    ``process``, prometheus_client's process and platform collectors too (``process_*``,
+    ``python_info``: what a scrape of a live process shows; a textfile or a push outlives it)."""
+    from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 
     reg = CollectorRegistry(auto_describe=False)
     reg.register(metrics)
+    if process:
+        ProcessCollector(registry=reg)
+        PlatformCollector(registry=reg)
     return reg
 
 
@@ -158,7 +163,8 @@ class MetricsServer:
         from prometheus_client import start_http_server
 
         try:
-            self._server, self._thread = start_http_server(port, addr=addr, registry=registry(metrics))
+            self._server, self._thread = start_http_server(port, addr=addr,
+                                                                  registry=registry(metrics, process=True))
         except OSError as error:
             raise OutputError(f"--metrics-port {port}: cannot serve the metrics on {addr}:{port} "
                               f"({error.strerror or error})") from None

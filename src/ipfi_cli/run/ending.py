@@ -102,12 +102,49 @@ class RunEndMixin(_SessionBase):
                 try:
                     write_meta(self.settings.meta, plan=plan, settings=self.settings, parts=parts,
                                status=self.status, error=error, seed=self.seed, started=self.started,
-                               state=self.state, pushed=self._pushed())
+                               state=self.state, pushed=self._pushed(), counts=self.lost_counts())
                 except OSError as error:
                     self.reporter.message(f"{self.settings.meta}: cannot write the metadata file "
                                           f"({error.strerror or error})", "error")
                     if self.status is RunStatus.OK:
                         self.status = RunStatus.ERROR
+
+    def lost_counts(self) -> dict[str, Any]:
+        """What the run lost or left out, counted (``--meta``; ``--max-lost``): the late labels' join
+        (``"labels"``, with ``--labels``), the webhook's posts (``"webhook"``, with ``--webhook``), and
+        ``"lost"``: the rows given up waiting for their labels plus the posts not delivered (failed or
+        dropped), the number ``--max-lost`` bounds."""
+        counts: dict[str, Any] = {}
+        lost = 0
+        reader_counts = getattr(self.reader, "counts", None)
+        if reader_counts is not None:  # a JoinedReader (late labels)
+            counts["labels"] = reader_counts()
+            lost += counts["labels"]["given_up"]
+        notifier = getattr(getattr(self, "monitor", None), "notifier", None)
+        if notifier is not None:
+            stats = notifier.sender.stats
+            counts["webhook"] = {"queued": stats.queued, "delivered": stats.sent, "failed": stats.failed,
+                                 "dropped": stats.dropped, "suppressed": stats.suppressed,
+                                 "duplicates": stats.duplicates, "retries": stats.retries}
+            lost += stats.failed + stats.dropped
+        if counts:
+            counts["lost"] = lost
+        return counts
+
+    def lost_beyond(self) -> str | None:
+        """The error line of a run that lost more than ``--max-lost`` (``None``: within it, or no limit)."""
+        limit = self.settings.max_lost
+        counts = self.lost_counts()
+        if limit is None or counts.get("lost", 0) <= limit:
+            return None
+        parts = []
+        if "labels" in counts and counts["labels"]["given_up"]:
+            parts.append(f"{counts['labels']['given_up']:,} row(s) given up waiting for their label")
+        if "webhook" in counts:
+            undelivered = counts["webhook"]["failed"] + counts["webhook"]["dropped"]
+            if undelivered:
+                parts.append(f"{undelivered:,} webhook post(s) not delivered")
+        return f"lost {counts['lost']:,} ({', '.join(parts)}), more than --max-lost {limit:,}"
 
     def _pushed(self) -> bool | None:
         """Whether the metrics were pushed to ``--pushgateway`` (``None``: no push was asked for)."""

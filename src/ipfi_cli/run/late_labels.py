@@ -211,6 +211,12 @@ class JoinedReader:
                          "label already (the first one was used)")
         return lines
 
+    def counts(self) -> dict[str, int]:
+        """The join's counts (``--meta``'s ``"labels"``): matched, given up (rows never explained),
+        late (labels after their row was given up), unmatched (labels of no row), repeated."""
+        return {"matched": self.matched, "given_up": self.given_up, "late": self.late,
+                "unmatched": self.unmatched + self._early_count, "repeated": self.repeated}
+
     # -- the join -------------------------------------------------------------------------------------
     def _take_label(self, item: Any) -> None:
         if isinstance(item, Exception):

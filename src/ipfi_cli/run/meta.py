@@ -48,9 +48,10 @@ def _method_figures(explainer: Any) -> dict[str, Any]:
 
 def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: RunParts, status: RunStatus,
                error: str | None, seed: int, started: float, state: StateKeeper | None,
-               pushed: bool | None = None) -> None:
+               pushed: bool | None = None, counts: dict[str, Any] | None = None) -> None:
     """Write a run's ``--meta`` file (JSON, atomically) to ``path``; ``pushed``: whether the metrics
-    reached ``--pushgateway`` (``None``: no push was asked for)."""
+    reached ``--pushgateway`` (``None``: no push was asked for); ``counts``: what the run lost or left
+    out (``"labels"``, ``"webhook"``, ``"lost"``: see :meth:`~ipfi_cli.run.ending.RunEndMixin.lost_counts`)."""
     from ipfi_cli.io.targets import write_json
 
     s, explainer, progress = settings, parts.explainer, parts.progress
@@ -96,6 +97,7 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
     }
     if pushed is not None:
         meta["pushed"] = pushed
+    meta.update(counts or {})
     if s.http is not None:
         meta["http"] = plan.predictor.stats()  # requests, rows sent, seconds: never a header
     if parts.watch is not None:

@@ -33,9 +33,20 @@ name                                      type      labels                 value
 ``ipfi_model_retries_total``              counter                          requests sent again after a failure
 ``ipfi_model_outages_total``              counter                          times the model became unreachable
 ``ipfi_model_request_duration_seconds``   histogram                        answered requests' latency
+``ipfi_webhook_posts_total``              counter   outcome                --webhook posts: delivered, failed (after
+                                                                           retries, or refused), dropped (queue full,
+                                                                           unsent at the end), suppressed (cooldown)
+``ipfi_label_rows_given_up_total``        counter                          --labels: rows given up waiting for their
+                                                                           label (never explained)
+``ipfi_labels_late_total``                counter                          labels that came after their row was
+                                                                           given up (dropped)
 ``ipfi_build_info``                       gauge 1                          version, python
 ``ipfi_run_info``                         gauge 1                          command, loss, mode, sampling
 ========================================  ========  =====================  ==========================================
+
+Served over HTTP (``--metrics-port``), the registry also holds prometheus_client's process and
+platform collectors (``process_*``: CPU seconds, resident memory, open file descriptors, start time;
+``python_info``); a textfile or a push, which outlive the process, does not.
 
 The smoothed loss is ``rate(ipfi_model_loss_sum[w]) / rate(ipfi_model_loss_count[w])``: the
 mean over the window ``w`` the query chooses (the summary is the Prometheus way to expose it).
@@ -53,8 +64,9 @@ from typing import Any
 from ipfi_cli.errors import UsageError
 from ipfi_cli.io.prometheus import Family, check_label_name
 
-__all__ = ["OWN_LABELS", "StreamNumbers", "batch_families", "build_families", "comparison_families", "end_families",
-           "parse_labels", "ranks", "served_families", "stream_families"]
+__all__ = ["OWN_LABELS", "WEBHOOK_OUTCOMES", "StreamNumbers", "batch_families", "build_families",
+           "comparison_families", "end_families", "label_families", "parse_labels", "ranks", "served_families",
+           "stream_families", "webhook_families"]
 
 #: label names ipfi sets on some metric: a --metrics-label cannot take them
 OWN_LABELS = ("feature", "kind", "direction", "version", "python", "command", "loss", "mode", "sampling",
@@ -228,6 +240,34 @@ def served_families(stats: Mapping[str, Any], latency: tuple[Sequence[float], Se
         Family("ipfi_model_request_duration_seconds", "histogram", "Seconds the served model took to answer a "
                "request (answered tries).", (), [((), (cumulative, float(total)))]),
     ]
+
+
+#: every outcome of a --webhook post (each series exists from the start, at 0)
+WEBHOOK_OUTCOMES = ("delivered", "failed", "dropped", "suppressed")
+
+
+def webhook_families(stats: Any) -> list[Family]:
+    """The webhook's own counts (:class:`~ipfi_cli.io.webhook.WebhookStats`): what became of the posts.
+
+    >>> from ipfi_cli.io.webhook import WebhookStats
+    >>> family, = webhook_families(WebhookStats(queued=3, sent=1, failed=1, dropped=2))
+    >>> family.samples
+    [(('delivered',), 1), (('failed',), 1), (('dropped',), 2), (('suppressed',), 0)]
+    """
+    counts = {"delivered": stats.sent, "failed": stats.failed, "dropped": stats.dropped,
+              "suppressed": stats.suppressed}
+    return [Family("ipfi_webhook_posts_total", "counter", "Change events posted to --webhook by outcome: delivered "
+                   "(2xx), failed (refused, or failing after every retry), dropped (the queue was full, or still "
+                   "unsent at the end of the run), suppressed (within --webhook-cooldown).", ("outcome",),
+                   [((o,), int(counts[o])) for o in WEBHOOK_OUTCOMES])]
+
+
+def label_families(given_up: int, late: int) -> list[Family]:
+    """The late labels' counts (``--labels``): rows never explained for want of their label."""
+    return [Family("ipfi_label_rows_given_up_total", "counter", "Rows given up waiting for their label "
+                   "(--label-wait): never explained.", (), [((), int(given_up))]),
+            Family("ipfi_labels_late_total", "counter", "Labels that came after their row had been given up "
+                   "(dropped).", (), [((), int(late))])]
 
 
 def end_families(started: float) -> list[Family]:

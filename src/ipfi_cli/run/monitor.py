@@ -31,10 +31,12 @@ from ipfi_cli.run.metrics import (
     build_families,
     comparison_families,
     end_families,
+    label_families,
     parse_labels,
     ranks,
     served_families,
     stream_families,
+    webhook_families,
 )
 from ipfi_cli.run.settings import (
     DEFAULT_METRICS_ADDR,
@@ -106,6 +108,7 @@ class MetricsExporter:
         self._ended = self.metrics  # the last numbers with the run-end gauges (after a complete run)
         self._stream: list[Family] = []
         self._publish_lock = threading.RLock()
+        self.notifier: WebhookNotifier | None = None  # its posts' outcomes are counted (StreamMonitor sets it)
 
     def serve(self, session: Any) -> None:
         """Serve ``/metrics`` (``--metrics-port``) from the start: the build info until the run is set up."""
@@ -192,11 +195,23 @@ class MetricsExporter:
             served = self._served()
             if served is not None:
                 families += served_families(served.stats(), served.latency(), not served.is_down)
+            families += self._own()
             self.metrics.set(families)
             if self.settings.metrics_textfile:
                 from ipfi_cli.io.prometheus import write_textfile
 
                 write_textfile(self.settings.metrics_textfile, self.metrics)
+
+    def _own(self) -> list[Family]:
+        """What the run lost or left out, counted: the webhook's posts by outcome (``--webhook``), the
+        rows given up waiting for their labels and the labels that came too late (``--labels``)."""
+        families: list[Family] = []
+        if self.notifier is not None:
+            families += webhook_families(self.notifier.sender.stats)
+        reader = getattr(self.session, "reader", None)
+        if reader is not None and hasattr(reader, "given_up"):  # a JoinedReader (late labels)
+            families += label_families(reader.given_up, reader.late)
+        return families
 
     def _served(self) -> Any:
         plan = getattr(self.session, "plan", None)
@@ -249,14 +264,16 @@ class StreamMonitor:
             self.exporter.serve(session)
 
     def observers(self, session: Any) -> list[Any]:
-        """The run observers: the exporter, the webhook notifier."""
+        """The run observers: the webhook notifier, then the exporter (at the end, the notifier's queue
+        is drained first, so that the last metrics count every post's outcome)."""
         out: list[Any] = []
-        if self.exporter is not None:
-            self.exporter.session = session
-            out.append(self.exporter)
         if self.settings.webhook:
             self.notifier = WebhookNotifier(self.settings, session.reporter.message, self.command)
             out.append(self.notifier)
+        if self.exporter is not None:
+            self.exporter.session = session
+            self.exporter.notifier = self.notifier
+            out.append(self.exporter)
         return out
 
     def close(self) -> None:

@@ -79,6 +79,7 @@ class ExplainSettings:
     debug: bool = False
     watch: WatchSettings | None = None  # change detection (--detect and its options)
     http: Any = None  # HttpOptions of a served model (--model-url); --meta gets it without header values
+    max_lost: int | None = None  # --max-lost: more rows given up (late labels) + posts undelivered: exit 4
     monitor: Any = None  # MonitorSettings: Prometheus metrics and the webhook (ipfi_cli.run.monitor, .webhook)
     labels: str | None = None  # late labels: their source (--labels), joined to the input by id_column
     id_column: str | None = None

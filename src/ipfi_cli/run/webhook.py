@@ -29,6 +29,9 @@ class WebhookSettings(Protocol):
     webhook_queue: int
     webhook_wait: float
     labels: dict[str, str]
+    push_job: str
+    push_grouping: dict[str, str]
+    pushgateway: str | None
 
 
 def event_text(event: Any) -> str:
@@ -59,19 +62,43 @@ def event_payload(event: Any, *, event_id: str, command: str, source: str, label
 
 
 ALERT_NAMES = {"importance": "IpfiImportanceChanged", "loss": "IpfiLossChanged", "ranking": "IpfiRankingDeparted"}
+#: how long an Alertmanager alert of one event lasts (``endsAt``): as long as the shipped rule's alert for
+#: the same event, which fires while the event is in its 15-minute window (prometheus-rules.yml)
+ALERT_SECONDS = 900.0
+
+
+def alert_labels(event: Any, *, job: str, labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels of the shipped rule's alert for ``event`` (prometheus-rules.yml): its name and
+    severity (``critical`` for the model's loss going up, ``info`` for it going down, which no rule
+    pages for; ``warning`` otherwise), the ``job`` (``--push-job``: name the scrape job the same),
+    the constant labels, and the change counter's ``kind``, ``feature`` and ``direction`` (a ranking
+    departure has none: the rule's nDCG series has none).
+
+    >>> from types import SimpleNamespace as E
+    >>> labels = alert_labels(E(kind="loss", feature=None, direction="up"), job="ipfi", labels={"model": "churn"})
+    >>> labels["alertname"], labels["severity"], labels["job"], labels["model"], labels["kind"], "feature" in labels
+    ('IpfiLossChanged', 'critical', 'ipfi', 'churn', 'loss', False)
+    """
+    kind, feature, direction = event_key(event)
+    severity = "warning" if kind != "loss" else "critical" if direction == "up" else "info"
+    out = {"alertname": ALERT_NAMES.get(kind, "IpfiChange"), "severity": severity, "job": job, **labels}
+    if kind != "ranking":
+        out["kind"] = kind
+        if feature:  # an empty label is no label in Prometheus
+            out["feature"] = feature
+        out["direction"] = direction
+    return out
 
 
 def alertmanager_payload(event: Any, *, event_id: str, source: str, labels: Mapping[str, str],
-                         resolve_after: float) -> list[dict[str, Any]]:
-    """The body for Alertmanager's ``POST /api/v2/alerts`` (``--webhook-format alertmanager``)."""
-    kind, feature, direction = event_key(event)
-    alert_labels = {"alertname": ALERT_NAMES.get(kind, "IpfiChange"), "severity": "warning", **labels}
-    if feature:
-        alert_labels["feature"] = feature
-    alert_labels["direction"] = direction
+                         resolve_after: float, job: str = "ipfi") -> list[dict[str, Any]]:
+    """The body for Alertmanager's ``POST /api/v2/alerts`` (``--webhook-format alertmanager``): one
+    alert with the labels of the shipped rule's alert for the same event (:func:`alert_labels`), so that
+    Alertmanager takes the two for one; it ends after ``resolve_after`` seconds or :data:`ALERT_SECONDS`,
+    the longer."""
     start = datetime.now(UTC)
-    end = datetime.fromtimestamp(start.timestamp() + max(resolve_after, 60.0), UTC)
-    return [{"labels": alert_labels,
+    end = datetime.fromtimestamp(start.timestamp() + max(resolve_after, ALERT_SECONDS), UTC)
+    return [{"labels": alert_labels(event, job=job, labels=labels),
              "annotations": {"summary": event_text(event), "input": source, "row": str(event.row), "id": event_id},
              "startsAt": start.isoformat().replace("+00:00", "Z"),
              "endsAt": end.isoformat().replace("+00:00", "Z")}]
@@ -111,8 +138,11 @@ class WebhookNotifier:
             ident = event_id(self.source, self.seed, event)
             body: Any
             if self.settings.webhook_format == "alertmanager":
-                body = alertmanager_payload(event, event_id=ident, source=self.source, labels=self.settings.labels,
-                                            resolve_after=self.settings.webhook_cooldown)
+                # the labels the pushed or scraped series carry: --metrics-label, and --push-label when pushed
+                labels = {**self.settings.labels,
+                          **(self.settings.push_grouping if self.settings.pushgateway else {})}
+                body = alertmanager_payload(event, event_id=ident, source=self.source, labels=labels,
+                                            resolve_after=self.settings.webhook_cooldown, job=self.settings.push_job)
             else:
                 body = event_payload(event, event_id=ident, command=self.command, source=self.source,
                                      labels=self.settings.labels)
