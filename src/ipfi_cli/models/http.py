@@ -14,7 +14,7 @@ depend on how many were in flight. Each request is sent once and its answer read
 (``Content-Length``, chunked, or to the connection's close), so a kept-alive connection is
 reused only when its previous answer is done.
 
-What happens when the model does not answer (the policy, see the README's "Served models"):
+What happens when the model does not answer (the policy, see docs/models.md):
 
 * **the model is unreachable** (connection refused or reset, a timeout, 408, 429, 502, 503, 504):
   the request is sent again after a pause (exponential from 0.25 s to 5 s; ``Retry-After`` is
