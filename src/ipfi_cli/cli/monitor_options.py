@@ -28,7 +28,7 @@ PANEL_MONITORING = "Monitoring (Prometheus, webhook)"
 
 MetricsPortOpt = Annotated[Optional[int], typer.Option(
     "--metrics-port", min=0, max=65535, help="Serve Prometheus metrics on http://ADDR:PORT/metrics while the stream "
-    "runs (the current importances, their bounds and ranks, the loss, rows, model calls, change events; see the "
+    "runs (the current importances, their bounds and ranks, the loss, rows, model calls, change events; see "
     "docs/monitoring.md). 0: a free port, said on stderr.", rich_help_panel=PANEL_MONITORING,
     show_default=False, metavar="PORT")]
 MetricsAddrOpt = Annotated[str, typer.Option(
