@@ -7,7 +7,8 @@ The model is the sample ``agrawal_hgb.joblib`` (HistGradientBoosting), M = 10, o
 
 1. in-process (``-m``), the reference;
 2. served, ``--concurrency 1`` (one request at a time);
-3. served, ``--concurrency 4`` (the default).
+3. served, ``--concurrency 4`` (the default);
+4. served with a declared tensor input (one ``[-1, 9]`` FP64 tensor instead of a column each), ``--concurrency 4``.
 
 Each way is timed on ``--rows`` rows and on a fifth of them, and the rates are computed from the
 difference (so process start-up and model loading cancel out); the figure is the median over the
@@ -27,6 +28,8 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -48,11 +51,14 @@ def main() -> None:
         for name, n in sizes.items():
             data[name] = work / f"{name}.csv"
             data[name].write_text("\n".join(lines[:n + 1]) + "\n")
-        (work / "mlserver").mkdir()
-        shutil.copy(MODEL, work / "mlserver" / "model.joblib")
-        (work / "mlserver" / "model-settings.json").write_text(json.dumps(
-            {"name": "hgb", "implementation": "mlserver_sklearn.SKLearnModel",
-             "parameters": {"uri": "./model.joblib"}}))
+        # two models: "hgb" declares no inputs (one input per column, pandas content type, MLServer's default);
+        # "hgb-tensor" declares one [-1, 9] FP64 tensor (as Triton and KServe models usually do)
+        for name, inputs in (("hgb", []), ("hgb-tensor", [{"name": "input-0", "datatype": "FP64", "shape": [-1, 9]}])):
+            (work / "mlserver" / name).mkdir(parents=True)
+            shutil.copy(MODEL, work / "mlserver" / name / "model.joblib")
+            (work / "mlserver" / name / "model-settings.json").write_text(json.dumps(
+                {"name": name, "implementation": "mlserver_sklearn.SKLearnModel", "inputs": inputs,
+                 "parameters": {"uri": "./model.joblib"}}))
         port = free_port()
         (work / "mlserver" / "settings.json").write_text(json.dumps(
             {"host": "127.0.0.1", "http_port": port, "grpc_port": free_port(), "metrics_port": free_port(),
@@ -60,11 +66,19 @@ def main() -> None:
         server = start([str(Path(sys.executable).parent / "mlserver"), "start", str(work / "mlserver")],
                        f"http://127.0.0.1:{port}/v2/models/hgb/ready", env, work / "mlserver.log",
                        cwd=work / "mlserver")
+        for _ in range(240):  # the second model loads after the first
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/models/hgb-tensor/ready", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.25)
         served = ["--model-url", f"http://127.0.0.1:{port}/v2/models/hgb", "--task", "classification",
                   "--max-request-rows", str(args.max_request_rows)]
+        tensor = ["--model-url", f"http://127.0.0.1:{port}/v2/models/hgb-tensor", *served[2:]]
         ways = {"in-process": (["-m", str(MODEL)], None),
                 "served, --concurrency 1": ([*served, "--concurrency", "1"], server),
-                "served, --concurrency 4": ([*served, "--concurrency", "4"], server)}
+                "served, --concurrency 4": ([*served, "--concurrency", "4"], server),
+                "served tensor, conc. 4": ([*tensor, "--concurrency", "4"], server)}
         rates: dict[str, list[float]] = {way: [] for way in ways}
         last: dict[str, dict[str, float]] = {}
         try:

@@ -43,6 +43,13 @@ import typer
 from ipfi_cli.cli.errors import usage_error
 from ipfi_cli.text import quoted
 
+#: a file's name is quoted whole in messages (up to this many characters): the user needs all of it
+PATH_LIMIT = 4096
+
+
+def _named(path: object) -> str:
+    return quoted(path, limit=PATH_LIMIT)
+
 PANEL_CONFIG = "Configuration file"
 #: the table of options --help lists without a panel, and of the INPUT/DATA argument
 DEFAULT_TABLE, ARGUMENT_TABLE = "options", "input"
@@ -118,22 +125,22 @@ def _load(path: str) -> dict[str, Any]:
         with open(path, "rb") as file:
             raw = file.read()
     except OSError as error:
-        raise usage_error(f"cannot read {quoted(path)}: {error.strerror or error}", "--config") from None
+        raise usage_error(f"cannot read {_named(path)}: {error.strerror or error}", "--config") from None
     if raw.lstrip()[:1] == b"{":  # a --meta file: its "config" (null: an option not given)
         try:
             meta = json.loads(raw)
         except ValueError as error:
-            raise usage_error(f"{quoted(path)} is not JSON ({error})", "--config") from None
+            raise usage_error(f"{_named(path)} is not JSON ({error})", "--config") from None
         config = meta.get("config") if isinstance(meta, dict) else None
         if not isinstance(config, dict):
-            raise usage_error(f"{quoted(path)}: a JSON file must be an ipfi --meta file with a \"config\"",
+            raise usage_error(f"{_named(path)}: a JSON file must be an ipfi --meta file with a \"config\"",
                               "--config")
         return {table: {key: v for key, v in keys.items() if v is not None} if isinstance(keys, dict) else keys
                 for table, keys in config.items()}
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise usage_error(f"{quoted(path)} is not TOML: {error}", "--config") from None
+        raise usage_error(f"{_named(path)} is not TOML: {error}", "--config") from None
 
 
 _TYPE_NAMES = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
@@ -166,7 +173,7 @@ def config_defaults(tables: dict[str, Any], command: Any, path: str) -> dict[str
     keys = keys_of(command)
     by_place = {(k.table, k.key): k for k in keys}
     tables_known = list(dict.fromkeys(k.table for k in keys))
-    shown = quoted(path)
+    shown = _named(path)
     defaults: dict[str, Any] = {}
     for table, entries in tables.items():
         if table not in tables_known:
@@ -212,7 +219,7 @@ def config_hint(error: Any) -> str | None:
     if place is None or source is None or source.name != "DEFAULT_MAP":
         return None
     path, table, key = place
-    return f"'{key}' in [{table}] of {quoted(path)}"
+    return f"'{key}' in [{table}] of {_named(path)}"
 
 
 # -- writing ---------------------------------------------------------------------------------------
