@@ -424,12 +424,18 @@ def test_regression_label_must_be_a_number(run, static_csv, regressor, tmp_path)
 
 
 def test_jsonl_row_without_a_model_column(run, static_csv, hgb, tmp_path):
+    """The model names its inputs: a key left out of a row is that row's missing value, as null is."""
     rows = parse_csv(static_csv.read_text())[:5]
     records = [{k: float(v) for k, v in r.items()} for r in rows]
+    null = [dict(r) for r in records]
+    null[3]["age"] = None
     del records[3]["age"]
-    path = tmp_path / "d.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    one_error_line(run("explain", path, "-m", hgb, "-t", "class", *STATIC, "-q"), "row 4 (line 4)", "column 'age'")
+    for name, objects in (("left_out", records), ("null", null)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in objects))
+    left_out, with_null = (run("explain", tmp_path / f"{name}.jsonl", "-m", hgb, "-t", "class", *STATIC, "-q")
+                           for name in ("left_out", "null"))
+    assert left_out.exit_code == 0 and with_null.exit_code == 0, left_out.stderr
+    assert left_out.stdout == with_null.stdout
 
 
 def test_skip_bad_rows_and_report_the_count(run, static_csv, hgb, tmp_path):

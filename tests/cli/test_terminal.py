@@ -147,7 +147,7 @@ def test_flags_show_no_bool_type_in_help():
         result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0 and "--learn" in result.stdout or command == "batch"
         assert "<bool>" not in result.stdout and "BOOLEAN" not in result.stdout
-        assert "<int>" in result.stdout or "INTEGER" in result.stdout  # other types stay (spelled by Typer's version)
+        assert "<int" in result.stdout or "INTEGER" in result.stdout  # other types stay (spelled by Typer's version)
 
 
 def test_keys_from_the_data_are_escaped_in_the_live_table_and_the_summary(hostile, tmp_path):

@@ -73,14 +73,16 @@ def test_overflowing_loss_stops_with_one_line_and_no_numpy_warnings(tmp_path):
     assert [line.split(",")[0] for line in result.stdout.splitlines()] == ["row", "1", "2"]  # the rows before
 
 
-def test_jsonl_first_object_lacking_an_input_is_a_row_error(models, tmp_path):
-    # before: "the model needs column(s) b, which the input lacks" at start-up, naming no row
-    path = tmp_path / "rows.jsonl"
-    path.write_bytes(b'{"a": 1, "y": 1}\n{"a": 0.5, "b": 2, "y": 0}\n{"a": 0.1, "b": 1, "y": 1}\n')
-    result = CliRunner().invoke(app, ["explain", str(path), "-m", str(models["static"]), *BASE])
-    one_error(result, "row 1 (line 1), column 'b'", "no value")
-    result = CliRunner().invoke(app, ["explain", str(path), "-m", str(models["static"]), *BASE, "--on-bad-row", "skip"])
-    assert result.exit_code == 0 and [line.split(",")[0] for line in result.stdout.splitlines()] == ["row", "2", "3"]
+def test_jsonl_first_object_lacking_an_input_is_its_missing_value(models, tmp_path):
+    # before: "the model needs column(s) b, which the input lacks" at start-up, naming no row; then a
+    # row error; the tree names its inputs and takes NaN: the key left out is that row's missing value
+    lacking, null = tmp_path / "lacking.jsonl", tmp_path / "null.jsonl"
+    lacking.write_bytes(b'{"a": 1, "y": 1}\n{"a": 0.5, "b": 2, "y": 0}\n{"a": 0.1, "b": 1, "y": 1}\n')
+    null.write_bytes(b'{"a": 1, "b": null, "y": 1}\n{"a": 0.5, "b": 2, "y": 0}\n{"a": 0.1, "b": 1, "y": 1}\n')
+    results = [CliRunner().invoke(app, ["explain", str(path), "-m", str(models["static"]), *BASE])
+               for path in (lacking, null)]
+    assert results[0].exit_code == 0 and results[0].stdout == results[1].stdout, results[0].stderr
+    assert [line.split(",")[0] for line in results[0].stdout.splitlines()] == ["row", "1", "2", "3"]
 
 
 def test_jsonl_with_only_bad_lines_fails_when_asked(models, tmp_path):

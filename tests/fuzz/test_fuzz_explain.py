@@ -386,12 +386,17 @@ def jsonl_oracle(lines: list[Any], learn: bool, skip: bool) -> Expected:
                     if not learn:  # the tree's classes are 0 and 1; river's model knows none
                         label = {"1": 1, 1.0: 1}.get(label, label)
                     for name in inputs:
-                        v = item.get(name, "absent")
-                        if isinstance(v, str) and v == "absent" or (v is None and learn):
+                        # a key left out is a missing value for the tree (it names its inputs, takes NaN); the
+                        # river model learns from none, and takes the first object's keys by name
+                        v = item.get(name)
+                        if v is None and learn:
                             problem = (number, name)
                             break
+        if problem is None and learn and isinstance(item, dict) and set(item) - {*inputs, TARGET}:
+            # a key the first object lacked: never a bad row to skip (every later row would lose it)
+            return Expected(inputs, good, (number, sorted(set(item) - {*inputs, TARGET})[0]))
         if problem is None:
-            values = {c: math.nan if item[c] is None else item[c] for c in inputs}
+            values = {c: math.nan if item.get(c) is None else item[c] for c in inputs}
             good.append((number, values, label))
         elif not skip:
             return Expected(inputs, good, problem)

@@ -26,6 +26,7 @@ from ipfi_cli.core.events import event_key
 from ipfi_cli.io.prometheus import Family, MetricSet
 from ipfi_cli.run.metrics import (
     OWN_LABELS,
+    WEBHOOK_OUTCOMES,
     StreamNumbers,
     batch_families,
     build_families,
@@ -57,7 +58,8 @@ from ipfi_cli.run.webhook import (
 # the metric families' names (ipfi_cli.run.metrics) and the webhook's (ipfi_cli.run.webhook) stay importable from here
 __all__ = ["ALERT_NAMES", "OWN_LABELS", "MetricsExporter", "MonitorSettings", "StreamMonitor", "StreamNumbers",
            "WebhookNotifier", "alertmanager_payload", "batch_families", "comparison_families", "event_id", "event_key",
-           "event_payload", "event_text", "parse_labels", "publish", "ranks", "stream_families"]
+           "event_payload", "event_text", "parse_labels", "publish", "ranks", "stream_families", "WEBHOOK_OUTCOMES",
+           "end_families", "label_families", "served_families", "webhook_families"]
 
 
 @dataclass
