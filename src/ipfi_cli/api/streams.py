@@ -269,6 +269,50 @@ class IncrementalPFI:
             self.check()
         return self._named(dict(zip(core.names, estimates.tolist())))
 
+    def explain_many(self, X: Any, y: Any) -> list[dict[str, float]]:
+        """Explain consecutive rows with the model as it is now: what :meth:`explain_one` gives
+        row by row, to the bit (the same checks, warnings and errors, an error naming its row).
+
+        Parameters
+        ----------
+        X : pandas DataFrame, sequence of dicts, or 2-D array
+            The rows; an array's columns are the explainer's ``columns``, in order.
+        y : sequence, array or pandas Series
+            Their labels or targets, one per row.
+
+        Returns
+        -------
+        importances : list of dict of str to float
+            The estimates after each row.
+
+        >>> from sklearn.linear_model import LinearRegression
+        >>> model = LinearRegression().fit([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [0.0, 2.0, 0.0])
+        >>> rows = [{"a": float(i % 3), "b": float(i % 2)} for i in range(50)]
+        >>> trace = IncrementalPFI(model, seed=0).explain_many(rows, [2.0 * (i % 3) for i in range(50)])
+        >>> len(trace), round(trace[-1]["a"], 2), abs(trace[-1]["b"]) < 1e-12
+        (50, 1.81, True)
+        """
+        rows = self._rows_of(X)
+        labels = y.tolist() if hasattr(y, "tolist") else list(y)
+        if len(labels) != len(rows):
+            raise ValueError(f"X has {len(rows)} rows and y {len(labels)} labels: give one label per row")
+        return [self.explain_one(x, label) for x, label in zip(rows, labels)]
+
+    def _rows_of(self, X: Any) -> list[Mapping[str, Any]]:
+        """``X``'s rows as dicts: a DataFrame's records, an array's rows under ``columns``."""
+        if hasattr(X, "to_dict") and hasattr(X, "columns"):  # a pandas DataFrame
+            return cast(list[Mapping[str, Any]], X.to_dict("records"))
+        if isinstance(X, np.ndarray):
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D (rows, columns), got an array of shape {X.shape}")
+            if self.columns is None or len(self.columns) != X.shape[1]:
+                raise ValueError(f"X has {X.shape[1]} columns: pass the model's columns= to name them"
+                                 if self.columns is None else
+                                 f"X has {X.shape[1]} columns and the explainer {len(self.columns)}: "
+                                 f"{', '.join(map(str, self.columns))}")
+            return [dict(zip(self.columns, row)) for row in X.tolist()]
+        return list(X)
+
     def _check_first_row(self, core: Any, x: Mapping[str, Any], label: Any) -> None:
         """The stream's first row is only stored, and later rows draw values from it: the model
         must take it, or every later row would fail on its values and be blamed for them."""
