@@ -158,12 +158,8 @@ class ExplainSettings:
     #: the command's options as ``--config`` tables (ipfi_cli.cli.config; the seed None when drawn): --meta's "config"
     config: dict[str, dict[str, Any]] | None = None
 
-    @property
-    def by(self) -> tuple[str, ...]:
-        """The key columns of ``--by`` (empty: one explainer)."""
-        return tuple(self.selection.by)
-
-    # read through ``session.settings`` by ipfi_cli.run.monitor (typed Any there)
+    # the three flat names ipfi_cli.run.monitor reads through ``session.settings`` (typed Any there), kept
+    # while that module changes on another branch (issue 38); the grouped attributes are the ones to use
     @property
     def verbose(self) -> bool:
         return self.display.verbose
