@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import pickle
+import warnings
 from pathlib import Path
 
 import joblib
@@ -143,3 +144,101 @@ def test_explain_many_refuses_a_label_count_that_is_not_the_rows(records):
         explainer.explain_many(rows, [0.0] * 4)
     with pytest.raises(ValueError, match="X has 2 columns: pass the model's columns="):
         IncrementalPFI(lambda X: X[:, 0], seed=0).explain_many(np.zeros((3, 2)), [0.0, 0.0, 0.0])
+
+
+def _counting(fail_at: float | None = None):
+    """A regression function of a 2-D array that counts its calls (and fails on a row whose x is ``fail_at``)."""
+    calls = []
+
+    def model(X):
+        X = np.asarray(X, dtype=float)
+        calls.append(len(X))
+        if fail_at is not None and (X[:, 0] == fail_at).any():
+            raise ValueError("cannot take this x")
+        return 2.0 * X[:, 0] + 0.0 * X[:, 1]
+    return model, calls
+
+
+def _rows(n: int, seed: int = 0) -> tuple[list[dict[str, float]], list[float]]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    return [{"x": float(a), "z": float(b)} for a, b in X], [float(2.0 * a + 0.1 * e) for a, e in
+                                                               zip(X[:, 0], rng.normal(size=n))]
+
+
+def _state(explainer) -> tuple:
+    return explainer.n_explained, json.dumps(explainer.importances), explainer._rows
+
+
+def test_explain_many_asks_the_model_for_many_rows_at_once():
+    rows, y = _rows(400)
+    model, calls = _counting()
+    one = IncrementalPFI(model, ["x", "z"], n_repeats=3, seed=1, loss="absolute")
+    expected = [json.dumps(one.explain_one(x, t)) for x, t in zip(rows, y)]
+    row_calls = len(calls)
+    calls.clear()
+    many = IncrementalPFI(model, ["x", "z"], n_repeats=3, seed=1, loss="absolute")
+    assert [json.dumps(e) for e in many.explain_many(rows, y)] == expected
+    assert row_calls >= 400 and len(calls) <= 10, (row_calls, len(calls))
+
+
+@pytest.mark.parametrize("bad", ["model fails", "label missing"])
+def test_explain_many_stops_where_explain_one_stops_with_its_error(bad):
+    """A row the model fails on (or a row without a label) in the middle of a batch: the same error
+    naming the same row, and the explainer holds the rows before it, as row by row."""
+    rows, y = _rows(120)
+    fail_at = rows[70]["x"] if bad == "model fails" else None
+    if bad == "label missing":
+        y[70] = None
+    results = []
+    for many in (False, True):
+        model, _ = _counting(fail_at)
+        explainer = IncrementalPFI(model, ["x", "z"], n_repeats=2, seed=4, loss="absolute")
+        with pytest.raises(Exception) as error:
+            if many:
+                explainer.explain_many(rows, y)
+            else:
+                for x, t in zip(rows, y):
+                    explainer.explain_one(x, t)
+        results.append((type(error.value), str(error.value), _state(explainer)))
+    assert results[0] == results[1]
+    assert "row 71" in results[0][1] and results[0][2][0] == 69
+
+
+def test_explain_many_checks_the_labels_after_the_rows_explain_one_checks_them():
+    """Labels none of which are the model's classes: the same error after the same 25 explained rows."""
+    from sklearn.linear_model import LogisticRegression
+
+    rows, _ = _rows(100)
+    model = LogisticRegression().fit([[r["x"], r["z"]] for r in rows], [int(r["x"] > 0) for r in rows])
+    labels = ["maybe"] * 100
+    results = []
+    for many in (False, True):
+        explainer = IncrementalPFI(model, ["x", "z"], n_repeats=2, seed=0)
+        with pytest.raises(Exception) as error:
+            if many:
+                explainer.explain_many(rows, labels)
+            else:
+                for x, t in zip(rows, labels):
+                    explainer.explain_one(x, t)
+        results.append((type(error.value), str(error.value), _state(explainer)))
+    assert results[0] == results[1] and results[0][2][0] == 25
+
+
+def test_explain_many_warns_of_a_late_key_as_explain_one_does():
+    rows, y = _rows(60)
+    rows[40] = {**rows[40], "late": 1.0}
+    heard = []
+    for many in (False, True):
+        model, _ = _counting()
+        explainer = IncrementalPFI(model, n_repeats=2, seed=0, loss="absolute")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if many:
+                explainer.explain_many(rows, y)
+            else:
+                for x, t in zip(rows, y):
+                    explainer.explain_one(x, t)
+        heard.append([(str(w.message), Path(w.filename).name) for w in caught])
+    assert heard[0] == heard[1] and len(heard[0]) == 1 and "row 41 has the key 'late'" in heard[0][0][0]
+    assert heard[0][0][1] == "test_explain_stream.py"
