@@ -75,10 +75,12 @@ def stream_file(folder: Path) -> Path:
 
 
 def run(path: Path, variant: str, webhook: str) -> tuple[float, int]:
+    from ipfi_cli.core.params import PFIParams
     from ipfi_cli.run.explain import ExplainSession
     from ipfi_cli.run.monitor import MonitorSettings
+    from ipfi_cli.run.plan import InputSpec, Selection
     from ipfi_cli.run.report import PlainReporter
-    from ipfi_cli.run.settings import ExplainSettings
+    from ipfi_cli.run.settings import Display, ExplainSettings, ModelSpec, OutputSpec
     from ipfi_cli.run.watch import WatchSettings
 
     monitor = None
@@ -87,8 +89,9 @@ def run(path: Path, variant: str, webhook: str) -> tuple[float, int]:
     elif variant == "webhook":
         monitor = MonitorSettings(webhook=webhook, webhook_cooldown=0.0)
     watch = WatchSettings() if variant in ("detect", "webhook") else None
-    settings = ExplainSettings(model=str(ROOT / "sample_data" / "agrawal_hgb.joblib"), target="class",
-                               input=str(path), output=os.devnull, seed=1, repeats=10, live=False, watch=watch,
+    settings = ExplainSettings(ModelSpec(str(ROOT / "sample_data" / "agrawal_hgb.joblib")), Selection(target="class"),
+                               inputs=InputSpec(path=str(path)), output=OutputSpec(path=os.devnull), seed=1,
+                               params=PFIParams(n_repeats=10), display=Display(live=False), watch=watch,
                                monitor=monitor)
     session = ExplainSession(settings, PlainReporter(quiet=True))
     stop = threading.Event()

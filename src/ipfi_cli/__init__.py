@@ -2,7 +2,7 @@
 
 From Python (see :mod:`ipfi_cli.api`)::
 
-    from ipfi_cli import IncrementalPFI, IntervalPFI, batch_pfi, load_model, ChangeDetector
+    from ipfi_cli import IncrementalPFI, IntervalPFI, batch_pfi, load_model, ChangeDetector, explain_stream
 
 The package is layered so that each layer only imports the ones below it:
 
@@ -30,13 +30,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["ChangeDetector", "IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "batch_pfi",
-           "batch_sage", "load_model", "__version__"]
+           "batch_sage", "explain_stream", "load_model", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     """The public API, imported on first use (``import ipfi_cli`` stays cheap for the CLI)."""
     if name in ("IncrementalPFI", "IntervalPFI", "batch_pfi", "IncrementalSAGE", "batch_sage", "IncrementalPDP",
-                "load_model"):
+                "load_model", "explain_stream"):
         from ipfi_cli import api
 
         return getattr(api, name)

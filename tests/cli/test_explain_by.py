@@ -242,11 +242,14 @@ def test_a_key_that_is_an_infinite_number_is_not_written_as_null(run, elec, tmp_
     assert event.to_dict() == {"key": {"zone": "-inf", "day": 2}, "row": 5}
 
 
-def test_python_explain_rows_by(elec, tmp_path):
-    """The run layer's explain_rows takes by= and max_keys= as the command takes --by and --max-keys."""
+def test_python_explain_stream_by(elec, tmp_path):
+    """explain_stream takes the key columns (Selection.by) and KeySpec(max_keys=) as the command takes --by and
+    --max-keys."""
     import joblib
 
-    from ipfi_cli.run.explain import explain_rows
+    from ipfi_cli.run.explain import explain_stream
+    from ipfi_cli.run.plan import Selection
+    from ipfi_cli.run.settings import KeySpec, OutputSpec
 
     rows = [{k: (v if k == "class" else float(v)) for k, v in row.items()}
             for row in csv.DictReader(io.StringIO(elec.read_text()))]
@@ -254,7 +257,8 @@ def test_python_explain_rows_by(elec, tmp_path):
     outputs = []
     for limit in (None, 1):
         out = tmp_path / f"traces{limit}.csv"
-        session = explain_rows(model, rows, target="class", seed=1, by=["day"], max_keys=limit, output=str(out))
+        session = explain_stream(model, rows, target=Selection(target="class", by=("day",)), seed=1,
+                                 keys=KeySpec(max_keys=limit), output=OutputSpec(path=str(out)))
         assert session.status.value == "ok"
         outputs.append(out.read_text())
     assert outputs[0] == outputs[1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,12 @@ import numpy as np
 import pytest
 
 from ipfi_cli.core.explainer import METHODS, Explainer
+from ipfi_cli.core.params import PFIParams
 from ipfi_cli.run.explain import ExplainSession
 from ipfi_cli.run.observers import RunEnd, RunObserver, RunStart
+from ipfi_cli.run.plan import InputSpec, Selection
 from ipfi_cli.run.report import PlainReporter, Snapshot
-from ipfi_cli.run.settings import ExplainSettings, RunStatus
+from ipfi_cli.run.settings import ExplainSettings, MethodSpec, ModelSpec, OutputSpec, ReadSpec, RunStatus, StateSpec
 from ipfi_cli.run.watch import WatchSettings
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
@@ -57,8 +60,9 @@ class Recorder:
 def test_an_observer_hears_the_start_every_micro_batch_and_the_end(rows, tmp_path):
     recorder = Recorder()
     assert isinstance(recorder, RunObserver)
-    settings = ExplainSettings(model=STATIC_MODEL, target="class", input=str(rows), repeats=2, seed=3,
-                               batch_size=100, output=str(tmp_path / "t.csv"))
+    settings = ExplainSettings(ModelSpec(STATIC_MODEL), Selection(target="class"), inputs=InputSpec(path=str(rows)),
+                               params=PFIParams(n_repeats=2), seed=3, reading=ReadSpec(batch_size=100),
+                               output=OutputSpec(path=str(tmp_path / "t.csv")))
     status = ExplainSession(settings, PlainReporter(io.StringIO()), observers=[recorder]).run()
     assert status is RunStatus.OK
     kinds = [k for k, _ in recorder.heard]
@@ -79,8 +83,9 @@ def test_change_events_reach_the_observers_and_the_events_file(tmp_path):
     data.write_text("\n".join(lines) + "\n")
     recorder = Recorder()
     events_path = tmp_path / "events.jsonl"
-    settings = ExplainSettings(model=STATIC_MODEL, target="class", input=str(data), repeats=2, seed=1,
-                               every=1000, output=str(tmp_path / "t.csv"),
+    settings = ExplainSettings(ModelSpec(STATIC_MODEL), Selection(target="class"), inputs=InputSpec(path=str(data)),
+                               params=PFIParams(n_repeats=2), seed=1,
+                               output=OutputSpec(path=str(tmp_path / "t.csv"), every=1000),
                                watch=WatchSettings(events=str(events_path)))
     ExplainSession(settings, PlainReporter(io.StringIO()), observers=[recorder]).run()
     heard = [event.to_dict() for events in recorder.of("events") for event in events]
@@ -159,9 +164,10 @@ def test_a_second_method_plugs_in_through_the_protocol_and_the_registry(rows, tm
     assert isinstance(FirstDifferences(None, ["a"], loss="squared"), Explainer)
     out, meta, state = tmp_path / "t.csv", tmp_path / "meta.json", tmp_path / "run.state"
     recorder = Recorder()
-    settings = ExplainSettings(model=STATIC_MODEL, target="class", input=str(rows), method="first-differences",
-                               alpha=0.5, features=["age", "car"], seed=2, output=str(out), meta=str(meta),
-                               state=str(state))
+    settings = ExplainSettings(ModelSpec(STATIC_MODEL), Selection(target="class", features=["age", "car"]),
+                               inputs=InputSpec(path=str(rows)), method=MethodSpec(name="first-differences"),
+                               params=PFIParams(alpha=0.5), seed=2, output=OutputSpec(path=str(out), meta=str(meta)),
+                               state=StateSpec(str(state)))
     assert ExplainSession(settings, PlainReporter(io.StringIO()), observers=[recorder]).run() is RunStatus.OK
     # the expected values straight from the file, by hand
     with open(rows) as f:
@@ -178,6 +184,6 @@ def test_a_second_method_plugs_in_through_the_protocol_and_the_registry(rows, tm
     assert written["settings"]["method"] == "first-differences"
     assert written["final"]["importances"] == pytest.approx(dict(zip(["age", "car"], mean)), rel=1e-12)
     # the state of a method resumes like pfi's: the same command again has nothing left to read
-    more = ExplainSettings(**{**settings.__dict__, "output": str(out)})
+    more = replace(settings, output=replace(settings.output, path=str(out)))
     assert ExplainSession(more, PlainReporter(io.StringIO())).run() is RunStatus.OK
     assert out.read_text().splitlines() == lines

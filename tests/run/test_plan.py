@@ -12,11 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
+from ipfi_cli.core.params import PFIParams
 from ipfi_cli.models.loading import load_predictor
-from ipfi_cli.run.explain import ExplainSession, explain_rows
+from ipfi_cli.run.explain import ExplainSession, explain_stream
 from ipfi_cli.run.plan import InputSpec, Selection, plan_run
 from ipfi_cli.run.report import PlainReporter
-from ipfi_cli.run.settings import ExplainSettings, Progress, RunParts
+from ipfi_cli.run.settings import ExplainSettings, ModelSpec, OutputSpec, Progress, RunParts, StateSpec
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 HGB = str(SAMPLE / "agrawal_hgb.joblib")
@@ -58,7 +59,8 @@ def test_rows_as_objects_give_the_commands_exact_traces(rows, tmp_path):
     with open(rows) as f:
         records = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
     out = tmp_path / "traces.csv"
-    session = explain_rows(model, iter(records), target="class", repeats=2, seed=8, every=20, output=str(out))
+    session = explain_stream(model, iter(records), target="class", params=PFIParams(n_repeats=2), seed=8,
+                             output=OutputSpec(path=str(out), every=20))
     assert session.status.value == "ok" and session.parts is not None and session.parts.progress.rows == 200
     command = CliRunner().invoke(app, ["explain", str(rows), "-m", HGB, "-t", "class", "-M", "2", "--seed", "8",
                                        "--every", "20", "-q"], catch_exceptions=False)
@@ -74,8 +76,9 @@ def test_resume_returns_what_it_restores_and_leaves_the_given_pieces_alone(tmp_p
     data = tmp_path / "first.csv"
     data.write_text("\n".join(lines[:301]) + "\n")
     state = tmp_path / "run.state"
-    settings = ExplainSettings(model=HOEFFDING, target="class", input=str(data), learn=True, repeats=2, seed=5,
-                               output=str(tmp_path / "t.csv"), state=str(state))
+    settings = ExplainSettings(ModelSpec(HOEFFDING, learn=True), Selection(target="class"),
+                               inputs=InputSpec(path=str(data)), params=PFIParams(n_repeats=2), seed=5,
+                               output=OutputSpec(path=str(tmp_path / "t.csv")), state=StateSpec(str(state)))
     first = ExplainSession(settings, PlainReporter(io.StringIO()))
     first.run()
     assert first.explainer is not None

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ipfi_cli.cli.ui import Dashboard
+from ipfi_cli.core.params import PFIParams
 from ipfi_cli.run.explain import ExplainSession
+from ipfi_cli.run.plan import InputSpec, Selection
 from ipfi_cli.run.report import RECENT_ROWS, PlainReporter, RecentLoss, Snapshot
-from ipfi_cli.run.settings import ExplainSettings
+from ipfi_cli.run.settings import Display, ExplainSettings, ModelSpec, OutputSpec, ReadSpec
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 
@@ -60,9 +62,10 @@ def test_the_recent_loss_is_the_mean_loss_of_the_last_rows(tmp_path):
     rows = tmp_path / "rows.csv"
     rows.write_text("\n".join(lines) + "\n")
     snapshots = Snapshots()
-    settings = ExplainSettings(model=str(SAMPLE / "agrawal_hoeffding.pkl"), target="class", input=str(rows),
-                               learn=True, repeats=2, seed=4, every=1000, output=str(tmp_path / "t.csv"),
-                               quiet=True, batch_size=50)
+    settings = ExplainSettings(ModelSpec(str(SAMPLE / "agrawal_hoeffding.pkl"), learn=True), Selection(target="class"),
+                               inputs=InputSpec(path=str(rows)), params=PFIParams(n_repeats=2), seed=4,
+                               output=OutputSpec(path=str(tmp_path / "t.csv"), every=1000),
+                               display=Display(quiet=True), reading=ReadSpec(batch_size=50))
     ExplainSession(settings, PlainReporter(io.StringIO(), quiet=True), [snapshots]).run()
     losses = by_hand_losses(rows)
     assert len(losses) == 1599

@@ -10,10 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
+from ipfi_cli.core.params import PFIParams
 from ipfi_cli.errors import InputError, UsageError
 from ipfi_cli.run.explain import ExplainSession
+from ipfi_cli.run.plan import InputSpec, Selection
 from ipfi_cli.run.report import PlainReporter
-from ipfi_cli.run.settings import ExplainSettings, RunStatus
+from ipfi_cli.run.settings import Display, ExplainSettings, ModelSpec, OutputSpec, RunStatus
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 
@@ -30,8 +32,9 @@ def test_a_session_writes_the_traces_the_command_writes(rows, tmp_path):
     model = str(SAMPLE / "agrawal_hoeffding.pkl")
     out = tmp_path / "traces.csv"
     messages = io.StringIO()
-    settings = ExplainSettings(model=model, target="class", input=str(rows), learn=True, repeats=2, seed=4,
-                               every=10, output=str(out))
+    settings = ExplainSettings(ModelSpec(model, learn=True), Selection(target="class"),
+                               inputs=InputSpec(path=str(rows)), params=PFIParams(n_repeats=2), seed=4,
+                               output=OutputSpec(path=str(out), every=10))
     status = ExplainSession(settings, PlainReporter(messages)).run()
     assert status is RunStatus.OK
     command = CliRunner().invoke(app, ["explain", str(rows), "-m", model, "-t", "class", "--learn", "-M", "2",
@@ -47,8 +50,9 @@ def test_a_quiet_reporter_keeps_only_errors_and_errors_are_exceptions(rows, tmp_
     text = rows.read_text().splitlines()
     bad.write_text("\n".join([*text[:5], text[5].replace(",", ",x", 1), *text[6:]]) + "\n")
     messages = io.StringIO()
-    settings = ExplainSettings(model=str(SAMPLE / "agrawal_hoeffding.pkl"), target="class", input=str(bad),
-                               learn=True, repeats=2, seed=4, output=str(tmp_path / "t.csv"), quiet=True)
+    settings = ExplainSettings(ModelSpec(str(SAMPLE / "agrawal_hoeffding.pkl"), learn=True), Selection(target="class"),
+                               inputs=InputSpec(path=str(bad)), params=PFIParams(n_repeats=2), seed=4,
+                               output=OutputSpec(path=str(tmp_path / "t.csv")), display=Display(quiet=True))
     with pytest.raises(InputError) as error:
         ExplainSession(settings, PlainReporter(messages, quiet=True)).run()
     assert error.value.row == 5 and error.value.column is not None
@@ -56,8 +60,9 @@ def test_a_quiet_reporter_keeps_only_errors_and_errors_are_exceptions(rows, tmp_
 
 
 def test_an_option_naming_a_missing_column_is_a_usage_error(rows, tmp_path):
-    settings = ExplainSettings(model=str(SAMPLE / "agrawal_hoeffding.pkl"), target="class", input=str(rows),
-                               learn=True, features=["nope"], output=str(tmp_path / "t.csv"))
+    settings = ExplainSettings(ModelSpec(str(SAMPLE / "agrawal_hoeffding.pkl"), learn=True),
+                               Selection(target="class", features=["nope"]), inputs=InputSpec(path=str(rows)),
+                               output=OutputSpec(path=str(tmp_path / "t.csv")))
     with pytest.raises(UsageError) as error:
         ExplainSession(settings, PlainReporter(io.StringIO())).run()
     assert error.value.option == "--features"

@@ -8,6 +8,10 @@ function, on a stream or on a table, without the command line.
   ``importances_std``, ``importances``).
 * :class:`IntervalPFI`: batch PFI over consecutive windows of a stream.
 * :func:`load_model`: any model the command line takes (a file, an MLflow URI, a served URL).
+* :func:`explain_stream`: ``ipfi explain`` from Python: rows (mappings) in, the command's traces
+  out, set by the values the command builds from its options (:class:`PFIParams`,
+  :class:`MethodSpec`, :class:`OutputSpec`, :class:`StateSpec`, :class:`WatchSettings`,
+  :class:`KeySpec`, :class:`ReadSpec`, :class:`Selection`).
 
 Models are wrapped with :func:`ipfi_cli.models.as_predictor` (river: ``predict_one``;
 scikit-learn: ``predict``; an adapter from :func:`load_model` or any other
@@ -40,6 +44,12 @@ from ipfi_cli.api.loading import load_model
 from ipfi_cli.api.pdp import IncrementalPDP
 from ipfi_cli.api.streams import IncrementalPFI, IncrementalSAGE
 from ipfi_cli.api.tables import IntervalPFI, batch_pfi, batch_sage
+from ipfi_cli.core.params import PFIParams
+from ipfi_cli.run.explain import explain_stream
+from ipfi_cli.run.plan import Selection
+from ipfi_cli.run.settings import KeySpec, MethodSpec, OutputSpec, ReadSpec, StateSpec
+from ipfi_cli.run.watch import WatchSettings
 
-__all__ = ["IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "batch_pfi", "batch_sage",
-           "load_model"]
+__all__ = ["IncrementalPDP", "IncrementalPFI", "IncrementalSAGE", "IntervalPFI", "KeySpec", "MethodSpec", "OutputSpec",
+           "PFIParams", "ReadSpec", "Selection", "StateSpec", "WatchSettings", "batch_pfi", "batch_sage",
+           "explain_stream", "load_model"]

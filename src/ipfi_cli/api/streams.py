@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -27,6 +28,12 @@ from ipfi_cli.models.adapters import as_predictor
 
 #: explained rows after which :meth:`IncrementalPFI.explain_one` checks that the answers can be right
 _CHECK_ROWS = 25
+#: rows per call of the core's explain_many in :meth:`IncrementalPFI.explain_many`
+_MANY_ROWS = 1000
+
+
+class _RowByRow(Exception):
+    """A row :meth:`IncrementalPFI.explain_many` leaves to :meth:`IncrementalPFI.explain_one`."""
 
 
 def _check_seed(seed: Any) -> None:
@@ -211,7 +218,7 @@ class IncrementalPFI:
             raise TypeError(f"x must be a dict of column -> value (a row, river style), got {type(x).__name__}; "
                             "a table goes to batch_pfi")
 
-    def _warn_late_keys(self, x: Mapping[str, Any]) -> None:
+    def _warn_late_keys(self, x: Mapping[str, Any], row: int, stacklevel: int = 3) -> None:
         """A key the first row lacked: the model never gets it (the columns are the first row's keys)."""
         columns = self.columns or []
         if len(self._warned_keys) >= 3 or len(x) <= len(columns):
@@ -220,9 +227,9 @@ class IncrementalPFI:
         for key in x:
             if key not in known and key not in self._warned_keys:
                 self._warned_keys.add(key)
-                warnings.warn(f"row {self._rows} has the key {key!r}, which the first row lacks, so the model "
+                warnings.warn(f"row {row} has the key {key!r}, which the first row lacks, so the model "
                               "does not get it (the columns are the first row's keys): pass columns= to name "
-                              "the model's inputs", UserWarning, stacklevel=3)
+                              "the model's inputs", UserWarning, stacklevel=stacklevel)
                 return
 
     def explain_one(self, x: Mapping[str, Any], y: Any) -> dict[str, float]:
@@ -249,7 +256,7 @@ class IncrementalPFI:
         if self._keys is not None:
             x = {str(k): v for k, v in x.items()}
         if self._inferred:
-            self._warn_late_keys(x)
+            self._warn_late_keys(x, self._rows)
         if core.n_seen == 0 and (self._labels is None or self._labels.classes is None):
             # a river model or a served one shows its classes' spelling on the first row
             first = {c: x[c] for c in core.columns if c in x}
@@ -264,10 +271,109 @@ class IncrementalPFI:
             from ipfi_cli.errors import ModelError
 
             raise ModelError(unmeasurable(self.loss, float("inf"), core.n_explained) or "not finite")
-        if not self._checked and core.n_explained >= _CHECK_ROWS * (8 if as_predictor(self.model).can_learn else 1):
+        if not self._checked and core.n_explained >= self._check_rows():
             self._checked = True
             self.check()
         return self._named(dict(zip(core.names, estimates.tolist())))
+
+    def explain_many(self, X: Any, y: Any) -> list[dict[str, float]]:
+        """Explain consecutive rows with the model as it is now: what :meth:`explain_one` gives
+        row by row, to the bit (the same checks, warnings and errors, an error naming its row), with
+        the model asked once for many rows where it can be (a scikit-learn model: a few ``predict``
+        calls instead of one per row and draw). After a row whose estimates are not finite (the
+        error), the explainer holds the rest of its batch of rows too.
+
+        Parameters
+        ----------
+        X : pandas DataFrame, sequence of dicts, or 2-D array
+            The rows; an array's columns are the explainer's ``columns``, in order.
+        y : sequence, array or pandas Series
+            Their labels or targets, one per row.
+
+        Returns
+        -------
+        importances : list of dict of str to float
+            The estimates after each row.
+
+        >>> from sklearn.linear_model import LinearRegression
+        >>> model = LinearRegression().fit([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [0.0, 2.0, 0.0])
+        >>> rows = [{"a": float(i % 3), "b": float(i % 2)} for i in range(50)]
+        >>> trace = IncrementalPFI(model, seed=0).explain_many(rows, [2.0 * (i % 3) for i in range(50)])
+        >>> len(trace), round(trace[-1]["a"], 2), abs(trace[-1]["b"]) < 1e-12
+        (50, 1.81, True)
+        """
+        rows = self._rows_of(X)
+        labels = y.tolist() if hasattr(y, "tolist") else list(y)
+        if len(labels) != len(rows):
+            raise ValueError(f"X has {len(rows)} rows and y {len(labels)} labels: give one label per row")
+        out: list[dict[str, float]] = []
+        begin = 0
+        while begin < len(rows):
+            core = self._core
+            if core is None or core.n_seen == 0:  # the stream's first row: stored and checked, row by row
+                out.append(self.explain_one(rows[begin], labels[begin]))
+                begin += 1
+                continue
+            end = min(len(rows), begin + _MANY_ROWS)
+            if not self._checked:  # the check comes after the row that reaches its count, as explain_one's
+                end = min(end, begin + max(1, self._check_rows() - core.n_explained))
+            out += self._explain_part(core, rows[begin:end], labels[begin:end])
+            begin = end
+        return out
+
+    def _check_rows(self) -> int:
+        return _CHECK_ROWS * (8 if as_predictor(self.model).can_learn else 1)
+
+    def _explain_part(self, core: Any, rows: list[Mapping[str, Any]], labels: list[Any]) -> list[dict[str, float]]:
+        """Rows after the stream's first in one call of the core's ``explain_many`` (the model asked
+        once for all of them where it can be), with :meth:`explain_one`'s numbers, checks and errors.
+        Anything wrong goes row by row: the core's call changes nothing when it fails, and the rows'
+        label counts and numbers are put back first."""
+        from ipfi_cli.errors import ModelError
+
+        start, matcher = self._rows, copy.deepcopy(self._labels)
+        inputs, targets = [], []
+        try:
+            for x, y in zip(rows, labels):
+                self._rows += 1
+                self._check_row(x)
+                if self._keys is None and not all(isinstance(k, str) for k in x):
+                    raise _RowByRow  # keys to adopt: explain_one's path
+                inputs.append({str(k): v for k, v in x.items()} if self._keys is not None else x)
+                with _located(self._rows):
+                    targets.append(self._labels(_native_label(y)) if self._labels is not None else y)
+            explained = core.n_explained
+            estimates = core.explain_many(inputs, targets)
+        except Exception:  # noqa: BLE001 - explain_one raises it again, at its row
+            self._rows, self._labels = start, matcher
+            return [self.explain_one(x, y) for x, y in zip(rows, labels)]
+        for t, row in enumerate(estimates):
+            if self._inferred:
+                self._warn_late_keys(inputs[t], start + t + 1, stacklevel=4)
+            if not np.isfinite(row).all():  # as explain_one: the error names no row
+                from ipfi_cli.core.losses import unmeasurable
+
+                self._rows = start + t + 1
+                raise ModelError(unmeasurable(self.loss, float("inf"), explained + t + 1) or "not finite")
+        if not self._checked and core.n_explained >= self._check_rows():
+            self._checked = True
+            self.check()
+        return [self._named(dict(zip(core.names, row))) for row in estimates.tolist()]
+
+    def _rows_of(self, X: Any) -> list[Mapping[str, Any]]:
+        """``X``'s rows as dicts: a DataFrame's records, an array's rows under ``columns``."""
+        if hasattr(X, "to_dict") and hasattr(X, "columns"):  # a pandas DataFrame
+            return cast(list[Mapping[str, Any]], X.to_dict("records"))
+        if isinstance(X, np.ndarray):
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D (rows, columns), got an array of shape {X.shape}")
+            if self.columns is None or len(self.columns) != X.shape[1]:
+                raise ValueError(f"X has {X.shape[1]} columns: pass the model's columns= to name them"
+                                 if self.columns is None else
+                                 f"X has {X.shape[1]} columns and the explainer {len(self.columns)}: "
+                                 f"{', '.join(map(str, self.columns))}")
+            return [dict(zip(self.columns, row)) for row in X.tolist()]
+        return list(X)
 
     def _check_first_row(self, core: Any, x: Mapping[str, Any], label: Any) -> None:
         """The stream's first row is only stored, and later rows draw values from it: the model

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ipfi_cli.cli.errors import reporting, usage_error
+from ipfi_cli.cli.learn_options import model_spec
 from ipfi_cli.cli.model_options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ANSWER_MB,
@@ -27,7 +28,6 @@ from ipfi_cli.cli.model_options import (
     ProtocolOpt,
     RetriesOpt,
     TimeoutOpt,
-    model_source,
 )
 from ipfi_cli.cli.monitor_options import (
     MetricsLabelOpt,
@@ -75,7 +75,6 @@ from ipfi_cli.cli.options import (
     draw_seed,
     input_spec,
     selection,
-    split_names,
     value,
 )
 from ipfi_cli.core.params import DEFAULT_REPEATS
@@ -180,12 +179,11 @@ def batch(
             check_dask_options(workers, scheduler)  # a malformed address before the data is read
         inner_count = parse_inner(inner)  # before the data is read
         seed = draw_seed(seed)
-        model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
-                                   max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
-                                   model_wait=model_wait, concurrency=concurrency,
-                                   classes=classes)
+        spec = model_spec(model, model_url, protocol, header, timeout, max_request_rows, max_answer_mb, retries,
+                          model_wait, concurrency, classes, trust, learn=False, save_model=None)
+        model, http = spec.path, spec.http
         reporter = TerminalReporter(live=False, quiet=quiet)
-        dataset = load_dataset(load_predictor(model, trust=split_names(trust), http=http), inputs, chosen, reporter,
+        dataset = load_dataset(load_predictor(model, trust=spec.trust, http=http), inputs, chosen, reporter,
                                on_bad_row=value(on_bad_row), verbose=verbose, max_rows=max_rows, seed=seed)
         if verbose:
             reporter.message(f"model {dataset.loaded.description}; {len(dataset.frame)} rows; columns "

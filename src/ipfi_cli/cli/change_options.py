@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ipfi_cli.cli.explain_checks import check_change_options
+from ipfi_cli.cli.signature import option
 
 if TYPE_CHECKING:
     from ipfi_cli.run.watch import WatchSettings
@@ -59,3 +60,10 @@ def watch_settings(*, detect: bool, change_delta: float, min_change: float, even
     return WatchSettings(delta=change_delta, min_change=min_change, events=events, reference=reference,
                          ndcg_threshold=ndcg_threshold, top_k=top_k, fail_on_change=fail_on_change,
                          stop_on_change=stop_on_change)
+
+
+CHANGE_OPTIONS = [option("detect", DetectOpt, False), option("change_delta", ChangeDeltaOpt, 0.002),
+                  option("min_change", MinChangeOpt, 0.01), option("events", EventsOpt, None),
+                  option("reference", ReferenceOpt, None), option("ndcg_threshold", NdcgThresholdOpt, 0.9),
+                  option("top_k", TopKOpt, None), option("fail_on_change", FailOnChangeOpt, False),
+                  option("stop_on_change", StopOnChangeOpt, False)]

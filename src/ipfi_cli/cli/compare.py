@@ -20,6 +20,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ipfi_cli.cli.errors import reporting, usage_error
+from ipfi_cli.cli.learn_options import model_spec
 from ipfi_cli.cli.model_options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ANSWER_MB,
@@ -39,7 +40,6 @@ from ipfi_cli.cli.model_options import (
     ProtocolOpt,
     RetriesOpt,
     TimeoutOpt,
-    model_source,
 )
 from ipfi_cli.cli.monitor_options import (
     MetricsLabelOpt,
@@ -90,7 +90,6 @@ from ipfi_cli.cli.options import (
     input_spec,
     pfi_params,
     selection,
-    split_names,
     value,
 )
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
@@ -244,12 +243,11 @@ def compare(
                             skip_initial_space)
         chosen = selection(target, task, loss, features, drop, group, allow_unknown_categories)
         seed = draw_seed(seed)
-        model, http = model_source(model, model_url, protocol=protocol, header=header, timeout=timeout,
-                                   max_request_rows=max_request_rows, max_answer_mb=max_answer_mb, retries=retries,
-                                   model_wait=model_wait, concurrency=concurrency,
-                                   classes=classes)
+        spec = model_spec(model, model_url, protocol, header, timeout, max_request_rows, max_answer_mb, retries,
+                          model_wait, concurrency, classes, trust, learn=learn, save_model=None)
+        model, http = spec.path, spec.http
         reporter = TerminalReporter(live=False, quiet=quiet)
-        dataset = load_dataset(load_predictor(model, learn=learn, trust=split_names(trust), http=http), inputs,
+        dataset = load_dataset(load_predictor(model, learn=learn, trust=spec.trust, http=http), inputs,
                                chosen, reporter, learn=learn, on_bad_row=value(on_bad_row), verbose=verbose,
                                max_rows=None if learn else max_rows, seed=seed, keep_before_failure=learn)
         fmt = value(output_format)

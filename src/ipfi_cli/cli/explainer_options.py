@@ -3,12 +3,28 @@ core's names), and ``ipfi explain``'s smoothing rate, event-time half-life, samp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Optional, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeAlias
 
 import typer
 
-from ipfi_cli.cli.options import PANEL_ESTIMATOR, MethodName, Sampling, _choices
+from ipfi_cli.cli.options import (
+    PANEL_ESTIMATOR,
+    DropOpt,
+    EmptyCoalitionOpt,
+    FeaturesOpt,
+    GroupOpt,
+    InnerOpt,
+    MethodName,
+    RepeatsOpt,
+    Sampling,
+    SeedOpt,
+    _choices,
+    value,
+)
+from ipfi_cli.cli.signature import option
 from ipfi_cli.core.choices import CONDITIONAL_SAMPLER_NAMES, REMOVAL_NAMES, SMOOTHING_NAMES
+from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
+from ipfi_cli.run.settings import MethodSpec
 
 if TYPE_CHECKING:
     Smoothing: TypeAlias = str
@@ -59,3 +75,26 @@ SamplingOpt = Annotated[Sampling, typer.Option(
 ReservoirSizeOpt = Annotated[int, typer.Option(
         "--reservoir-size", min=1, help="Earlier rows remembered per permutation.",
         rich_help_panel=PANEL_ESTIMATOR)]
+
+
+ESTIMATOR_OPTIONS = [
+    option("method", ExplainMethodOpt, "pfi"), option("removal", RemovalOpt, "marginal"),
+    option("conditional_sampler", ConditionalSamplerOpt, "gaussian"), option("smoothing", SmoothingOpt, "exponential"),
+    option("inner", InnerOpt, None), option("empty_coalition", EmptyCoalitionOpt, "imputed"),
+    option("alpha", AlphaOpt, DEFAULT_ALPHA), option("time_column", TimeColumnOpt, None),
+    option("half_life", HalfLifeOpt, None), option("running_mean", RunningMeanOpt, False),
+    option("repeats", RepeatsOpt, DEFAULT_REPEATS), option("sampling", SamplingOpt, DEFAULT_SAMPLING),
+    option("reservoir_size", ReservoirSizeOpt, DEFAULT_RESERVOIR_SIZE), option("seed", SeedOpt, None),
+    option("features", FeaturesOpt, None), option("drop", DropOpt, None), option("group", GroupOpt, None)]
+
+
+def method_spec(method: Any, removal: Any, conditional_sampler: Any, smoothing: Any, inner: int | None,
+                empty_coalition: Any, time_column: str | None, half_life: str | None, running_mean: bool) -> MethodSpec:
+    """The explainer's method and smoothing as one value (``--half-life`` read as seconds, checked with
+    ``--time-column`` and ``--running-mean``); iPFI's own settings are :func:`~ipfi_cli.cli.options.pfi_params`."""
+    from ipfi_cli.cli.explain_checks import half_life_seconds_of
+
+    return MethodSpec(name=value(method), smoothing=value(smoothing), removal=value(removal),
+                      conditional_sampler=value(conditional_sampler), inner=inner,
+                      empty_coalition=value(empty_coalition), time_column=time_column,
+                      half_life=half_life_seconds_of(time_column, half_life, running_mean), running_mean=running_mean)

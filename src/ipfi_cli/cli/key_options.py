@@ -7,6 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from ipfi_cli.cli.signature import option
+from ipfi_cli.run.settings import KeySpec
+
 PANEL_KEYS = "One explainer per key"
 
 ByOpt = Annotated[Optional[str], typer.Option(
@@ -33,3 +36,15 @@ KeySchedulerOpt = Annotated[Optional[str], typer.Option(
         "--scheduler", help="With --by: spread the keys over a running Dask cluster (tcp://HOST:PORT), one shard "
         "per worker; the workers need ipfi and the model's libraries and read the input and model files "
         "themselves.", rich_help_panel=PANEL_KEYS, show_default=False, metavar="ADDRESS")]
+
+
+KEY_OPTIONS = [option("by", ByOpt, None), option("max_keys", MaxKeysOpt, None), option("workers", KeyWorkersOpt, None),
+               option("scheduler", KeySchedulerOpt, None)]
+
+
+def key_spec(by: str | None, max_keys: int | None, workers: int | None, scheduler: str | None) \
+        -> tuple[tuple[str, ...], KeySpec]:
+    """The panel as values: the key columns (checked; empty without ``--by``) and how their keys run."""
+    from ipfi_cli.cli.explain_checks import key_columns_of
+
+    return tuple(key_columns_of(by, max_keys) or ()), KeySpec(max_keys=max_keys, workers=workers, scheduler=scheduler)

@@ -7,6 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from ipfi_cli.cli.signature import option
+from ipfi_cli.run.settings import DEFAULT_LABEL_WAIT, LateLabels
+
 PANEL_LABELS = "Late labels"
 
 LabelsOpt = Annotated[Optional[str], typer.Option(
@@ -24,3 +27,16 @@ LabelWaitOpt = Annotated[str, typer.Option(
 LabelsFollowOpt = Annotated[bool, typer.Option(
         "--labels-follow", help="With --labels: the labels file grows while ipfi runs; read it as `tail -f` does.",
         rich_help_panel=PANEL_LABELS)]
+
+
+LABEL_OPTIONS = [option("labels", LabelsOpt, None), option("id_column", IdOpt, None),
+                 option("label_wait", LabelWaitOpt, DEFAULT_LABEL_WAIT),
+                 option("labels_follow", LabelsFollowOpt, False)]
+
+
+def late_labels(labels: str | None, id_column: str | None, label_wait: str, labels_follow: bool) -> LateLabels | None:
+    """The panel as one value (``None``: no ``--labels``), after
+    :func:`~ipfi_cli.cli.explain_checks.check_label_options` has checked the options together."""
+    if labels is None or id_column is None:
+        return None
+    return LateLabels(labels, id_column, wait=label_wait, follow=labels_follow)

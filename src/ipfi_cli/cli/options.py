@@ -269,10 +269,11 @@ def input_spec(path: str | None, input_format: Any, na_values: Sequence[str] | N
 
 
 def selection(target: str, task: Any, loss: Any, features: Sequence[str] | None, drop: Sequence[str] | None,
-              group: Sequence[str] | None, allow_unknown_categories: bool = False) -> Selection:
-    """What to explain against what, as one value (``--group`` parsed)."""
+              group: Sequence[str] | None, allow_unknown_categories: bool = False, *,
+              by: Sequence[str] = ()) -> Selection:
+    """What to explain against what, as one value (``--group`` parsed; ``by``: explain's key columns)."""
     return Selection(target=target, task=value(task), loss=value(loss), features=split_names(features),
-                     drop=split_names(drop), groups=parse_groups(group),
+                     drop=split_names(drop), groups=parse_groups(group), by=tuple(by),
                      allow_unknown_categories=allow_unknown_categories)
 
 

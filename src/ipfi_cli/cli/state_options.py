@@ -7,6 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from ipfi_cli.cli.signature import option
+from ipfi_cli.run.settings import CHECKPOINT_EVERY, StateSpec
+
 PANEL_STATE = "Checkpoints and resume"
 
 StateOpt = Annotated[Optional[str], typer.Option(
@@ -24,3 +27,15 @@ SkipSeenOpt = Annotated[bool, typer.Option(
         "--skip-seen/--no-skip-seen", help="When continuing from --state: the input is the whole stream again and "
         "the rows the state has read are skipped (the last one is checked), or, with --no-skip-seen, the input "
         "holds only the rows after them (row numbers continue).", rich_help_panel=PANEL_STATE)]
+
+
+STATE_OPTIONS = [option("state", StateOpt, None), option("checkpoint_every", CheckpointEveryOpt, CHECKPOINT_EVERY),
+                 option("skip_seen", SkipSeenOpt, True)]
+
+
+def state_spec(state: str | None, checkpoint_every: int, skip_seen: bool) -> StateSpec | None:
+    """The panel as one value (``None``: no ``--state``); its options without ``--state`` are usage errors."""
+    from ipfi_cli.cli.explain_checks import check_state_options
+
+    check_state_options(state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen)
+    return StateSpec(state, checkpoint_every=checkpoint_every, skip_seen=skip_seen) if state else None

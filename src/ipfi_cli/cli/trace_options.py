@@ -3,11 +3,13 @@ how often a trace record is written, its confidence bounds, and the ``--meta`` s
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from ipfi_cli.cli.options import PANEL_OUTPUT, BoundsMethod
+from ipfi_cli.cli.options import PANEL_OUTPUT, BoundsMethod, OutputFormatOpt, OutputOpt, value
+from ipfi_cli.cli.signature import option
+from ipfi_cli.run.settings import OutputSpec
 
 EveryOpt = Annotated[int, typer.Option(
         "--every", "-e", min=1, help="Write a record every N explained rows (rows skipped as bad are not counted; the "
@@ -30,3 +32,17 @@ DeltaOpt = Annotated[float, typer.Option(
 MetaOpt = Annotated[Optional[str], typer.Option(
         "--meta", help="Write a JSON sidecar here at the end: seed, all settings, library versions, rows "
         "seen, final importances.", rich_help_panel=PANEL_OUTPUT, show_default=False, metavar="FILE")]
+
+
+OUTPUT_OPTIONS = [option("output", OutputOpt, None), option("output_format", OutputFormatOpt, None),
+                  option("every", EveryOpt, 1), option("bounds", BoundsOpt, False),
+                  option("bounds_method", BoundsMethodOpt, "chebyshev"), option("delta", DeltaOpt, 0.05),
+                  option("meta", MetaOpt, None)]
+
+
+def output_spec(output: str | None, output_format: Any, every: int, bounds: bool, bounds_method: Any, delta: float,
+                meta: str | None) -> OutputSpec:
+    """The panel as one value (the bounds' options are checked with the estimator's:
+    :func:`~ipfi_cli.cli.explain_checks.check_bounds_options`)."""
+    return OutputSpec(path=output, format=value(output_format), every=every, bounds=bounds, delta=delta,
+                      bounds_method=value(bounds_method), meta=meta)

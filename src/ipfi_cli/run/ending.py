@@ -93,18 +93,18 @@ class RunEndMixin(_SessionBase):
                 self._end(notes)
             except Exception as failure:  # noqa: BLE001 - --meta is written first; _settle raises it
                 self.end_failure = failure
-            if self.settings.meta and self.status is not RunStatus.STARTING:
+            if self.settings.output.meta and self.status is not RunStatus.STARTING:
                 from ipfi_cli.run.meta import write_meta
 
                 error = self.error
                 if error is None and self.end_failure is not None:
                     error = first_line(self.end_failure)
                 try:
-                    write_meta(self.settings.meta, plan=plan, settings=self.settings, parts=parts,
+                    write_meta(self.settings.output.meta, plan=plan, settings=self.settings, parts=parts,
                                status=self.status, error=error, seed=self.seed, started=self.started,
                                state=self.state, pushed=self._pushed(), counts=self.lost_counts())
                 except OSError as error:
-                    self.reporter.message(f"{self.settings.meta}: cannot write the metadata file "
+                    self.reporter.message(f"{self.settings.output.meta}: cannot write the metadata file "
                                           f"({error.strerror or error})", "error")
                     if self.status is RunStatus.OK:
                         self.status = RunStatus.ERROR
@@ -179,14 +179,15 @@ class RunEndMixin(_SessionBase):
         s, status = self.settings, self.status
         notes: list[tuple[str, str | None]] = []
         # interrupted between micro-batches, the model is whole: a long run never loses what it learned
-        saved = s.save_model and (status is RunStatus.OK or (status is RunStatus.INTERRUPTED and self.between_batches))
+        saved = s.model.save_model and (status is RunStatus.OK
+                                        or (status is RunStatus.INTERRUPTED and self.between_batches))
         if saved:
             from ipfi_cli.models.files import save_model
 
-            assert s.save_model  # saved implies it
-            save_model(s.save_model, plan.loaded.model)
-            if s.verbose:
-                notes.append((f"saved the learned model to {s.save_model}", None))
+            assert s.model.save_model  # saved implies it
+            save_model(s.model.save_model, plan.loaded.model)
+            if s.display.verbose:
+                notes.append((f"saved the learned model to {s.model.save_model}", None))
         skipped = parts.checker.skipped_summary()
         if skipped:
             notes.append((skipped, "warning"))
@@ -207,13 +208,14 @@ class RunEndMixin(_SessionBase):
             kept = ("; " + self.state.kept_note() if self.state is not None else
                     "; the output ends at the last record written (without the last explained row's)")
             notes.append((f"stopped at once in the middle of a micro-batch, after {parts.progress.rows:,} rows; every "
-                          "record written is complete" + ("; the model was not saved" if s.save_model else "") + kept,
+                          "record written is complete" + ("; the model was not saved" if s.model.save_model else "")
+                          + kept,
                           "status"))
         elif status is RunStatus.INTERRUPTED:
             notes.append((f"interrupted after {parts.progress.rows:,} rows; every record written is complete"
-                          + ((f"; the model as learned so far is saved to {s.save_model}" if saved
-                              else "; the model was not saved") if s.save_model else "")
-                          + (f"; the state is saved in {s.state}: run the same command again to continue"
+                          + ((f"; the model as learned so far is saved to {s.model.save_model}" if saved
+                              else "; the model was not saved") if s.model.save_model else "")
+                          + (f"; the state is saved in {s.state.path}: run the same command again to continue"
                              if s.state else ""), "status"))
         return notes
 
@@ -276,10 +278,11 @@ class RunEndMixin(_SessionBase):
             say(f"stopped at the {which} change (row {first:,}); every record written is complete"
                 + (f" (the traces run to row {last:,}, the end of the change's micro-batch; --batch-size 1 stops "
                    "at the change's row)" if last > first else "")
-                + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
+                + (f"; the state is saved in {s.state.path}: run the same command again to continue"
+                   if s.state else ""),
                 "status")
-        if s.verbose:
-            say(f"wrote {parts.writer.records:,} record(s) to {s.output or '<stdout>'}")
+        if s.display.verbose:
+            say(f"wrote {parts.writer.records:,} record(s) to {s.output.path or '<stdout>'}")
         if status is RunStatus.OK and explainer.n_explained > 0:
             if plan.labels.none_matched:
                 raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
@@ -287,7 +290,7 @@ class RunEndMixin(_SessionBase):
 
             unfit = unmeasurable(plan.loss, explainer.mean_loss, explainer.n_explained)
             if unfit is not None:
-                if plan.loaded.kind == "river" and not s.learn:
+                if plan.loaded.kind == "river" and not s.model.learn:
                     unfit += " (or the river model, which does not learn without --learn, has learned nothing yet)"
                 raise RunError(f"{plan.source}: {unfit}")
             zero = all_zero_warning(explainer.importance_array(), explainer.n_explained)
@@ -309,7 +312,7 @@ class RunEndMixin(_SessionBase):
         from ipfi_cli.run.labels import MISMATCH_ROWS, mismatch_example
 
         explainer = parts.explainer
-        needed = MISMATCH_ROWS * (8 if self.settings.learn else 1)  # a learning model starts out wrong
+        needed = MISMATCH_ROWS * (8 if self.settings.model.learn else 1)  # a learning model starts out wrong
         if self._mismatch_checked or explainer.n_explained < needed:
             return
         self._mismatch_checked = True
@@ -321,7 +324,7 @@ class RunEndMixin(_SessionBase):
                 f"the labels probably do not match the model's outputs{example}; check --target and the "
                 "label values", "warning")
         n_classes = len(plan.labels.classes or [])
-        if plan.loss.name == "log" and n_classes >= 2 and not self.settings.learn \
+        if plan.loss.name == "log" and n_classes >= 2 and not self.settings.model.learn \
                 and explainer.mean_loss > 3 * math.log(n_classes):
             self.reporter.message(
                 f"the model's mean log loss over the first {explainer.n_explained:,} explained rows is "
@@ -344,6 +347,7 @@ class RunEndMixin(_SessionBase):
         progress = parts.progress
         last = progress.last
         if last is not None and progress.last_written != last[0]:
-            bound = parts.explainer.bound_array(self.settings.delta).tolist() if self.settings.bounds else None
+            out = self.settings.output
+            bound = parts.explainer.bound_array(out.delta).tolist() if out.bounds else None
             parts.writer.write(last[0], last[1], bound)
             progress.last_written = last[0]

@@ -14,7 +14,7 @@ checkpoints and resuming live in :mod:`ipfi_cli.run.resume`.
 The session reports to a list of observers (:mod:`ipfi_cli.run.observers`): the reporter
 (the live table or the plain summary) first, then ``--events``' file, then any given.
 The explainer is any :class:`~ipfi_cli.core.explainer.Explainer`, built by the method
-registry (:func:`~ipfi_cli.core.explainer.make_explainer`) from ``settings.method``.
+registry (:func:`~ipfi_cli.core.explainer.make_explainer`) from ``settings.method.name``.
 """
 
 from __future__ import annotations
@@ -26,17 +26,30 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ipfi_cli.core.params import PFIParams
 from ipfi_cli.errors import IpfiError, OutputError, ServiceError, UsageError
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.run.checks import check_output_names
 from ipfi_cli.run.ending import RunEndMixin
 from ipfi_cli.run.keyed import KeyedSessionMixin
 from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunObserver, RunStart
-from ipfi_cli.run.plan import RunPlan, plan_run
+from ipfi_cli.run.plan import InputSpec, RunPlan, Selection, plan_run
 from ipfi_cli.run.report import PlainReporter, RateMeter, Reporter, Snapshot
-from ipfi_cli.run.settings import ExplainSettings, Progress, RunParts, RunStatus, StopOnChange
+from ipfi_cli.run.settings import (
+    ExplainSettings,
+    KeySpec,
+    MethodSpec,
+    ModelSpec,
+    OutputSpec,
+    Progress,
+    ReadSpec,
+    RunParts,
+    RunStatus,
+    StateSpec,
+    StopOnChange,
+)
 from ipfi_cli.run.signals import BatchGuard, defer_signals, take_request
-from ipfi_cli.run.watch import ChangeWatch
+from ipfi_cli.run.watch import ChangeWatch, WatchSettings
 
 #: the line on stderr when Ctrl-C or SIGTERM comes during a micro-batch (see :mod:`ipfi_cli.run.signals`)
 STOP_NOTICE = ("stopping at the end of the micro-batch under way; Ctrl-C again stops at once (the output then "
@@ -55,32 +68,44 @@ if TYPE_CHECKING:
 
 
 
-def explain_rows(model: Any, rows: Iterable[Mapping[str, Any]], *, target: str, reporter: Reporter | None = None,
-                 observers: Sequence[RunObserver] = (), **options: Any) -> ExplainSession:
+_PARAMS, _METHOD, _OUTPUT, _READING, _KEYS = PFIParams(), MethodSpec(), OutputSpec(), ReadSpec(), KeySpec()
+
+
+def explain_stream(model: Any, rows: Iterable[Mapping[str, Any]], *, target: str | Selection,
+                   params: PFIParams = _PARAMS, method: MethodSpec = _METHOD, learn: bool = False,
+                   seed: int | None = None, output: OutputSpec = _OUTPUT, reading: ReadSpec = _READING,
+                   state: StateSpec | None = None, watch: WatchSettings | None = None, keys: KeySpec = _KEYS,
+                   reporter: Reporter | None = None, observers: Sequence[RunObserver] = ()) -> ExplainSession:
     """Run a streaming session from objects: ``model`` (scikit-learn, river, a function) on
-    ``rows`` (mappings column -> value, the label under ``target``), with ``options`` those of
-    :class:`~ipfi_cli.run.settings.ExplainSettings` (``learn``, ``alpha``, ``repeats``,
-    ``seed``, ``output``, ``every``, ``state``, ``watch``...). The traces are the command's on
-    the same rows (written to ``output``, by default stdout); ``observers`` hear the run as it
-    goes. Returns the finished session (its ``status``, ``explainer``, ``plan``); errors raise.
+    ``rows`` (mappings column -> value, the label under ``target``), with the values the command
+    line builds from its options (:mod:`ipfi_cli.run.settings`): ``target`` is the label's
+    column, or a :class:`~ipfi_cli.run.plan.Selection` (with ``features``, ``groups``, ``by``...);
+    ``params`` iPFI's (``--alpha``, ``--repeats``...), ``method`` the method and its smoothing,
+    ``output`` where the traces go (by default stdout) and how often, ``state`` a ``--state``
+    file, ``watch`` change detection, ``keys`` how ``by``'s keys are kept. The traces are the
+    command's on the same rows; ``observers`` hear the run as it goes. Returns the finished
+    session (its ``status``, ``explainer``, ``plan``); errors raise.
 
     A model that learns is copied first (as ``ipfi explain --learn`` learns a loaded copy); the
-    rows are read in micro-batches of ``batch_size`` rows (1 for a live generator).
+    rows are read in micro-batches of ``reading.batch_size`` rows (1 for a live generator).
 
     >>> from sklearn.linear_model import LinearRegression
     >>> import io
     >>> model = LinearRegression().fit([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [0.0, 2.0, 0.0])
     >>> rows = [{"a": float(i % 3), "b": float(i % 2), "y": 2.0 * (i % 3)} for i in range(50)]
     >>> out = io.StringIO()
-    >>> session = explain_rows(model, rows, target="y", seed=0, output="/dev/null",
-    ...                        reporter=PlainReporter(out, quiet=True))
+    >>> session = explain_stream(model, rows, target="y", seed=0, output=OutputSpec(path="/dev/null"),
+    ...                          reporter=PlainReporter(out, quiet=True))
     >>> session.status.value, session.parts.progress.rows
     ('ok', 50)
     >>> a, b = session.explainer.importance_array()   # the model ignores b
     >>> round(float(a), 2), abs(float(b)) < 1e-12
     (1.81, True)
     """
-    settings = ExplainSettings(model=f"<{type(model).__name__}>", target=target, input="<rows>", **options)
+    settings = ExplainSettings(
+        model=ModelSpec(f"<{type(model).__name__}>", learn=learn), inputs=InputSpec(path="<rows>"),
+        selection=target if isinstance(target, Selection) else Selection(target=target), method=method,
+        params=params, output=output, reading=reading, seed=seed, state=state, watch=watch, keys=keys)
     session = new_session(settings, reporter if reporter is not None else PlainReporter(quiet=True), observers,
                           model=model, rows=rows)
     session.run()
@@ -110,16 +135,16 @@ def new_session(settings: ExplainSettings, reporter: Reporter, observers: Sequen
                 model: Any = None, rows: Iterable[Mapping[str, Any]] | None = None) -> ExplainSession:
     """The session ``settings`` ask for: one explainer, or one per key with ``by``
     (:class:`~ipfi_cli.run.keyed.KeyedSession`)."""
-    if settings.max_keys is not None and not settings.by:
+    if settings.keys.max_keys is not None and not settings.selection.by:
         raise UsageError("needs --by (it bounds the keys' explainers kept live)", "--max-keys")
-    if (settings.workers is not None or settings.scheduler is not None) and not settings.by:
+    if (settings.keys.workers is not None or settings.keys.scheduler is not None) and not settings.selection.by:
         raise UsageError("needs --by (the keys are what is spread over the workers)",
-                         "--workers" if settings.workers is not None else "--scheduler")
-    if settings.by and (settings.workers is not None or settings.scheduler is not None):
+                         "--workers" if settings.keys.workers is not None else "--scheduler")
+    if settings.selection.by and (settings.keys.workers is not None or settings.keys.scheduler is not None):
         raise UsageError("the keys spread over Dask workers are a run of files: "
                          "ipfi_cli.run.keyed_spread.SpreadKeyedSession(settings, reporter).run()",
-                         "--workers" if settings.workers is not None else "--scheduler")
-    if settings.by:
+                         "--workers" if settings.keys.workers is not None else "--scheduler")
+    if settings.selection.by:
         return KeyedSession(settings, reporter, observers, model=model, rows=rows)
     return ExplainSession(settings, reporter, observers, model=model, rows=rows)
 
@@ -139,8 +164,8 @@ class ExplainSession(RunEndMixin):
     def __init__(self, settings: ExplainSettings, reporter: Reporter, observers: Sequence[RunObserver] = (), *,
                  model: Any = None, rows: Iterable[Mapping[str, Any]] | None = None) -> None:
         self.settings = settings
-        self._model = model  # a model object instead of settings.model's file
-        self._rows = rows  # rows as objects instead of settings.input
+        self._model = model  # a model object instead of settings.model.path's file
+        self._rows = rows  # rows as objects instead of settings.inputs.path
         self.reporter = reporter
         self.observers: list[RunObserver] = [reporter, *observers]
         self.seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
@@ -193,40 +218,41 @@ class ExplainSession(RunEndMixin):
         from ipfi_cli.models.loading import load_predictor, wrap_model
 
         s = self.settings
-        if s.state:
+        if s.state is not None:
             from ipfi_cli.run.resume import StateKeeper
 
-            self.state = StateKeeper.open(s.state, skip_seen=s.skip_seen)
+            self.state = StateKeeper.open(s.state.path, skip_seen=s.state.skip_seen)
             self.seed = self.state.seed(s.seed, self.seed)
-        loaded = (wrap_model(self._model, name=s.model, learn=s.learn) if self._model is not None
-                  else load_predictor(s.model, learn=s.learn, trust=s.trust, http=s.http))
-        if s.learn:
+        loaded = (wrap_model(self._model, name=s.model.path, learn=s.model.learn) if self._model is not None
+                  else load_predictor(s.model.path, learn=s.model.learn, trust=s.model.trust, http=s.model.http))
+        if s.model.learn:
             # a learning model is checkpointed and unpickled on resume: the sets inside it (river's
             # Select) must iterate in the same order in both copies (see ipfi_cli.run.canonical)
             from ipfi_cli.run.canonical import canonical_copy
 
             saved = self.state.saved_model() if self.state is not None else None
             loaded.rewrap(canonical_copy(saved if saved is not None else loaded.model))
-        if s.save_model:  # refused now rather than after the whole run
+        if s.model.save_model:  # refused now rather than after the whole run
             from ipfi_cli.models.files import check_save_model
 
-            check_save_model(s.save_model, loaded.model)
+            check_save_model(s.model.save_model, loaded.model)
         inputs = s.inputs if self._rows is None else replace(s.inputs, rows=self._rows)
         selection = s.selection
-        if s.labels and s.id_column and not loaded.predictor.columns and s.id_column not in (selection.drop or []):
+        labels = s.labels
+        if labels is not None and not loaded.predictor.columns and labels.id_column not in (selection.drop or []):
             # an id is not an input (unless the model names it)
-            selection = replace(selection, drop=[*(selection.drop or []), s.id_column])
-        if s.time_column is not None:
-            if s.time_column == s.target:
-                raise UsageError(f"the target {s.target!r} cannot be the event time too", "--time-column")
-            if not loaded.predictor.columns and s.time_column not in (selection.drop or []) \
-                    and s.time_column not in (selection.features or []):
+            selection = replace(selection, drop=[*(selection.drop or []), labels.id_column])
+        if s.method.time_column is not None:
+            if s.method.time_column == s.selection.target:
+                raise UsageError(f"the target {s.selection.target!r} cannot be the event time too", "--time-column")
+            if not loaded.predictor.columns and s.method.time_column not in (selection.drop or []) \
+                    and s.method.time_column not in (selection.features or []):
                 # the event time is not an input either (unless the model names it, or --features does)
-                selection = replace(selection, drop=[*(selection.drop or []), s.time_column])
+                selection = replace(selection, drop=[*(selection.drop or []), s.method.time_column])
         self.plan, self.reader = plan_run(
-            loaded, inputs, selection, learn=s.learn, say=self.reporter.message, on_bad_row=s.on_bad_row,
+            loaded, inputs, selection, learn=s.model.learn, say=self.reporter.message, on_bad_row=s.reading.on_bad_row,
             before_rows=self.state.continue_reader if self.state is not None else None,
-            join=self._join_labels if s.labels else None)
+            join=self._join_labels if labels is not None else None)
         try:
             # an overflowing loss is reported as one line naming the row, not as numpy warnings
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -241,11 +267,12 @@ class ExplainSession(RunEndMixin):
         from ipfi_cli.io.values import reader_options
         from ipfi_cli.run.late_labels import JoinedReader, LabelWait
 
-        s = self.settings
-        labels = LabelStream(s.labels or "", s.id_column or "", s.target, follow=s.labels_follow,
-                             reader_options=reader_options(s.na_values, s.no_default_na, None))
+        s, late = self.settings, self.settings.labels
+        assert late is not None
+        labels = LabelStream(late.source, late.id_column, s.selection.target, follow=late.follow,
+                             reader_options=reader_options(s.inputs.na_values, s.inputs.no_default_na, None))
         try:
-            return JoinedReader(features, labels, s.id_column or "", s.target, LabelWait.parse(s.label_wait))
+            return JoinedReader(features, labels, late.id_column, s.selection.target, LabelWait.parse(late.wait))
         except BaseException:
             labels.close()
             raise
@@ -253,7 +280,7 @@ class ExplainSession(RunEndMixin):
     def _prepare(self, plan: RunPlan, reader: RowReader) -> None:
         """The explainer, the state, the change watch and the writer, before the first row."""
         s = self.settings
-        checker = plan.row_checker(on_bad_row=s.on_bad_row, on_skip=self._on_skip, say=self.reporter.message)
+        checker = plan.row_checker(on_bad_row=s.reading.on_bad_row, on_skip=self._on_skip, say=self.reporter.message)
         parts = self._make_parts(plan, checker)
         explainer = parts.explainer
         if self.state is not None:
@@ -266,7 +293,7 @@ class ExplainSession(RunEndMixin):
                                            keep=self.state.events_kept() if self.state is not None else None)
             self.observers.insert(1, parts.events_file)
         self.steps = self._make_steps(plan, parts)
-        if s.verbose:
+        if s.display.verbose:
             self._describe(plan)
         if take_request() is not None:  # a Ctrl-C whose KeyboardInterrupt a library swallowed: stop before any write
             raise KeyboardInterrupt
@@ -275,8 +302,8 @@ class ExplainSession(RunEndMixin):
             self.reporter.message(self.state.stdout_note, "status")
         if self.monitor is not None:  # the metrics exporter and the webhook observe the run too
             self.observers.extend(self.monitor.observers(self))
-        start = RunStart(title=self.title(), names=list(explainer.names), seed=self.seed, method=s.method,
-                         learning=s.learn, source=plan.source)
+        start = RunStart(title=self.title(), names=list(explainer.names), seed=self.seed, method=s.method.name,
+                         learning=s.model.learn, source=plan.source)
         for observer in self.observers:
             observer.on_start(start)
 
@@ -286,7 +313,7 @@ class ExplainSession(RunEndMixin):
         explainer = self._build_explainer(plan)
         if s.state is not None:
             self._check_saveable(explainer, "--state")
-        check_output_names(explainer.names, s.bounds, plan.source)
+        check_output_names(explainer.names, s.output.bounds, plan.source)
         watch = ChangeWatch(s.watch, explainer, plan.loss) if s.watch is not None else None
         return RunParts(explainer=explainer, progress=Progress(), checker=checker, watch=watch)
 
@@ -295,26 +322,29 @@ class ExplainSession(RunEndMixin):
         from ipfi_cli.core.explainer import make_explainer
 
         s = self.settings
-        if s.half_life is not None or s.running_mean:  # smoothing whose state merges (ipfi merge)
-            if s.method != "pfi" or s.removal != "marginal" or s.smoothing != "exponential" \
-                    or s.bounds_method == "realisations":
+        if s.method.half_life is not None or s.method.running_mean:  # smoothing whose state merges (ipfi merge)
+            if s.method.name != "pfi" or s.method.removal != "marginal" or s.method.smoothing != "exponential" \
+                    or s.output.bounds_method == "realisations":
                 raise UsageError("smoothing that merges is iPFI's with marginal removal and the chebyshev or normal "
                                  "bound: drop --method, --removal and --smoothing, and choose one of those bounds",
-                                 "--half-life" if s.half_life is not None else "--running-mean")
+                                 "--half-life" if s.method.half_life is not None else "--running-mean")
             from ipfi_cli.core.mergeable import MergeablePFI
             from ipfi_cli.run.setup import check_readable
 
-            check_readable(self.reader, [s.time_column])
-            if s.time_column is not None and plan.input_columns and s.time_column not in plan.input_columns:
-                raise UsageError(f"no such input column: {s.time_column} (the columns: "
+            check_readable(self.reader, [s.method.time_column])
+            time_column = s.method.time_column
+            if time_column is not None and plan.input_columns and time_column not in plan.input_columns:
+                raise UsageError(f"no such input column: {s.method.time_column} (the columns: "
                                  f"{', '.join(plan.input_columns)})", "--time-column")
             return MergeablePFI(
-                plan.predictor, plan.columns, loss=plan.loss, n_repeats=s.repeats, sampling=s.sampling,
-                reservoir_size=s.reservoir_size, features=plan.features, groups=plan.groups or None,
-                seed=self.seed, half_life=s.half_life, time_column=s.time_column, bounds_method=s.bounds_method)
+                plan.predictor, plan.columns, loss=plan.loss, n_repeats=s.params.n_repeats, sampling=s.params.sampling,
+                reservoir_size=s.params.reservoir_size, features=plan.features, groups=plan.groups or None,
+                seed=self.seed, half_life=s.method.half_life, time_column=s.method.time_column,
+                bounds_method=s.output.bounds_method)
         return make_explainer(
-            s.method, plan.predictor, plan.columns, loss=plan.loss, alpha=s.alpha, n_repeats=s.repeats,
-            sampling=s.sampling, reservoir_size=s.reservoir_size, features=plan.features,
+            s.method.name, plan.predictor, plan.columns, loss=plan.loss, alpha=s.params.alpha,
+            n_repeats=s.params.n_repeats,
+            sampling=s.params.sampling, reservoir_size=s.params.reservoir_size, features=plan.features,
             groups=plan.groups or None, seed=self.seed, **self._method_settings())
 
     @staticmethod
@@ -336,16 +366,16 @@ class ExplainSession(RunEndMixin):
         """The method's own settings, passed only where they differ from the paper's iPFI."""
         s = self.settings
         own: dict[str, Any] = {}
-        if s.smoothing != "exponential":
-            own["smoothing"] = s.smoothing
-        if s.removal != "marginal":
-            own["removal"] = s.removal
-            own["conditional_sampler"] = s.conditional_sampler
-        if s.method == "sage":
-            own["n_inner"] = s.inner
-            own["empty"] = s.empty_coalition
-        if s.bounds_method != "chebyshev":
-            own["bounds_method"] = s.bounds_method
+        if s.method.smoothing != "exponential":
+            own["smoothing"] = s.method.smoothing
+        if s.method.removal != "marginal":
+            own["removal"] = s.method.removal
+            own["conditional_sampler"] = s.method.conditional_sampler
+        if s.method.name == "sage":
+            own["n_inner"] = s.method.inner
+            own["empty"] = s.method.empty_coalition
+        if s.output.bounds_method != "chebyshev":
+            own["bounds_method"] = s.output.bounds_method
         return own
 
     def _open_writer(self) -> Any:
@@ -354,23 +384,24 @@ class ExplainSession(RunEndMixin):
         s, parts = self.settings, self.parts
         assert parts is not None
         try:
-            writer = open_trace_writer(s.output, parts.explainer.names, format=s.output_format, bounds=s.bounds,
-                                       key_columns=s.by or ())
+            writer = open_trace_writer(s.output.path, parts.explainer.names, format=s.output.format,
+                                       bounds=s.output.bounds,
+                                       key_columns=s.selection.by or ())
             writer.flush()  # the header, for `tail -f`
         except OSError as error:
             if isinstance(error, BrokenPipeError):
                 raise
             from ipfi_cli.errors import OutputError
 
-            raise OutputError(f"{s.output}: cannot write the output file ({error.strerror or error})") from None
+            raise OutputError(f"{s.output.path}: cannot write the output file ({error.strerror or error})") from None
         return writer
 
     def title(self) -> str:
         assert self.plan is not None
         s = self.settings
-        mode = "learning" if s.learn else "static"
-        method = "" if s.method == "pfi" else f" · {s.method}"  # the paper's iPFI: the title it always had
-        removal = "" if s.removal == "marginal" else f" · {s.removal} removal"
+        mode = "learning" if s.model.learn else "static"
+        method = "" if s.method.name == "pfi" else f" · {s.method.name}"  # the paper's iPFI: the title it always had
+        removal = "" if s.method.removal == "marginal" else f" · {s.method.removal} removal"
         return (f"ipfi explain · {type(self.plan.loaded.model).__name__} · {mode} · {self.plan.loss.name} loss"
                 f"{method}{removal}")
 
@@ -379,25 +410,29 @@ class ExplainSession(RunEndMixin):
         assert self.parts is not None
         names, loaded, columns = self.parts.explainer.names, plan.loaded, plan.columns
         task = "classification" if plan.classification else "regression"
-        mode = "learning (explain each row, then learn it)" if s.learn else "static"
-        say(f"model {s.model}: {loaded.description}; {task}, loss {plan.loss.name}; {mode}")
-        unused = [c for c in plan.input_columns if c not in columns and c != s.target and c not in plan.by]
-        say(f"input {plan.source} ({plan.input_format}); target {s.target!r}; model inputs ({len(columns)}): "
+        mode = "learning (explain each row, then learn it)" if s.model.learn else "static"
+        say(f"model {s.model.path}: {loaded.description}; {task}, loss {plan.loss.name}; {mode}")
+        unused = [c for c in plan.input_columns if c not in columns and c != s.selection.target and c not in plan.by]
+        say(f"input {plan.source} ({plan.input_format}); target {s.selection.target!r}; model inputs ({len(columns)}): "
             f"{', '.join(columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
         if loaded.predictor.n_features is not None and not loaded.predictor.columns:
             say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(columns)))
         if plan.by:
             say(f"one explainer per key of {', '.join(plan.by)}"
-                + (f", at most {s.max_keys:,} live (the others saved as plain data)" if s.max_keys else ""))
+                + (f", at most {s.keys.max_keys:,} live (the others saved as plain data)" if s.keys.max_keys else ""))
+        groups = s.selection.groups
         say(f"explaining ({len(names)}): "
-            + ", ".join(n if n not in s.groups else f"{n}=[{','.join(s.groups[n])}]" for n in names))
-        inner = getattr(self.explainer, "n_inner", s.inner)
-        say(f"method {s.method}, removal {s.removal}"
-            + (f" ({s.conditional_sampler} sampler)" if s.removal != "marginal" else "")
-            + f", smoothing {s.smoothing}"
-            + (f", {inner} imputation(s) per coalition, the empty one {s.empty_coalition}" if s.method == "sage"
+            + ", ".join(n if n not in groups else f"{n}=[{','.join(groups[n])}]" for n in names))
+        inner = getattr(self.explainer, "n_inner", s.method.inner)
+        say(f"method {s.method.name}, removal {s.method.removal}"
+            + (f" ({s.method.conditional_sampler} sampler)" if s.method.removal != "marginal" else "")
+            + f", smoothing {s.method.smoothing}"
+            + (f", {inner} imputation(s) per coalition, the empty one {s.method.empty_coalition}"
+               if s.method.name == "sage"
                else ""))
-        say(f"alpha {s.alpha}, repeats {s.repeats}, sampling {s.sampling}, reservoir {s.reservoir_size}, "
+        params = s.params
+        say(f"alpha {params.alpha}, repeats {params.n_repeats}, sampling {params.sampling}, "
+            f"reservoir {params.reservoir_size}, "
             f"seed {self.seed} (--seed {self.seed} repeats this run)")
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -478,9 +513,10 @@ class ExplainSession(RunEndMixin):
         """The input's micro-batches; a static run without ``--state`` reading a CSV takes
         blocks parsed in bulk where the rows allow (:mod:`ipfi_cli.io.blocks`)."""
         s = self.settings
-        if getattr(reader, "supports_blocks", False) and self.state is None and not s.learn and not s.by:
-            return reader.batches(s.batch_size, idle=self.refresh, blocks=True)
-        return reader.batches(s.batch_size, idle=self.refresh)
+        if (getattr(reader, "supports_blocks", False) and self.state is None and not s.model.learn
+                and not s.selection.by):
+            return reader.batches(s.reading.batch_size, idle=self.refresh, blocks=True)
+        return reader.batches(s.reading.batch_size, idle=self.refresh)
 
     def _explain_block(self, batch: RowBlock) -> IpfiError | None:
         """:meth:`_explain_batch` for a block parsed in bulk: checked and explained as arrays
@@ -506,7 +542,7 @@ class ExplainSession(RunEndMixin):
         return steps.failure if steps.failure is not None else bad_row
 
     def _on_skip(self, error: Any) -> None:
-        if self.settings.verbose:
+        if self.settings.display.verbose:
             self.reporter.message(f"skipped {error}", "warning")
 
     # -- display ----------------------------------------------------------------------------------
@@ -519,19 +555,19 @@ class ExplainSession(RunEndMixin):
         explained = explainer.n_explained
         self.meter.update(progress.rows)
         elapsed = time.monotonic() - self.first_row_time if self.first_row_time is not None else 0.0
-        recent = self.steps.recent if self.steps is not None and self.settings.learn else None
+        recent = self.steps.recent if self.steps is not None and self.settings.model.learn else None
         rate, recent_loss = self.meter.rate, recent.value if recent is not None else float("nan")
         if self.status not in (RunStatus.RUNNING, RunStatus.STARTING):  # the final one: the whole run's figures
             recent_loss = float("nan")
             if elapsed > 0:
                 rate = progress.rows / elapsed
         return Snapshot(names=explainer.names, importances=explainer.importance_array().tolist(),
-                        bounds=explainer.bound_array(self.settings.delta).tolist(), rows=progress.rows,
+                        bounds=explainer.bound_array(self.settings.output.delta).tolist(), rows=progress.rows,
                         explained=explained, skipped=self.parts.checker.skipped, elapsed=elapsed, rate=rate,
                         loss=explainer.mean_loss, loss_sum=loss_sum(explainer), recent_loss=recent_loss,
                         recent_rows=recent.rows if recent is not None else 0,
                         seed=self.seed,
-                        learning=self.settings.learn, marks=watch.marks() if watch is not None else {})
+                        learning=self.settings.model.learn, marks=watch.marks() if watch is not None else {})
 
     def refresh(self) -> None:
         """A snapshot to every observer (after each micro-batch, and while the input is idle)."""

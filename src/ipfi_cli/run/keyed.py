@@ -104,10 +104,10 @@ class KeyedSessionMixin(_SessionBase):
     def _make_parts(self, plan: RunPlan, checker: RowChecker) -> RunParts:
         s = self.settings
         prototype = self._build_explainer(plan)
-        if s.state is not None or s.max_keys is not None:
+        if s.state is not None or s.keys.max_keys is not None:
             self._check_saveable(prototype, "--state" if s.state is not None else "--max-keys")
-        check_output_names(prototype.names, s.bounds, plan.source)
-        taken = {"row", "method", *prototype.names, *(f"{n}_bound" for n in prototype.names if s.bounds)}
+        check_output_names(prototype.names, s.output.bounds, plan.source)
+        taken = {"row", "method", *prototype.names, *(f"{n}_bound" for n in prototype.names if s.output.bounds)}
         clash = [c for c in plan.by if c in taken]
         if clash:
             raise InputError(f"the key column {clash[0]!r} has the name of a trace field (row, a feature or a bound) "
@@ -118,14 +118,14 @@ class KeyedSessionMixin(_SessionBase):
         def factory(key: Hashable) -> KeyRun:
             return KeyRun(self._build_explainer(plan), copy.deepcopy(watch) if watch is not None else None)
 
-        return RunParts(explainer=KeyedExplainer(prototype, factory, s.max_keys),  # type: ignore[arg-type]
+        return RunParts(explainer=KeyedExplainer(prototype, factory, s.keys.max_keys),  # type: ignore[arg-type]
                         progress=Progress(), checker=checker,
                         watch=KeyedWatch(watch) if watch is not None else None)  # type: ignore[arg-type]
 
     def _refuse(self) -> None:
         """What ``--by`` cannot do yet, refused before the first row."""
         s = self.settings
-        if s.learn:
+        if s.model.learn:
             raise UsageError("cannot be used with --learn yet: one model would learn every key's rows, so a key's "
                              "traces would not be those of a run on its rows alone (a model per key is not "
                              "implemented)", "--by")
@@ -219,7 +219,8 @@ class KeyedSessionMixin(_SessionBase):
             run = keyed.peek(key)
             last = run.progress.last
             if last is not None and run.progress.last_written != last[0]:
-                bound = run.explainer.bound_array(self.settings.delta).tolist() if self.settings.bounds else None
+                out = self.settings.output
+                bound = run.explainer.bound_array(out.delta).tolist() if out.bounds else None
                 parts.writer.write(last[0], last[1], bound, key=key)
                 run.progress.last_written = last[0]
 
@@ -242,7 +243,7 @@ class KeyedSessionMixin(_SessionBase):
     def _key_snapshot(self, run: KeyRun) -> Snapshot:
         explainer = run.explainer
         return Snapshot(names=explainer.names, importances=explainer.importance_array().tolist(),
-                        bounds=explainer.bound_array(self.settings.delta).tolist(), rows=run.progress.rows,
+                        bounds=explainer.bound_array(self.settings.output.delta).tolist(), rows=run.progress.rows,
                         explained=explainer.n_explained, loss=explainer.mean_loss,
                         marks=run.watch.marks() if run.watch is not None else {})
 
@@ -273,11 +274,12 @@ class KeyedSessionMixin(_SessionBase):
             which = "next" if self.events_before else "first"
             say(f"stopped at the {which} change (key {key_label(plan.by, tuple(first['key'].values()))}, its row "
                 f"{first.get('row', 0):,}); every record written is complete"
-                + (f"; the state is saved in {s.state}: run the same command again to continue" if s.state else ""),
+                + (f"; the state is saved in {s.state.path}: run the same command again to continue"
+                   if s.state else ""),
                 "status")
-        if s.verbose:
+        if s.display.verbose:
             say(f"wrote {parts.writer.records:,} record(s) for {len(keyed.keys()):,} key(s) to "
-                f"{s.output or '<stdout>'}")
+                f"{s.output.path or '<stdout>'}")
         if status is RunStatus.OK:
             self._check_keys(plan, parts)
         return status

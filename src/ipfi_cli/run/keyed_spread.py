@@ -160,8 +160,8 @@ class SpreadKeyedSession(KeyedSession):
     def _refuse(self) -> None:
         super()._refuse()
         s = self.settings
-        option = "--scheduler" if s.scheduler else "--workers"
-        if s.input in (None, "-"):
+        option = "--scheduler" if s.keys.scheduler else "--workers"
+        if s.inputs.path in (None, "-"):
             raise UsageError("needs an input file, folder or glob: the workers read it themselves, not this "
                              "process's standard input", option)
         if s.state is not None:
@@ -170,7 +170,7 @@ class SpreadKeyedSession(KeyedSession):
             raise UsageError("cannot be used with --stop-on-change yet", option)
         from ipfi_cli.run.distributed import check_dask_options
 
-        check_dask_options(s.workers, s.scheduler)  # a malformed address before the model is loaded
+        check_dask_options(s.keys.workers, s.keys.scheduler)  # a malformed address before the model is loaded
 
     def _stream(self, reader: Any) -> RunStatus:
         from ipfi_cli.models.hashing import workers_must_hash_alike
@@ -179,22 +179,24 @@ class SpreadKeyedSession(KeyedSession):
         plan, parts = self.plan, self.parts
         assert plan is not None and parts is not None
         s = self.settings
-        shard_settings = dataclasses.replace(s, seed=self.seed, output=os.devnull, output_format=None, meta=None,
-                                             verbose=False, quiet=True, save_model=None, workers=None,
-                                             scheduler=None, watch=_quiet_watch(s.watch), input=_here(s.input),
-                                             model=_here(s.model))
+        replace = dataclasses.replace
+        shard_settings = replace(
+            s, seed=self.seed, output=replace(s.output, path=os.devnull, format=None, meta=None),
+            display=replace(s.display, verbose=False, quiet=True), keys=replace(s.keys, workers=None, scheduler=None),
+            watch=_quiet_watch(s.watch), inputs=replace(s.inputs, path=_here(s.inputs.path)),
+            model=replace(s.model, path=_here(s.model.path), save_model=None))
         self.status = RunStatus.RUNNING
         failure: IpfiError | None = None
         try:
-            hashing = workers_must_hash_alike(s.model)
-            with dask_client(s.workers, s.scheduler, hashing=hashing) as client:
-                shards = s.workers or max(1, len(client.scheduler_info()["workers"]))
-                if s.verbose:
+            hashing = workers_must_hash_alike(s.model.path)
+            with dask_client(s.keys.workers, s.keys.scheduler, hashing=hashing) as client:
+                shards = s.keys.workers or max(1, len(client.scheduler_info()["workers"]))
+                if s.display.verbose:
                     self.reporter.message(f"explaining the keys in {shards} shard(s) on Dask workers")
                 results: list[ShardResult] = gather_tasks(client, explain_shard,
                                                           [(shard_settings, i, shards) for i in range(shards)],
                                                           hashing=hashing)
-            _as_given(results, shard_settings.input, s.input)
+            _as_given(results, shard_settings.inputs.path, s.inputs.path)
             failure = self._merge(results, parts)
             self._merged = True
             self.refresh()  # the display hears of the rows (its summary shows what it last heard)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,14 +31,11 @@ def _iso(seconds: float) -> str:
 
 
 def _method_figures(explainer: Any) -> dict[str, Any]:
-    """SAGE's losses (explained, marginal, model) and its game (``n_inner`` imputations per coalition: that of
-    ``batch --method sage --inner K``), and a conditional sampler's R^2 per column, where they exist."""
+    """SAGE's losses (explained, marginal, model) and a conditional sampler's R^2 per column, where they exist."""
     figures: dict[str, Any] = {}
     if getattr(explainer, "explained_loss", None) is not None:
         figures.update(explained_loss=explainer.explained_loss, marginal_loss=explainer.marginal_loss,
                        model_loss=explainer.model_loss)
-        if getattr(explainer, "n_inner", None) is not None:
-            figures["n_inner"] = int(explainer.n_inner)
     fit = getattr(explainer, "removal_fit", None)
     if fit:
         figures["removal_fit"] = fit
@@ -56,13 +52,12 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
 
     s, explainer, progress = settings, parts.explainer, parts.progress
     names = explainer.names
-    meta_settings = asdict(s)
-    config = meta_settings.pop("config")
+    meta_settings = s.flat()
+    config = s.config
     if config is not None:  # the seed the run used, so that --config META runs it again
         config = {table: {key: seed if key == "seed" else v for key, v in keys.items()}
                   for table, keys in config.items()}
     meta_settings["seed"] = seed
-    meta_settings["http"] = s.http.for_meta() if s.http is not None else None  # never a header's value
     monitor = meta_settings.get("monitor")
     if isinstance(monitor, dict):  # a webhook's token is often its path (Slack's, Discord's); a URL's password
         from ipfi_cli.io.webhook import shown_url
@@ -80,7 +75,7 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
         "seed": seed,
         "settings": meta_settings,
         "config": config,
-        "model": {"path": s.model, "type": type(plan.loaded.model).__name__, "kind": plan.loaded.kind},
+        "model": {"path": s.model.path, "type": type(plan.loaded.model).__name__, "kind": plan.loaded.kind},
         "input": {"source": plan.source, "format": plan.input_format, "columns": plan.input_columns},
         "model_columns": plan.columns,
         "names": names,
@@ -88,7 +83,7 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
                  "explained": explainer.n_explained,
                  "records_written": parts.writer.records if parts.writer is not None else 0},
         "final": {"importances": dict(zip(names, explainer.importance_array().tolist())),
-                  "bounds": dict(zip(names, explainer.bound_array(s.delta).tolist())),
+                  "bounds": dict(zip(names, explainer.bound_array(s.output.delta).tolist())),
                   "mean_loss": explainer.mean_loss, **_method_figures(explainer)},
         "versions": library_versions(),
         "started": _iso(started),
@@ -98,17 +93,17 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
     if pushed is not None:
         meta["pushed"] = pushed
     meta.update(counts or {})
-    if s.http is not None:
+    if s.model.http is not None:
         meta["http"] = plan.predictor.stats()  # requests, rows sent, seconds: never a header
     if parts.watch is not None:
         meta["changes"] = [event.to_dict() for event in parts.watch.events]
     summaries = getattr(explainer, "summaries", None)
     if summaries is not None:  # explain --by: every key's figures; no one key's are the run's
-        meta["keys"] = summaries(plan.by, s.delta)
+        meta["keys"] = summaries(plan.by, s.output.delta)
         meta["final"] = None
         meta["rows"]["explained"] = sum(key["explained"] for key in meta["keys"])
     if state is not None:
-        meta["state"] = {"path": s.state, "checkpoints_saved": state.checkpoints,
+        meta["state"] = {"path": s.state.path if s.state is not None else None, "checkpoints_saved": state.checkpoints,
                          "continued_after_input_row": state.resumed["run"]["input_rows"] if state.resumed else None,
                          "input_rows_handled": progress.input_rows}
     write_json(path, meta)

@@ -109,11 +109,11 @@ def build_families(command: str, loss: str | None, settings: Any) -> list[Family
     families = [Family("ipfi_build_info", "info", "The ipfi that runs.",
                        samples=[((), {"version": __version__, "python": platform.python_version()})])]
     if loss is not None:
-        mode = "learning" if settings.learn else "static"
+        mode = "learning" if settings.model.learn else "static"
         families.append(Family("ipfi_run_info", "info", "What the run computes: the loss the importances are in, "
                                "learning or static.",
                                samples=[((), {"command": command, "loss": loss, "mode": mode,
-                                              "sampling": settings.sampling})]))
+                                              "sampling": settings.params.sampling})]))
     return families
 
 

@@ -69,26 +69,29 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
     from ipfi_cli.io.writers import output_format_for
     from ipfi_cli.models.sources import model_digest
 
-    params = parts.explainer.params()
+    params, read = parts.explainer.params(), s.inputs
     own = {OPTION_NAMES.get(key, "--" + key.replace("_", "-")): value for key, value in params.items()
            if key not in ("method", "columns", "names", "groups", "loss", "smoothing")}  # smoothing: --half-life etc.
     return {
         "model inputs": list(params["columns"]), "explained (--features/--drop/--group)": list(params["names"]),
         "--group": params["groups"], "--loss": params["loss"], "--method": params["method"], **own,
-        "--time-column": s.time_column, "--half-life": s.half_life, "--running-mean": s.running_mean,
-        "--model": model_digest(s.model), "--target": s.target, "--learn": s.learn,
-        "--task": "classification" if plan.classification else "regression", "--every": s.every,
-        "--bounds": s.bounds, "--delta": s.delta if s.bounds else None,
+        "--time-column": s.method.time_column, "--half-life": s.method.half_life,
+        "--running-mean": s.method.running_mean,
+        "--model": model_digest(s.model.path), "--target": s.selection.target, "--learn": s.model.learn,
+        "--task": "classification" if plan.classification else "regression", "--every": s.output.every,
+        "--bounds": s.output.bounds, "--delta": s.output.delta if s.output.bounds else None,
         # only when not the default, so a state saved before the option resumes as it did
-        **({"--bounds-method": s.bounds_method} if s.bounds_method != _OMITTED_SETTINGS["--bounds-method"] else {}),
-        **{key: value for key, value in (("--na-values", sorted(s.na_values) if s.na_values else None),
-                                          ("--no-default-na", s.no_default_na), ("--delimiter", s.delimiter),
-                                          ("--decimal", s.decimal), ("--text", sorted(s.text) if s.text else None),
-                                          ("--skip-initial-space", s.skip_initial_space))
+        **({"--bounds-method": s.output.bounds_method}
+           if s.output.bounds_method != _OMITTED_SETTINGS["--bounds-method"] else {}),
+        **{key: value for key, value in (("--na-values", sorted(read.na_values) if read.na_values else None),
+                                          ("--no-default-na", read.no_default_na), ("--delimiter", read.delimiter),
+                                          ("--decimal", read.decimal),
+                                          ("--text", sorted(read.text) if read.text else None),
+                                          ("--skip-initial-space", read.skip_initial_space))
            if value != _OMITTED_SETTINGS[key]},
-        "--by": list(s.by) if s.by else None,
-        **_hash_seed(s.model),
-        "--output-format": output_format_for(s.output, s.output_format),
+        "--by": list(s.selection.by) if s.selection.by else None,
+        **_hash_seed(s.model.path),
+        "--output-format": output_format_for(s.output.path, s.output.format),
         "--detect": None if s.watch is None else {
             "--change-delta": s.watch.delta, "--min-change": s.watch.min_change,
             "--reference": file_digest(s.watch.reference) if s.watch.reference else None,
@@ -267,7 +270,7 @@ class StateKeeper:
         from ipfi_cli.io.run_state import TrackedOutput, reopen_traces
         from ipfi_cli.io.writers import WRITERS, output_format_for
 
-        path = s.output if s.output and s.output != "-" else None
+        path = s.output.path if s.output.path and s.output.path != "-" else None
         try:
             if self.resumed is not None:
                 output = self.resumed["run"]["output"]
@@ -279,7 +282,8 @@ class StateKeeper:
 
                     sys.stdout.flush()
                     self.stdout_note = continue_stdout_traces(output["size"], output["crc"], trace_header(
-                        parts.explainer.names, s.bounds, output_format_for(s.output, s.output_format), s.by or ()))
+                        parts.explainer.names, s.output.bounds, output_format_for(s.output.path, s.output.format),
+                        s.selection.by or ()))
                     tracked = TrackedOutput(sys.stdout.buffer, size=output["size"], crc=output["crc"])
             elif path is not None:
                 tracked = TrackedOutput(open(path, "wb"), close=True)
@@ -288,13 +292,13 @@ class StateKeeper:
         except StateError as error:
             raise StateError(f"{error} (the traces of the state {self.path})") from None
         except OSError as error:
-            raise OutputError(f"{s.output or '<stdout>'}: cannot write the output file ({error.strerror or error})"
+            raise OutputError(f"{s.output.path or '<stdout>'}: cannot write the output file ({error.strerror or error})"
                               ) from None
         self.tracked = tracked
         # the header is already there (unless nothing was written: a merged state's first traces)
         tracked.muted = self.resumed is not None and self.resumed["run"]["output"]["size"] > 0
-        writer = WRITERS[output_format_for(s.output, s.output_format)](
-            tracked, parts.explainer.names, bounds=s.bounds, close=True, key_columns=s.by or ())
+        writer = WRITERS[output_format_for(s.output.path, s.output.format)](
+            tracked, parts.explainer.names, bounds=s.output.bounds, close=True, key_columns=s.selection.by or ())
         tracked.muted = False
         if self.resumed is not None:
             writer.records = self.resumed["run"]["records"]
@@ -331,7 +335,9 @@ class StateKeeper:
         """A micro-batch is done: checkpoint when due; an interruption asked for during it stops now."""
         self.last_print = fingerprint(batch[-1])
         assert self._run is not None
-        if parts.progress.input_rows - self.checkpoint_rows >= self._run[0].checkpoint_every:
+        spec = self._run[0].state
+        assert spec is not None  # a state keeper is the run's --state
+        if parts.progress.input_rows - self.checkpoint_rows >= spec.checkpoint_every:
             self.checkpoint(parts)
         self.busy = False
         if self.stop_requested:
@@ -394,7 +400,7 @@ class StateKeeper:
             "last": [last[0], [float(v) for v in last[1]]] if last is not None else None,
             "records": writer.records, "kinds": reader.column_kinds(), "last_print": self.last_print,
             "output": {"size": self.tracked.size, "crc": self.tracked.crc,
-                       "path": os.path.abspath(s.output) if s.output and s.output != "-" else None},
+                       "path": os.path.abspath(s.output.path) if s.output.path and s.output.path != "-" else None},
             "input": reader.name, "saved": time.time(),
         }
         if self.resumed is not None and self.resumed["run"].get("parts"):  # a merge continued: still made of them
@@ -405,7 +411,7 @@ class StateKeeper:
         # the learned model is the one part that is not plain data: a pickle beside the state, which
         # the state vouches for by its SHA-256 (written first, so the state never refers to a missing file)
         model = save_model_beside(self.path, pickle.dumps(loaded.model, protocol=pickle.HIGHEST_PROTOCOL)) \
-            if s.learn else None
+            if s.model.learn else None
         payload = {"ipfi": __version__, "settings": self.settings, "explainer": parts.explainer.state_dict(),
                    "model": model, "run": run, "watch": None if parts.watch is None else parts.watch.state_dict()}
         if self.lineage is None:

@@ -52,7 +52,7 @@ class RowSteps:
 
     def explain(self, good: list[GoodRow]) -> None:
         """Explain (and with ``learn``, then learn) the good rows of one micro-batch."""
-        if self.settings.learn:
+        if self.settings.model.learn:
             self._learn_rows(good)
         else:
             self._explain_static(good)
@@ -63,14 +63,15 @@ class RowSteps:
         :meth:`_explain_static` cuts). Where the rows need more (event times, a model that fails
         on one of them, the stream's first row), they take the row path, with the same numbers."""
         explainer = self.parts.explainer
-        if (self.settings.learn or explainer.n_seen == 0 or self.failure is not None
+        if (self.settings.model.learn or explainer.n_seen == 0 or self.failure is not None
                 or getattr(explainer, "time_column", None) is not None):  # event times are read from whole rows
             self.explain(good.good_rows())
             return
         s, begin = self.settings, 0
-        cut = s.bounds and not self._bounds_per_row()
+        cut = s.output.bounds and not self._bounds_per_row()
         while begin < len(good):
-            end = min(len(good), begin + (s.every - self.parts.progress.rows % s.every if cut else len(good)))
+            every = s.output.every
+            end = min(len(good), begin + (every - self.parts.progress.rows % every if cut else len(good)))
             if not self._explain_block_part(good, begin, end):
                 self.explain(good.good_rows()[end:])  # after the row the model failed on: the row path
                 return
@@ -84,7 +85,7 @@ class RowSteps:
         try:
             result = explainer.explain_many(good.inputs[begin:end], good.labels[begin:end],
                                             return_contributions=watch is not None,
-                                            **({"bounds_delta": self.settings.delta} if per_row else {}))
+                                            **({"bounds_delta": self.settings.output.delta} if per_row else {}))
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:  # the explainer is as before the call: find the row
@@ -114,16 +115,16 @@ class RowSteps:
                         "every later importance would be NaN, so the run stops here")
 
     def _due(self, count: int) -> bool:
-        return count % self.settings.every == 0
+        return count % self.settings.output.every == 0
 
     def _explain_static(self, good: list[GoodRow]) -> None:
         """Explain a micro-batch of a static model in as few model calls as its width allows;
         with bounds a record needs the bounds after its own row, so the batch is cut there."""
         s = self.settings
         begin = 0
-        cut = s.bounds and not self._bounds_per_row()
+        cut = s.output.bounds and not self._bounds_per_row()
         while begin < len(good):
-            size = s.every - self.parts.progress.rows % s.every if cut else len(good) - begin
+            size = s.output.every - self.parts.progress.rows % s.output.every if cut else len(good) - begin
             self._explain_part(good[begin:begin + size])
             begin += size
 
@@ -149,7 +150,7 @@ class RowSteps:
         try:
             result = explainer.explain_many([p.values for p in part], [p.label for p in part],
                                             return_contributions=watch is not None,
-                                            **({"bounds_delta": self.settings.delta} if per_row else {}))
+                                            **({"bounds_delta": self.settings.output.delta} if per_row else {}))
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:  # locate the row the model (or its label) failed on
@@ -205,7 +206,7 @@ class RowSteps:
             # conditional removal): about the row and that column, not the model
             message = str(InputError(error.message, source=self.source, row=row.number, line=row.line,
                                      column=error.column))
-            if self.settings.on_bad_row == "skip":
+            if self.settings.reading.on_bad_row == "skip":
                 self.parts.checker.skip(message)
             else:
                 self.failure = InputError(message)
@@ -215,7 +216,7 @@ class RowSteps:
                                 reference)
         message = failure_message(self.source, row.number, row.line, row.values,
                                   self.columns, error, column)
-        if self.settings.on_bad_row == "skip":
+        if self.settings.reading.on_bad_row == "skip":
             self.parts.checker.skip(message)
         else:
             self.failure = InputError(message)
@@ -225,7 +226,7 @@ class RowSteps:
         chebyshev and normal bounds of iPFI), so micro-batches need not be cut at records."""
         explainer = self.parts.explainer
         # the class must have it: a wrapper that hands attributes on to an inner explainer has not
-        return bool(self.settings.bounds and getattr(type(explainer), "bounds_per_row", None) is not None
+        return bool(self.settings.output.bounds and getattr(type(explainer), "bounds_per_row", None) is not None
                     and explainer.bounds_per_row)  # type: ignore[attr-defined]
 
     def _emit(self, part: list[GoodRow], array: Any, row_bounds: Any = None) -> None:
@@ -247,14 +248,14 @@ class RowSteps:
         if fresh:
             broken[0] = False  # the stream's first row has no estimate yet (NaN)
         stop = int(broken.argmax()) if broken.any() else len(numbers)
-        every, done = s.every, progress.rows
+        every, done = s.output.every, progress.rows
         due = [offset for offset in range(stop) if (done + offset + 1) % every == 0]
-        if not s.bounds:
+        if not s.output.bounds:
             bound = None
         elif row_bounds is not None:
             bound = np.asarray(row_bounds)[due]
         else:
-            bound = explainer.bound_array(s.delta).tolist()
+            bound = explainer.bound_array(s.output.delta).tolist()
         progress.rows = done + stop
         if due:
             writer.write_many([numbers[o] for o in due], array[due] if len(due) < len(array) else array, bound)
@@ -309,7 +310,8 @@ class RowSteps:
             progress.rows += 1
             values = estimates.tolist()
             if self._due(progress.rows):
-                writer.write(row.number, values, explainer.bound_array(s.delta).tolist() if s.bounds else None)
+                bounds = explainer.bound_array(s.output.delta).tolist() if s.output.bounds else None
+                writer.write(row.number, values, bounds)
                 writer.flush()
                 progress.last_written = row.number
             progress.last = (row.number, values)
