@@ -41,7 +41,7 @@ def test_a_learning_runs_meta_settings_are_the_flat_ones_of_before(tmp_path):
         "checkpoint_every": 10000, "skip_seen": True, "verbose": False, "quiet": True, "live": False, "debug": False,
         "watch": {"delta": 0.002, "min_change": 0.01, "events": None, "reference": None, "ndcg_threshold": 0.9,
                   "top_k": None, "fail_on_change": False, "stop_on_change": False},
-        "http": None, "monitor": None, "labels": None, "id_column": None, "label_wait": "10000",
+        "http": None, "max_lost": None, "monitor": None, "labels": None, "id_column": None, "label_wait": "10000",
         "labels_follow": False, "allow_unknown_categories": False, "by": None, "max_keys": None, "workers": None,
         "scheduler": None}
     assert list(meta["settings"]) == list(expected)

@@ -201,8 +201,8 @@ class ExplainSettings:
             "debug": self.display.debug,
             "watch": asdict(self.watch) if self.watch is not None else None,
             "http": self.model.http.for_meta() if self.model.http is not None else None,  # never a header's value
-            "monitor": asdict(self.monitor) if self.monitor is not None else None,
             "max_lost": self.max_lost,
+            "monitor": asdict(self.monitor) if self.monitor is not None else None,
             "labels": labels.source if labels is not None else None,
             "id_column": labels.id_column if labels is not None else None,
             "label_wait": labels.wait if labels is not None else DEFAULT_LABEL_WAIT,
