@@ -161,7 +161,7 @@ With --state the run can stop at any time (Ctrl-C, SIGTERM, a crash) and continu
 def explain(
     input: InputArg = None,
     model: ModelOpt = None,
-    target: TargetOpt = ...,  # type: ignore[assignment]
+    target: TargetOpt = None,
     trust: TrustOpt = None,
     model_url: ModelUrlOpt = None,
     protocol: ProtocolOpt = Protocol.auto,

@@ -213,6 +213,8 @@ class ExplainSession(RunEndMixin):
             check_save_model(s.save_model, loaded.model)
         inputs = s.inputs if self._rows is None else replace(s.inputs, rows=self._rows)
         selection = s.selection
+        if s.labels and s.target is None:
+            raise UsageError("Missing option '--target': --labels gives the labels of the column --target names")
         if s.labels and s.id_column and not loaded.predictor.columns and s.id_column not in (selection.drop or []):
             # an id is not an input (unless the model names it)
             selection = replace(selection, drop=[*(selection.drop or []), s.id_column])
@@ -242,10 +244,10 @@ class ExplainSession(RunEndMixin):
         from ipfi_cli.run.late_labels import JoinedReader, LabelWait
 
         s = self.settings
-        labels = LabelStream(s.labels or "", s.id_column or "", s.target, follow=s.labels_follow,
+        labels = LabelStream(s.labels or "", s.id_column or "", s.target or "", follow=s.labels_follow,
                              reader_options=reader_options(s.na_values, s.no_default_na, None))
         try:
-            return JoinedReader(features, labels, s.id_column or "", s.target, LabelWait.parse(s.label_wait))
+            return JoinedReader(features, labels, s.id_column or "", s.target or "", LabelWait.parse(s.label_wait))
         except BaseException:
             labels.close()
             raise
@@ -382,7 +384,8 @@ class ExplainSession(RunEndMixin):
         mode = "learning (explain each row, then learn it)" if s.learn else "static"
         say(f"model {s.model}: {loaded.description}; {task}, loss {plan.loss.name}; {mode}")
         unused = [c for c in plan.input_columns if c not in columns and c != s.target and c not in plan.by]
-        say(f"input {plan.source} ({plan.input_format}); target {s.target!r}; model inputs ({len(columns)}): "
+        target = f"target {s.target!r}" if s.target is not None else "no target (a label-free loss)"
+        say(f"input {plan.source} ({plan.input_format}); {target}; model inputs ({len(columns)}): "
             f"{', '.join(columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
         if loaded.predictor.n_features is not None and not loaded.predictor.columns:
             say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(columns)))

@@ -30,7 +30,7 @@ class ExplainSettings:
     """Everything ``ipfi explain`` was asked to do (also written to ``--meta``)."""
 
     model: str
-    target: str
+    target: str | None  # None: no label column (--loss prediction-shift)
     input: str | None = None
     trust: list[str] | None = None
     format: str | None = None
