@@ -93,7 +93,7 @@ SAGE_FIELDS = ["feature", "importance", "std_error", "n_permutations", "n_rows",
 def batch(
     data: DataArg,
     model: ModelOpt = None,
-    target: TargetOpt = ...,  # type: ignore[assignment]
+    target: TargetOpt = None,
     trust: TrustOpt = None,
     model_url: ModelUrlOpt = None,
     protocol: ProtocolOpt = Protocol.auto,

@@ -143,7 +143,7 @@ TraceEveryOpt = Annotated[int, typer.Option(
 def compare(
     data: DataArg,
     model: ModelOpt = None,
-    target: TargetOpt = ...,  # type: ignore[assignment]
+    target: TargetOpt = None,
     trust: TrustOpt = None,
     model_url: ModelUrlOpt = None,
     protocol: ProtocolOpt = Protocol.auto,

@@ -51,7 +51,7 @@ SaveModelOpt = Annotated[Optional[str], typer.Option(
     rich_help_panel=PANEL_MODEL, show_default=False, metavar="PATH")]
 
 MODEL_OPTIONS = [
-    option("model", ModelOpt, None), option("target", TargetOpt, ...), option("trust", TrustOpt, None),
+    option("model", ModelOpt, None), option("target", TargetOpt, None), option("trust", TrustOpt, None),
     option("threads", ThreadsOpt, None), option("allow_unknown_categories", AllowUnknownCategoriesOpt, False),
     option("task", TaskOpt, "auto"), option("loss", LossOpt, None), option("learn", LearnOpt, False),
     option("save_model", SaveModelOpt, None)]

@@ -112,8 +112,9 @@ TrustOpt = Annotated[Optional[list[str]], typer.Option(
     "--trust", help="For a .skops model: allow this type, which skops does not trust by default "
     "(repeatable or comma-separated; the error for a refused file lists the types).",
     rich_help_panel=PANEL_MODEL, show_default=False, metavar="TYPE")]
-TargetOpt = Annotated[str, typer.Option(
-    "--target", "-t", help="Name of the label column in the input.", rich_help_panel=PANEL_MODEL,
+TargetOpt = Annotated[Optional[str], typer.Option(
+    "--target", "-t", help="Name of the label column in the input (--loss prediction-shift needs none: leave it "
+    "out for a stream without labels).", rich_help_panel=PANEL_MODEL,
     show_default=False, metavar="COL")]
 TaskOpt = Annotated[Task, typer.Option(
     "--task", help="classification or regression; auto asks the model.", rich_help_panel=PANEL_MODEL)]
@@ -268,10 +269,16 @@ def input_spec(path: str | None, input_format: Any, na_values: Sequence[str] | N
     return spec
 
 
-def selection(target: str, task: Any, loss: Any, features: Sequence[str] | None, drop: Sequence[str] | None,
+def selection(target: str | None, task: Any, loss: Any, features: Sequence[str] | None, drop: Sequence[str] | None,
               group: Sequence[str] | None, allow_unknown_categories: bool = False, *,
               by: Sequence[str] = ()) -> Selection:
-    """What to explain against what, as one value (``--group`` parsed; ``by``: explain's key columns)."""
+    """What to explain against what, as one value (``--group`` parsed; ``by``: explain's key columns); no
+    ``--target`` with a loss that needs labels is a usage error, before the model is loaded."""
+    if target is None and value(loss) != "prediction-shift":
+        from ipfi_cli.errors import UsageError
+        from ipfi_cli.run.setup import no_target_message
+
+        raise UsageError(no_target_message(value(loss)))
     return Selection(target=target, task=value(task), loss=value(loss), features=split_names(features),
                      drop=split_names(drop), groups=parse_groups(group), by=tuple(by),
                      allow_unknown_categories=allow_unknown_categories)

@@ -239,6 +239,8 @@ class ExplainSession(RunEndMixin):
         inputs = s.inputs if self._rows is None else replace(s.inputs, rows=self._rows)
         selection = s.selection
         labels = s.labels
+        if labels is not None and s.selection.target is None:
+            raise UsageError("Missing option '--target': --labels gives the labels of the column --target names")
         if labels is not None and not loaded.predictor.columns and labels.id_column not in (selection.drop or []):
             # an id is not an input (unless the model names it)
             selection = replace(selection, drop=[*(selection.drop or []), labels.id_column])
@@ -269,10 +271,10 @@ class ExplainSession(RunEndMixin):
 
         s, late = self.settings, self.settings.labels
         assert late is not None
-        labels = LabelStream(late.source, late.id_column, s.selection.target, follow=late.follow,
+        labels = LabelStream(late.source, late.id_column, s.selection.target or "", follow=late.follow,
                              reader_options=reader_options(s.inputs.na_values, s.inputs.no_default_na, None))
         try:
-            return JoinedReader(features, labels, late.id_column, s.selection.target, LabelWait.parse(late.wait))
+            return JoinedReader(features, labels, late.id_column, s.selection.target or "", LabelWait.parse(late.wait))
         except BaseException:
             labels.close()
             raise
@@ -413,7 +415,9 @@ class ExplainSession(RunEndMixin):
         mode = "learning (explain each row, then learn it)" if s.model.learn else "static"
         say(f"model {s.model.path}: {loaded.description}; {task}, loss {plan.loss.name}; {mode}")
         unused = [c for c in plan.input_columns if c not in columns and c != s.selection.target and c not in plan.by]
-        say(f"input {plan.source} ({plan.input_format}); target {s.selection.target!r}; model inputs ({len(columns)}): "
+        target = f"target {s.selection.target!r}" if s.selection.target is not None \
+            else "no target (a label-free loss)"
+        say(f"input {plan.source} ({plan.input_format}); {target}; model inputs ({len(columns)}): "
             f"{', '.join(columns)}" + (f"; not used: {', '.join(unused)}" if unused else ""))
         if loaded.predictor.n_features is not None and not loaded.predictor.columns:
             say("by position: " + ", ".join(f"x{i} <- {c}" for i, c in enumerate(columns)))

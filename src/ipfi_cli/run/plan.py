@@ -73,7 +73,7 @@ class InputSpec:
 class Selection:
     """What is explained, against what: the target, task, loss and columns."""
 
-    target: str
+    target: str | None  # the label column; None: no label (only for a label-free loss, prediction-shift)
     task: str = "auto"
     loss: str | None = None
     features: Sequence[str] | None = None
@@ -93,7 +93,7 @@ class RunPlan:
     input_format: str  # "csv" or "jsonl"
     input_columns: list[str]  # the input's columns (JSONL: the first object's keys)
     columns: list[str]  # the model's inputs, in order
-    target: str
+    target: str | None  # None: the input has no label column (a label-free loss)
     features: list[str] | None  # the columns explained one by one (None: all but the groups' members)
     groups: dict[str, list[str]]
     classification: bool
@@ -122,6 +122,7 @@ class RunPlan:
                                    csv=self.input_format == "csv" and not self.skip_initial_space,
                                    allow=self.allow_unknown_categories, say=say) if self.categories else None
         return RowChecker(source=self.source, target=self.target, columns=self.columns, to_label=self.labels,
+                          no_label=self.loss.proba_class,
                           check_columns=self.input_format == "jsonl", learn=self.learn, on_bad_row=on_bad_row,
                           on_skip=on_skip, on_first_row=setup.first_row_hook(self.loaded, self.labels, self.columns),
                           known_keys=set(self.known_keys) if self.known_keys is not None else None,
@@ -154,6 +155,8 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
         served.on_notice = lambda text: say(f"warning: {text}", "status")
     classification = setup.choose_task(loaded, selection.task)
     loss = setup.choose_loss(loaded, classification, selection.loss)
+    if selection.target is None:
+        setup.check_no_target(loss, learn)
     labels = setup.label_matcher(loaded, classification, learn)
     if streaming and loaded.kind == "river" and not learn:
         say("note: the river model is explained as it is and does not learn; add --learn to explain each row "
@@ -194,9 +197,9 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
             named = [*(features or []), *(c for members in groups.values() for c in members)]
             inputs_ = (list(known) if known else list(dict.fromkeys(named)) if features
                        else [c for c in input_columns if c != target and c not in by])
-            columns, check_target = [*inputs_, target], True
+            columns, check_target = [*inputs_, *([target] if target is not None else [])], target is not None
         else:
-            columns, check_target = input_columns or list(known or []), bool(input_columns)
+            columns, check_target = input_columns or list(known or []), bool(input_columns) and target is not None
         for field, name in getattr(reader, "unnamed", ()):
             given = name in known if known else (name != target and name not in (drop or []) and name not in by
                                                  and (features is None or name in features))
@@ -211,7 +214,8 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
         check_inputs(loaded, columns, source)
         for line in notes:
             say(line, "note")
-        known_keys = (frozenset({*input_columns, target}) if reader.format == "jsonl" and not known and not features
+        labelled = [target] if target is not None else []
+        known_keys = (frozenset({*input_columns, *labelled}) if reader.format == "jsonl" and not known and not features
                       else None)
         plan = RunPlan(loaded=loaded, source=source, input_format=reader.format, input_columns=list(input_columns),
                        columns=columns, target=target, features=selected, groups=groups,

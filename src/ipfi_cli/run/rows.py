@@ -61,8 +61,8 @@ class RowChecker:
     ----------
     source : str
         How messages name the input.
-    target : str
-        The label column.
+    target : str or None
+        The label column; ``None``: the rows have no label (a label-free loss), each row's is ``no_label``.
     columns : list of str
         The model's inputs.
     to_label : callable
@@ -89,16 +89,20 @@ class RowChecker:
     categories : CategoryCheck, optional
         Compares the first good rows' values with the categories the model's encoders learned
         (it may refuse the run before they are explained).
+    no_label : object
+        Every row's label when ``target`` is ``None`` (prediction-shift on probabilities: the class
+        whose probability is compared).
     """
 
-    def __init__(self, *, source: str, target: str, columns: Sequence[str], to_label: Callable[[Any], Any],
+    def __init__(self, *, source: str, target: str | None, columns: Sequence[str], to_label: Callable[[Any], Any],
                  check_columns: bool, learn: bool, on_bad_row: str = "fail",
                  on_skip: Callable[[InputError], None] | None = None,
                  on_first_row: Callable[[dict[str, Any]], None] | None = None,
                  known_keys: set[str] | None = None, key_columns: Sequence[str] = (),
-                 can_drop: bool = False, categories: CategoryCheck | None = None) -> None:
+                 can_drop: bool = False, categories: CategoryCheck | None = None, no_label: Any = None) -> None:
         self.source = source
         self.target = target
+        self.no_label = no_label
         self.columns = list(columns)
         self.to_label = to_label
         self.check_columns = check_columns
@@ -132,11 +136,12 @@ class RowChecker:
                 if self.on_first_row is not None:
                     hook, self.on_first_row = self.on_first_row, None
                     hook(values)
-                label = values.get(self.target, MISSING)
+                label = values.get(self.target, MISSING) if self.target is not None else self.no_label
                 try:
                     if type(label) is Nested:
                         raise ValueError(self._nested(label, "the label"))
-                    label = self.to_label(label)
+                    if self.target is not None:
+                        label = self.to_label(label)
                 except ValueError as problem:
                     error = self._error(str(problem), row, self.target)
                 else:
@@ -162,11 +167,14 @@ class RowChecker:
 
         if (self.on_first_row is not None or self.categories is not None or self.key_columns
                 or self.known_keys is not None or self.learn
-                or self.target not in block.names or not len(block)
+                or (self.target is not None and self.target not in block.names) or not len(block)
                 or any(c not in block.floats for c in self.columns)):
             return None
-        many = getattr(self.to_label, "many", None)
-        labels = many(block.column(self.target)) if many is not None else None
+        if self.target is None:
+            labels: list[Any] | None = [self.no_label] * len(block)
+        else:
+            many = getattr(self.to_label, "many", None)
+            labels = many(block.column(self.target)) if many is not None else None
         if labels is None:
             return None
         floats = block.floats

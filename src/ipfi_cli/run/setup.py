@@ -52,6 +52,28 @@ def choose_loss(loaded: LoadedModel, classification: bool, loss: str | None) -> 
     return chosen
 
 
+def check_no_target(loss: Loss, learn: bool) -> None:
+    """A run without ``--target``: only a label-free loss (``prediction-shift``) measures a model
+    without labels, and a model learns from none; a :class:`~ipfi_cli.errors.UsageError` naming
+    ``--target`` otherwise."""
+    if not loss.relative:
+        raise UsageError(no_target_message(loss.name))
+    if learn:
+        raise UsageError("Missing option '--target': --learn learns from labels; name their column with --target")
+
+
+def no_target_message(loss: str | None) -> str:
+    """The usage error of a run without ``--target`` whose loss (``None``: the default) needs labels.
+
+    >>> no_target_message(None)
+    "Missing option '--target': the default loss compares predictions with labels; name their column with \
+--target, or use --loss prediction-shift, which needs none"
+    """
+    which = f"the {loss} loss" if loss else "the default loss"
+    return (f"Missing option '--target': {which} compares predictions with labels; name their column with --target, "
+            "or use --loss prediction-shift, which needs none")
+
+
 def label_matcher(loaded: LoadedModel, classification: bool, learn: bool) -> LabelMatcher:
     """A :class:`~ipfi_cli.run.labels.LabelMatcher` for the model's classes (scikit-learn's
     ``classes_``; a river classifier's are asked on the first row, see :func:`first_row_hook`).
@@ -163,7 +185,7 @@ def _preview(columns: Sequence[str]) -> str:
     return ", ".join(columns[:6]) + (", ..." if len(columns) > 6 else "")
 
 
-def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str, source: str,
+def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str | None, source: str,
                   *, check_target: bool = True, features: Sequence[str] | None = None,
                   drop: Sequence[str] | None = None, groups: dict[str, list[str]] | None = None,
                   notes: list[str] | None = None, by: Sequence[str] = (),
@@ -183,7 +205,7 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
     """
     inputs = list(input_columns)
     seen = [*inputs, *(c for c in present or () if c not in inputs)]
-    if check_target and target not in inputs:
+    if check_target and target is not None and target not in inputs:
         hint = ""
         for delimiter, name in ((";", "';'"), ("\t", "tab"), ("|", "'|'")):
             if any(delimiter in c for c in inputs):
@@ -237,7 +259,8 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
                          f"position, but it would get {len(columns)}: {', '.join(columns)} (choose them with "
                          f"{choose}, in the order the model was fitted on)", source=source)
     if not columns:
-        raise InputError(f"the input has no columns besides the target {target!r}", source=source)
+        raise InputError("the input has no columns" + (f" besides the target {target!r}" if target is not None else ""),
+                         source=source)
     if features and notes is not None and len(columns) < len(available) - len(dropped):
         notes.append(f"the model does not name its inputs, so it gets only the columns --features and --group "
                      f"choose ({_preview(columns)}); to give it every other column, leave out the ones it must "
@@ -329,7 +352,7 @@ def check_readable(reader: Any, names: Sequence[str | None]) -> None:
             raise InputError(unreadable[name])
 
 
-def check_key_columns(by: Sequence[str], input_columns: Sequence[str], target: str,
+def check_key_columns(by: Sequence[str], input_columns: Sequence[str], target: str | None,
                       features: Sequence[str] | None, groups: dict[str, list[str]], source: str) -> None:
     """``--by``'s key columns: in the input, not the target, not named by ``--features`` or ``--group``
     (a key is never explained); a :class:`~ipfi_cli.errors.UsageError` naming ``--by`` otherwise."""
