@@ -31,11 +31,14 @@ def _iso(seconds: float) -> str:
 
 
 def _method_figures(explainer: Any) -> dict[str, Any]:
-    """SAGE's losses (explained, marginal, model) and a conditional sampler's R^2 per column, where they exist."""
+    """SAGE's losses (explained, marginal, model) and its game (``n_inner`` imputations per coalition: that of
+    ``batch --method sage --inner K``), and a conditional sampler's R^2 per column, where they exist."""
     figures: dict[str, Any] = {}
     if getattr(explainer, "explained_loss", None) is not None:
         figures.update(explained_loss=explainer.explained_loss, marginal_loss=explainer.marginal_loss,
                        model_loss=explainer.model_loss)
+        if getattr(explainer, "n_inner", None) is not None:
+            figures["n_inner"] = int(explainer.n_inner)
     fit = getattr(explainer, "removal_fit", None)
     if fit:
         figures["removal_fit"] = fit
