@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from sklearn.datasets import load_iris
 from sklearn.tree import DecisionTreeClassifier
 
@@ -96,3 +97,35 @@ def test_an_untrained_river_model_without_learn_is_named_as_a_cause(tmp_path, ru
     learned = run("explain", tmp_path / "iris.csv", "-m", tmp_path / "tree.pkl", "-t", "species", "--learn",
                   "--no-live", "--seed", "1")
     assert learned.exit_code == 0, learned.stderr
+
+
+def test_a_label_too_large_for_a_float_is_a_bad_row_naming_the_row_and_the_label_column(tmp_path, run, agrawal_small,
+                                                                                           hgb):
+    """A 400-digit label stopped the run with "unexpected OverflowError", even with --on-bad-row skip. It is
+    a bad row: the run stops naming it, or skips it and gives the numbers of a run without that row."""
+    huge = int("1" * 400)
+    for matcher in (LabelMatcher(classification=True, classes=[0, 1]), LabelMatcher(classification=False)):
+        for label in (huge, -huge):
+            with pytest.raises(ValueError, match="a label of 400 digits, too large for a float"):
+                matcher(label)
+    assert LabelMatcher(classification=True, classes=[0, 1]).many([0, huge]) is None  # the row-by-row check names it
+    assert LabelMatcher(classification=True, classes=["1" * 400, "2"])(huge) == "1" * 400  # a class's own text
+    lines = agrawal_small.read_text().splitlines()
+    fields = lines[5].split(",")
+    fields[-1] = "1" * 400
+    bad, without = tmp_path / "bad.csv", tmp_path / "without.csv"
+    bad.write_text("\n".join([*lines[:5], ",".join(fields), *lines[6:]]) + "\n")
+    without.write_text("\n".join([*lines[:5], *lines[6:]]) + "\n")
+    for command in ("explain", "batch"):
+        stopped = run(command, bad, "-m", hgb, "-t", "class", "--seed", "3", "-q")
+        assert stopped.exit_code == 1
+        assert stopped.stderr.strip() == (f"ipfi: error: {bad}: row 5 (line 6), column 'class': a label of 400 digits, "
+                                          "too large for a float; no model predicts it"), stopped.stderr
+        skipped = run(command, bad, "-m", hgb, "-t", "class", "--seed", "3", "-q", "--on-bad-row", "skip",
+                      "--output-format", "jsonl")
+        plain = run(command, without, "-m", hgb, "-t", "class", "--seed", "3", "-q", "--output-format", "jsonl")
+        assert skipped.exit_code == plain.exit_code == 0, skipped.stderr
+        def records(text: str) -> list[dict]:  # the row numbers after the bad row differ by one
+            return [{k: v for k, v in json.loads(line).items() if k != "row"} for line in text.splitlines()]
+
+        assert records(skipped.stdout) == records(plain.stdout) and skipped.stdout

@@ -26,6 +26,7 @@ error for a classifier with text classes.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,8 +37,13 @@ from ipfi_cli.text import quoted
 #: text spellings of the two bool classes
 _TRUE = ("true", "t", "yes", "y", "1", "1.0")
 _FALSE = ("false", "f", "no", "n", "0", "0.0")
+#: the largest finite float, as an int (an int label beyond it is no number a model computes with)
+_FLOAT_MAX = int(sys.float_info.max)
 #: rows whose unperturbed zero-one loss is all 1 before a run says the labels look wrong
 MISMATCH_ROWS = 25
+
+
+_TOO_LARGE = "a label of {digits:,} digits, too large for a float; no model predicts it"
 
 
 class LabelError(InputError):
@@ -60,12 +66,18 @@ def _is_missing(value: Any) -> bool:
     return value is None or (type(value) is float and math.isnan(value))
 
 
+def _too_large(value: Any) -> bool:
+    """An integer no float holds (a 400-digit label): beyond +-1.8e308."""
+    return type(value) is int and not -_FLOAT_MAX <= value <= _FLOAT_MAX
+
+
 def _number_of(value: Any) -> float | None:
-    """A label as a float when it is a number or number-like text (bools are not numbers)."""
+    """A label as a float when it is a number or number-like text (bools are not numbers), ``None``
+    for an integer no float holds."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        return None if _too_large(value) else float(value)
     if isinstance(value, str):
         try:
             number = float(value.strip())
@@ -137,6 +149,8 @@ class LabelMatcher:
         if not self.classification:
             if type(value) not in (int, float):
                 raise LabelError(f"the label {quoted(value)} is not a number (the task is regression)")
+            if _too_large(value):
+                raise LabelError(_TOO_LARGE.format(digits=len(str(abs(value)))))
             if not math.isfinite(value):
                 raise LabelError(f"the label {value} is not a finite number")
             return value
@@ -146,6 +160,8 @@ class LabelMatcher:
         found = self._find(value)
         if found is not None:
             return found[0]
+        if _too_large(value):  # no class of a model is such a number
+            raise LabelError(_TOO_LARGE.format(digits=len(str(abs(value)))))
         if self.fixed:
             try:
                 self.unknown[value] = self.unknown.get(value, 0) + 1
