@@ -129,3 +129,33 @@ def test_a_label_too_large_for_a_float_is_a_bad_row_naming_the_row_and_the_label
             return [{k: v for k, v in json.loads(line).items() if k != "row"} for line in text.splitlines()]
 
         assert records(skipped.stdout) == records(plain.stdout) and skipped.stdout
+
+
+@pytest.mark.parametrize("classes", [[0, 1], [0.0, 1.0], ["0", "1"], ["0.0", "1.0"]])
+def test_one_rule_for_a_0_1_model_whatever_the_type_of_its_classes(classes):
+    """Classes 0.0/1.0 refused yes/no and True/False labels that classes 0/1 accept (every row counted
+    as a label the model never predicts); any 0/1 classes now take the same spellings."""
+    zero, one = sorted(classes, key=float)
+    matcher = LabelMatcher(classification=True, classes=classes)
+    for label in ("yes", "Y", "true", "TRUE", True, 1, 1.0, "1", "1.0", " 1 "):
+        assert matcher(label) == one and type(matcher(label)) is type(one), label
+    for label in ("no", "n", "false", False, 0, 0.0, "0", "0.0"):
+        assert matcher(label) == zero and type(matcher(label)) is type(zero), label
+    assert matcher("maybe") == "maybe" and matcher.unknown == {"maybe": 1}
+
+
+def test_explain_measures_a_float_0_1_model_on_yes_no_labels(tmp_path, run, agrawal_small):
+    """A model fitted on class 0.0/1.0 explained on the same rows with the labels yes/no gives the run on the
+    labels 0/1 (it stopped with "no label is one of the model's classes (0.0, 1.0)")."""
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+
+    frame = pd.read_csv(agrawal_small)
+    model = LogisticRegression(max_iter=2000).fit(frame.drop(columns="class"), frame["class"].astype(float))
+    assert model.classes_.tolist() == [0.0, 1.0]
+    joblib.dump(model, tmp_path / "lr.joblib")
+    frame.assign(**{"class": frame["class"].map({1: "yes", 0: "no"})}).to_csv(tmp_path / "yesno.csv", index=False)
+    outputs = [run("explain", data, "-m", tmp_path / "lr.joblib", "-t", "class", "--seed", "5", "-q",
+                   "--output-format", "jsonl") for data in (tmp_path / "yesno.csv", agrawal_small)]
+    assert [o.exit_code for o in outputs] == [0, 0], outputs[0].stderr
+    assert outputs[0].stdout == outputs[1].stdout and outputs[0].stdout

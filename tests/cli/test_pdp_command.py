@@ -393,3 +393,24 @@ def test_on_bad_row_skip_leaves_out_a_row_the_model_fails_on(run, agrawal_small,
     for record in last:
         probability = forest.predict_proba(rows.assign(age=float(record["grid"])))[:, 1].mean()
         assert float(record["pd"]) == pytest.approx(probability, rel=1e-12)
+
+
+def test_class_is_found_by_the_rule_labels_follow(tmp_path, run, agrawal_small):
+    """`pdp --class 1` did not find the class 1.0, nor `--class dole` the class Dole, though labels find them:
+    the curves are those of the class's own spelling; a class that is none of the model's is still refused."""
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+
+    frame = pd.read_csv(agrawal_small)
+    X = frame.drop(columns="class")
+    for name, y, spellings in [("float", frame["class"].astype(float), ["1.0", "1", "yes", "True"]),
+                               ("text", frame["class"].map({1: "Dole", 0: "Lab"}), ["Dole", "dole", " DOLE"])]:
+        joblib.dump(LogisticRegression(max_iter=2000).fit(X, y), tmp_path / f"{name}.joblib")
+        outputs = [run("pdp", agrawal_small, "-m", tmp_path / f"{name}.joblib", "-t", "class", "--feature", "age",
+                       "--class", spelling, "--every", "100") for spelling in spellings]
+        assert [o.exit_code for o in outputs] == [0] * len(spellings), [o.stderr for o in outputs]
+        assert all(o.stdout == outputs[0].stdout for o in outputs) and outputs[0].stdout
+    wrong = run("pdp", agrawal_small, "-m", tmp_path / "text.joblib", "-t", "class", "--feature", "age",
+                "--class", "Green")
+    assert wrong.exit_code == 1
+    assert "--class 'Green' is not one of the model's classes: Dole, Lab" in wrong.stderr

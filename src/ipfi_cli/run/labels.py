@@ -19,6 +19,9 @@ error for a classifier with text classes.
 >>> matcher = LabelMatcher(classification=True, classes=["0", "1"])
 >>> [matcher(1), matcher(0.0)]
 ['1', '0']
+>>> matcher = LabelMatcher(classification=True, classes=[0.0, 1.0])
+>>> [matcher("yes"), matcher(False), matcher("1")]
+[1.0, 0.0, 1.0]
 >>> matcher("maybe"), matcher.unknown
 ('maybe', {'maybe': 1})
 """
@@ -128,14 +131,16 @@ class LabelMatcher:
         exact: dict[Any, Any] = {}
         aliases: dict[Any, Any] = {}
         ambiguous: set[Any] = set()
-        zero_one = sorted(known, key=str) in ([0, 1], ["0", "1"]) and all(type(c) in (int, str) for c in known)
+        # two classes that are the numbers 0 and 1 (ints, floats or their text): a 0/1 model
+        zero_one = (len(known) == 2 and not any(isinstance(c, bool) for c in known)
+                    and {_number_of(c) for c in known} == {0.0, 1.0})
         for c in known:
             exact.setdefault(str(c), c)
-            if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and not zero_one:
+            if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c):
                 exact.setdefault(("number", float(c)), c)
             keys: list[Any] = [str(c).strip().lower()]
             if isinstance(c, bool) or zero_one:  # True/yes find the class 1 of a 0/1 model, as 1 finds True
-                keys += list(_TRUE if c in (True, "1") else _FALSE)
+                keys += list(_TRUE if c is True or _number_of(c) == 1.0 else _FALSE)
             for key in keys:
                 if aliases.setdefault(key, c) != c or key in ambiguous:
                     ambiguous.add(key)  # "Setosa" and "setosa" both: "SETOSA" finds neither
@@ -197,6 +202,18 @@ class LabelMatcher:
                 if value in fresh:
                     self.unknown[value] = self.unknown.get(value, 0) + 1
         return [found[type(value), value] for value in values]
+
+    def find(self, value: Any) -> tuple[Any] | None:
+        """``(class,)`` for the class ``value`` means, by the rule labels follow (a class's own text, its
+        number, then an alias that no other class shares: ``1`` finds ``1.0``, ``dole`` finds ``Dole``,
+        ``yes`` the class 1 of a 0/1 model), or ``None``; nothing is counted.
+
+        >>> LabelMatcher(classification=True, classes=["Dole", "Lab"]).find("dole")
+        ('Dole',)
+        """
+        if _is_missing(value) or not self._lookup:
+            return None
+        return self._find(value)
 
     def _find(self, value: Any) -> tuple[Any] | None:
         classes = self.classes or []

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipfi_cli.errors import InputError, IpfiError, ModelCallError, RunError, ServiceError
+from ipfi_cli.text import quoted
 
 PDP_FIELDS = ["row", "feature", "grid", "pd"]
 
@@ -86,11 +87,14 @@ def _class(predictor: Any, settings: PDPSettings) -> Any:
         raise RunError("--class needs a model that gives class probabilities")
     classes = predictor.classes
     if classes:
-        matches = [c for c in classes if str(c) == str(wanted)]
-        if not matches:
-            raise RunError(f"--class {str(wanted)[:40]!r} is not one of the model's classes: "
+        from ipfi_cli.run.labels import LabelMatcher
+
+        # the rule labels follow: --class 1 finds the class 1.0, --class dole finds Dole, yes the 1 of a 0/1 model
+        found = LabelMatcher(classification=True, classes=classes).find(wanted)
+        if found is None:
+            raise RunError(f"--class {quoted(str(wanted))} is not one of the model's classes: "
                            f"{', '.join(map(str, classes))}")
-        return matches[0]
+        return found[0]
     return wanted
 
 
