@@ -159,3 +159,40 @@ def test_explain_measures_a_float_0_1_model_on_yes_no_labels(tmp_path, run, agra
                    "--output-format", "jsonl") for data in (tmp_path / "yesno.csv", agrawal_small)]
     assert [o.exit_code for o in outputs] == [0, 0], outputs[0].stderr
     assert outputs[0].stdout == outputs[1].stdout and outputs[0].stdout
+
+
+def test_labels_that_match_no_class_are_refused_before_any_record(tmp_path, run, agrawal_small, hgb, monkeypatch):
+    """explain wrote a record per row (all zeros) and printed the summary table, then refused labels none of
+    which is a class of the model. Refused now before any record and without the table; rows whose labels
+    match no class yet are held back until one does, and then give the records of a run without the hold."""
+    lines = agrawal_small.read_text().splitlines()
+    header, rows = lines[0], lines[1:]
+    renamed = [row.rsplit(",", 1)[0] + ",group_" + row.rsplit(",", 1)[1] for row in rows]
+    every = tmp_path / "every.csv"
+    every.write_text("\n".join([header, *renamed]) + "\n")
+    for batch in ("1", "100"):
+        result = run("explain", every, "-m", hgb, "-t", "class", "--seed", "1", "--no-live", "--batch-size", batch)
+        assert result.exit_code == 1
+        assert result.stdout == header.replace(",class", "").replace("salary", "row,salary", 1) + "\n"
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"ipfi: error: {every}: no label is one of the model's classes (0, 1); the labels read like 'group_1', "
+            "'group_0': every prediction would count as wrong and every importance would be 0; check --target and "
+            "the label values")
+        assert "┃" not in result.stderr and "seed 1" not in result.stderr  # no summary table
+    long = tmp_path / "long.csv"  # a long stream is refused once 1,000 rows' labels matched none
+    long.write_text("\n".join([header, *(renamed * 5)]) + "\n")
+    result = run("explain", long, "-m", hgb, "-t", "class", "--seed", "1", "-q", "--batch-size", "7")
+    assert result.exit_code == 1 and result.stdout.count("\n") == 1
+    assert "the first 1,001 rows' labels: no label is one of the model's classes" in result.stderr
+    # the first 30 labels match no class, the rest do: the same records as a run that holds nothing back
+    some = tmp_path / "some.csv"
+    some.write_text("\n".join([header, *renamed[:30], *rows[30:]]) + "\n")
+    args = ("explain", some, "-m", hgb, "-t", "class", "--seed", "1", "--no-live", "--batch-size", "7")
+    held = run(*args)
+    from ipfi_cli.run.explain import ExplainSession
+
+    monkeypatch.setattr(ExplainSession, "_hold", lambda self, good, stopping: good)
+    plain = run(*args)
+    assert held.exit_code == plain.exit_code == 0, held.stderr
+    assert held.stdout == plain.stdout and held.stdout.count("\n") == 301
+    assert "30 row(s) have a label the model never predicts" in held.stderr
