@@ -107,3 +107,24 @@ def test_the_readme_example_runs():
     # docs/python.md opens with the same example: one example, shown in two places
     assert re.search(r"```python\n(.*?)```", DOCS_PYTHON.read_text(), flags=re.S).group(1) == code
     exec(compile(code, "README.md", "exec"), {})
+
+
+def test_batch_pfi_names_a_column_the_rows_lack():
+    """A DataFrame or dict rows without one of the model's inputs raised pandas' bare KeyError('age');
+    a ValueError now names it, whether the inputs come from the model or from columns=."""
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(50, 3)), columns=["salary", "age", "loan"])
+    y = frame["salary"] + frame["age"]
+    model = LinearRegression().fit(frame, y)
+    lacking = frame.drop(columns="age")
+    for columns in (None, ["salary", "age", "loan"]):
+        with pytest.raises(ValueError, match=r"^X has no column 'age', one of the model's inputs \(salary, age, "
+                                             r"loan\); X's columns: salary, loan$"):
+            batch_pfi(model, lacking, y, columns=columns, seed=0, n_repeats=2)
+    records = frame.to_dict("records")
+    del records[3]["age"]
+    with pytest.raises(ValueError, match=r"^row 4 of X has no key 'age', one of the model's inputs"):
+        batch_pfi(model, records, y, seed=0, n_repeats=2)
+    assert batch_pfi(model, frame, y, seed=0, n_repeats=2).feature_names == ["salary", "age", "loan"]

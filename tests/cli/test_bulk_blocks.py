@@ -230,7 +230,8 @@ def test_model_calls_are_counted_alike(run, monkeypatch, breast_cancer, tmp_path
                 "--on-bad-row", "skip", "--metrics-textfile", prom, tmp_path / "nan.csv"]
         with monkeypatch.context() as m:
             if not blocks_on:
-                m.setattr(ExplainSession, "_batches", lambda self, reader: reader.batches(self.settings.reading.batch_size))
+                m.setattr(ExplainSession, "_batches",
+                          lambda self, reader: reader.batches(self.settings.reading.batch_size))
             assert run(*args).exit_code == 0
         counts.append(sorted(line for line in prom.read_text().splitlines()
                              if line.startswith(("ipfi_model_calls_total", "ipfi_model_predictions_total"))))

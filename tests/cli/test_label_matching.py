@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from sklearn.datasets import load_iris
 from sklearn.tree import DecisionTreeClassifier
 
@@ -96,3 +97,102 @@ def test_an_untrained_river_model_without_learn_is_named_as_a_cause(tmp_path, ru
     learned = run("explain", tmp_path / "iris.csv", "-m", tmp_path / "tree.pkl", "-t", "species", "--learn",
                   "--no-live", "--seed", "1")
     assert learned.exit_code == 0, learned.stderr
+
+
+def test_a_label_too_large_for_a_float_is_a_bad_row_naming_the_row_and_the_label_column(tmp_path, run, agrawal_small,
+                                                                                           hgb):
+    """A 400-digit label stopped the run with "unexpected OverflowError", even with --on-bad-row skip. It is
+    a bad row: the run stops naming it, or skips it and gives the numbers of a run without that row."""
+    huge = int("1" * 400)
+    for matcher in (LabelMatcher(classification=True, classes=[0, 1]), LabelMatcher(classification=False)):
+        for label in (huge, -huge):
+            with pytest.raises(ValueError, match="a label of 400 digits, too large for a float"):
+                matcher(label)
+    assert LabelMatcher(classification=True, classes=[0, 1]).many([0, huge]) is None  # the row-by-row check names it
+    assert LabelMatcher(classification=True, classes=["1" * 400, "2"])(huge) == "1" * 400  # a class's own text
+    lines = agrawal_small.read_text().splitlines()
+    fields = lines[5].split(",")
+    fields[-1] = "1" * 400
+    bad, without = tmp_path / "bad.csv", tmp_path / "without.csv"
+    bad.write_text("\n".join([*lines[:5], ",".join(fields), *lines[6:]]) + "\n")
+    without.write_text("\n".join([*lines[:5], *lines[6:]]) + "\n")
+    for command in ("explain", "batch"):
+        stopped = run(command, bad, "-m", hgb, "-t", "class", "--seed", "3", "-q")
+        assert stopped.exit_code == 1
+        assert stopped.stderr.strip() == (f"ipfi: error: {bad}: row 5 (line 6), column 'class': a label of 400 digits, "
+                                          "too large for a float; no model predicts it"), stopped.stderr
+        skipped = run(command, bad, "-m", hgb, "-t", "class", "--seed", "3", "-q", "--on-bad-row", "skip",
+                      "--output-format", "jsonl")
+        plain = run(command, without, "-m", hgb, "-t", "class", "--seed", "3", "-q", "--output-format", "jsonl")
+        assert skipped.exit_code == plain.exit_code == 0, skipped.stderr
+        def records(text: str) -> list[dict]:  # the row numbers after the bad row differ by one
+            return [{k: v for k, v in json.loads(line).items() if k != "row"} for line in text.splitlines()]
+
+        assert records(skipped.stdout) == records(plain.stdout) and skipped.stdout
+
+
+@pytest.mark.parametrize("classes", [[0, 1], [0.0, 1.0], ["0", "1"], ["0.0", "1.0"]])
+def test_one_rule_for_a_0_1_model_whatever_the_type_of_its_classes(classes):
+    """Classes 0.0/1.0 refused yes/no and True/False labels that classes 0/1 accept (every row counted
+    as a label the model never predicts); any 0/1 classes now take the same spellings."""
+    zero, one = sorted(classes, key=float)
+    matcher = LabelMatcher(classification=True, classes=classes)
+    for label in ("yes", "Y", "true", "TRUE", True, 1, 1.0, "1", "1.0", " 1 "):
+        assert matcher(label) == one and type(matcher(label)) is type(one), label
+    for label in ("no", "n", "false", False, 0, 0.0, "0", "0.0"):
+        assert matcher(label) == zero and type(matcher(label)) is type(zero), label
+    assert matcher("maybe") == "maybe" and matcher.unknown == {"maybe": 1}
+
+
+def test_explain_measures_a_float_0_1_model_on_yes_no_labels(tmp_path, run, agrawal_small):
+    """A model fitted on class 0.0/1.0 explained on the same rows with the labels yes/no gives the run on the
+    labels 0/1 (it stopped with "no label is one of the model's classes (0.0, 1.0)")."""
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+
+    frame = pd.read_csv(agrawal_small)
+    model = LogisticRegression(max_iter=2000).fit(frame.drop(columns="class"), frame["class"].astype(float))
+    assert model.classes_.tolist() == [0.0, 1.0]
+    joblib.dump(model, tmp_path / "lr.joblib")
+    frame.assign(**{"class": frame["class"].map({1: "yes", 0: "no"})}).to_csv(tmp_path / "yesno.csv", index=False)
+    outputs = [run("explain", data, "-m", tmp_path / "lr.joblib", "-t", "class", "--seed", "5", "-q",
+                   "--output-format", "jsonl") for data in (tmp_path / "yesno.csv", agrawal_small)]
+    assert [o.exit_code for o in outputs] == [0, 0], outputs[0].stderr
+    assert outputs[0].stdout == outputs[1].stdout and outputs[0].stdout
+
+
+def test_labels_that_match_no_class_are_refused_before_any_record(tmp_path, run, agrawal_small, hgb, monkeypatch):
+    """explain wrote a record per row (all zeros) and printed the summary table, then refused labels none of
+    which is a class of the model. Refused now before any record and without the table; rows whose labels
+    match no class yet are held back until one does, and then give the records of a run without the hold."""
+    lines = agrawal_small.read_text().splitlines()
+    header, rows = lines[0], lines[1:]
+    renamed = [row.rsplit(",", 1)[0] + ",group_" + row.rsplit(",", 1)[1] for row in rows]
+    every = tmp_path / "every.csv"
+    every.write_text("\n".join([header, *renamed]) + "\n")
+    for batch in ("1", "100"):
+        result = run("explain", every, "-m", hgb, "-t", "class", "--seed", "1", "--no-live", "--batch-size", batch)
+        assert result.exit_code == 1
+        assert result.stdout == header.replace(",class", "").replace("salary", "row,salary", 1) + "\n"
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"ipfi: error: {every}: no label is one of the model's classes (0, 1); the labels read like 'group_1', "
+            "'group_0': every prediction would count as wrong and every importance would be 0; check --target and "
+            "the label values")
+        assert "┃" not in result.stderr and "seed 1" not in result.stderr  # no summary table
+    long = tmp_path / "long.csv"  # a long stream is refused once 1,000 rows' labels matched none
+    long.write_text("\n".join([header, *(renamed * 5)]) + "\n")
+    result = run("explain", long, "-m", hgb, "-t", "class", "--seed", "1", "-q", "--batch-size", "7")
+    assert result.exit_code == 1 and result.stdout.count("\n") == 1
+    assert "the first 1,001 rows' labels: no label is one of the model's classes" in result.stderr
+    # the first 30 labels match no class, the rest do: the same records as a run that holds nothing back
+    some = tmp_path / "some.csv"
+    some.write_text("\n".join([header, *renamed[:30], *rows[30:]]) + "\n")
+    args = ("explain", some, "-m", hgb, "-t", "class", "--seed", "1", "--no-live", "--batch-size", "7")
+    held = run(*args)
+    from ipfi_cli.run.explain import ExplainSession
+
+    monkeypatch.setattr(ExplainSession, "_hold", lambda self, good, stopping: good)
+    plain = run(*args)
+    assert held.exit_code == plain.exit_code == 0, held.stderr
+    assert held.stdout == plain.stdout and held.stdout.count("\n") == 301
+    assert "30 row(s) have a label the model never predicts" in held.stderr

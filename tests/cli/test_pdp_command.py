@@ -393,3 +393,78 @@ def test_on_bad_row_skip_leaves_out_a_row_the_model_fails_on(run, agrawal_small,
     for record in last:
         probability = forest.predict_proba(rows.assign(age=float(record["grid"])))[:, 1].mean()
         assert float(record["pd"]) == pytest.approx(probability, rel=1e-12)
+
+
+def test_class_is_found_by_the_rule_labels_follow(tmp_path, run, agrawal_small):
+    """`pdp --class 1` did not find the class 1.0, nor `--class dole` the class Dole, though labels find them:
+    the curves are those of the class's own spelling; a class that is none of the model's is still refused."""
+    import joblib
+    from sklearn.linear_model import LogisticRegression
+
+    frame = pd.read_csv(agrawal_small)
+    X = frame.drop(columns="class")
+    for name, y, spellings in [("float", frame["class"].astype(float), ["1.0", "1", "yes", "True"]),
+                               ("text", frame["class"].map({1: "Dole", 0: "Lab"}), ["Dole", "dole", " DOLE"])]:
+        joblib.dump(LogisticRegression(max_iter=2000).fit(X, y), tmp_path / f"{name}.joblib")
+        outputs = [run("pdp", agrawal_small, "-m", tmp_path / f"{name}.joblib", "-t", "class", "--feature", "age",
+                       "--class", spelling, "--every", "100") for spelling in spellings]
+        assert [o.exit_code for o in outputs] == [0] * len(spellings), [o.stderr for o in outputs]
+        assert all(o.stdout == outputs[0].stdout for o in outputs) and outputs[0].stdout
+    wrong = run("pdp", agrawal_small, "-m", tmp_path / "text.joblib", "-t", "class", "--feature", "age",
+                "--class", "Green")
+    assert wrong.exit_code == 1
+    assert "--class 'Green' is not one of the model's classes: Dole, Lab" in wrong.stderr
+
+
+def test_text_and_missing_values_the_models_pipeline_takes_reach_it(tmp_path, run):
+    """A pipeline that imputes and one-hot encodes UCI Adult's text columns (some empty) was refused at
+    row 1 ("partial dependence needs numbers, got 'State-gov'"); so was a missing value of a tracked
+    feature. Each curve point is scikit-learn's brute-force partial dependence (the model's mean
+    probability of >50K over every row, the feature set to the grid value), to float rounding; a model
+    that cannot take text still stops at a bad row naming its column."""
+    import joblib
+    from sklearn.compose import make_column_transformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    from tests.cli.conftest import ROOT
+
+    frame = pd.read_csv(ROOT / "tests" / "data" / "adult_300.csv")
+    frame.loc[9, "age"] = np.nan  # a tracked feature's missing value: the curve replaces it
+    X, y = frame.drop(columns="class"), frame["class"]
+    text = [c for c in X if X[c].dtype.kind not in "biuf"]
+    numbers = [c for c in X if c not in text]
+    assert X[text].isna().any().any()
+    model = make_pipeline(make_column_transformer(
+        (make_pipeline(SimpleImputer(strategy="most_frequent"), OneHotEncoder(handle_unknown="ignore")), text),
+        (make_pipeline(SimpleImputer(), StandardScaler()), numbers)), LogisticRegression(max_iter=1000)).fit(X, y)
+    joblib.dump(model, tmp_path / "adult.joblib")
+    frame.to_csv(tmp_path / "adult.csv", index=False)
+    result = run("pdp", tmp_path / "adult.csv", "-m", tmp_path / "adult.joblib", "-t", "class", "--feature",
+                 "age,hours-per-week", "--class", ">50K", "--smoothing", "mean", "--warm-up", "0",
+                 "--grid", "age=25,45,65", "--grid", "hours-per-week=20,40,60")
+    assert result.exit_code == 0, result.stderr
+    records = parse_csv(result.stdout)
+    assert len(records) == 6 and {r["row"] for r in records} == {"300"}
+    column = list(model.classes_).index(">50K")
+    for record in records:
+        changed = X.assign(**{record["feature"]: float(record["grid"])})
+        expected = model.predict_proba(changed)[:, column].mean()
+        assert float(record["pd"]) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    # the grid from the warm-up rows leaves the missing age out of its quantiles
+    result = run("pdp", tmp_path / "adult.csv", "-m", tmp_path / "adult.joblib", "-t", "class", "--feature", "age",
+                 "--class", ">50K", "--warm-up", "20", "--grid-size", "3")
+    assert result.exit_code == 0, result.stderr
+    ages = frame["age"][:20].dropna().to_numpy()
+    assert [float(r["grid"]) for r in parse_csv(result.stdout)] == pytest.approx(
+        np.linspace(*np.quantile(ages, [0.05, 0.95]), 3).tolist(), rel=1e-12)
+    # a model that takes numbers only: the first row with text is a bad row naming the column
+    coded = X.assign(**{c: X[c].astype("category").cat.codes for c in text}).fillna(0)
+    from sklearn.tree import DecisionTreeClassifier
+
+    joblib.dump(DecisionTreeClassifier(max_depth=3, random_state=0).fit(coded, y), tmp_path / "plain.joblib")
+    result = run("pdp", tmp_path / "adult.csv", "-m", tmp_path / "plain.joblib", "-t", "class", "--feature", "age",
+                 "--class", ">50K")
+    assert result.exit_code == 1 and "row 1 (line 2)" in result.stderr and "'State-gov'" in result.stderr

@@ -13,7 +13,7 @@ OWN = {
     "alpha": "compare takes several rates (a list); explain one",
     "sampling": "compare runs several strategies (a list); explain one",
     "repeats": "batch permutes whole columns M times; iPFI averages M realisations per row",
-    "reservoir_size": "compare has a short alias, -L",
+    "reservoir_size": "compare's help says 'iPFI reservoir' (it runs batch PFI beside it); the spellings agree",
     "learn": "explain learns as it explains; compare compares with interval PFI",
     "input": "explain streams INPUT (optional, stdin); batch and compare read DATA whole",
     "data": "explain streams INPUT (optional, stdin); batch and compare read DATA whole",
@@ -61,3 +61,10 @@ def test_pdp_reads_its_input_with_the_same_options():
 
     assert len(reading("explain")) == 6
     assert reading("pdp") == reading("explain")
+
+
+def test_explain_and_compare_spell_sampling_and_the_reservoir_alike():
+    """compare spelled --sampling -s and --reservoir-size -L, explain had neither."""
+    params = _params()
+    for name, spellings in (("sampling", ("--sampling", "-s")), ("reservoir_size", ("--reservoir-size", "-L"))):
+        assert {params[name][c][0] for c in ("explain", "compare")} == {spellings}, name

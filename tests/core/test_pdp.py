@@ -145,17 +145,37 @@ def test_a_failing_call_leaves_the_curves_as_they_were(fitted):
     assert pdp.n_seen == 100
 
 
-@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_a_missing_value_of_a_curve_feature_is_left_out_of_the_grid_and_replaced_by_it(fitted):
+    """As scikit-learn's partial_dependence: a NaN of the tracked feature is left out of the grid's
+    quantiles, and the row's curve, which sets the feature to each grid value, is that of the row with
+    any value there (it was refused as 'nan is not a finite number')."""
+    import copy
+
+    model, X = fitted
+    explainer = IPDPEstimator(as_predictor(model), COLUMNS, ["x0"], warm_up=4, grid_size=3)
+    rows = X[:6].copy()
+    rows[1, 0] = np.nan
+    explainer.explain_many(rows[:5])
+    grid = explainer.curves["x0"][0]
+    np.testing.assert_allclose(grid, np.linspace(*np.quantile(X[[0, 2, 3], 0], [0.05, 0.95]), 3), rtol=1e-15)
+    other = copy.deepcopy(explainer)
+    missing, given = rows[5:6].copy(), rows[5:6].copy()
+    missing[0, 0], given[0, 0] = np.nan, 123.0
+    np.testing.assert_array_equal(explainer.explain_many(missing), other.explain_many(given))
+    assert np.isfinite(explainer.curves["x0"][1]).all()
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf")])
 def test_a_non_finite_value_of_a_curve_feature_is_refused_and_changes_nothing(fitted, bad):
-    """A curve's grid comes from running quantiles of its feature: one inf or NaN would make the
-    grid, and every curve on it, NaN for good. It is refused, naming the row and the feature."""
+    """A curve's grid comes from quantiles of its feature: one inf would make the grid, and every
+    curve on it, inf or NaN for good. It is refused, naming the row and the feature."""
     model, X = fitted
     explainer = IPDPEstimator(as_predictor(model), COLUMNS, ["x0"], warm_up=2)
     explainer.explain_many(X[:5])
     before = explainer.explain_many(X[5:6])[0].copy()
     rows = X[5:8].copy()
     rows[1, 0] = bad
-    with pytest.raises(ValueError, match=r"^row 2, column 'x0': -?(inf|nan) is not a finite number"):
+    with pytest.raises(ValueError, match=r"^row 2, column 'x0': -?inf is not a finite number"):
         explainer.explain_many(rows)
     assert explainer.n_seen == 6
     np.testing.assert_array_equal(explainer.explain_many(X[6:7])[0].shape, before.shape)

@@ -104,7 +104,8 @@ def is_missing_text(text: str) -> bool:
 
 # -- CSV: strategies and oracle ----------------------------------------------------------------
 # (a first line `sep=;` is Excel's, naming the separator: no header of one such column)
-names = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters=BAD_BYTE),
+# (a NUL byte in the first KiB makes the input binary data, refused as a whole: no NUL in a name)
+names = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters=BAD_BYTE + "\x00"),
                 min_size=1, max_size=8).map(str.strip).filter(bool).filter(lambda n: not n.lower().startswith("sep="))
 plain_text = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters=BAD_BYTE + "\x00"),
                      min_size=1, max_size=12)

@@ -228,6 +228,38 @@ def test_inputs_ipfi_does_not_read_are_named_at_their_first_bytes(head, what):
     assert RowReader(Trickle(b"P,K\n1,2\n", 1), name="t.csv").columns == ["P", "K"]  # type: ignore[arg-type]
 
 
+def test_parquet_binary_data_and_a_misnamed_gz_are_said_at_their_first_bytes(tmp_path):
+    """Parquet on a pipe, binary data given as CSV and a `.gz` that is not gzip were read as CSV text
+    ("a carriage return (CR) inside an unquoted field", a header of control bytes, or rows): each is
+    now named as what it is, before any row."""
+    import pandas as pd
+
+    pytest.importorskip("pyarrow")
+    pd.DataFrame({"a": [1.5, 2.5], "b": ["x\r", "y"]}).to_parquet(tmp_path / "t.parquet")
+    parquet = (tmp_path / "t.parquet").read_bytes()
+    binary = bytes(range(256)) * 8
+    cases = [(parquet, "<stdin>", "<stdin>: a Parquet file (it starts with Parquet's magic bytes PAR1)"),
+             (binary, "t.csv", "t.csv: binary data (a NUL byte at byte 1), not CSV or JSONL text"),
+             (b"a,b\n1,2\n\x00\x01\x02", "t.csv", "t.csv: binary data (a NUL byte at byte 9)"),
+             (b"a,b\n1,2\n", "t.csv.gz", "t.csv.gz: the name says gzip, but the data is not gzip-compressed: it is "
+                                        "plain text; if it is CSV or JSONL text, rename it or pipe it in, "
+                                        "e.g. ipfi ... - < t.csv.gz"),
+             (b"a,b\n\x00", "t.jsonl.xz", "t.jsonl.xz: the name says xz, but the data is not xz-compressed: it is "
+                                        "binary data (a NUL byte at byte 5)")]
+    for data, name, what in cases:
+        # (a pipe handing on a byte at a time shows only its first bytes: ipfi does not wait for a KiB)
+        for size in (1, 1 << 16) if "byte 9" not in what and "byte 5" not in what else (1 << 16,):
+            with pytest.raises(InputError) as error:
+                _ = RowReader(Trickle(data, size), name=name).columns  # type: ignore[arg-type]
+            message = str(error.value)
+            assert message.startswith(what) and "\n" not in message, message
+    # a gzip named .gz, text with control bytes other than NUL, and a NUL past the first KiB are read as before
+    assert good(list(RowReader(io.BytesIO(gzip.compress(b"a,b\n1,2\n")), name="t.csv.gz"))) == [{"a": 1, "b": 2}]
+    assert good(read(b"a,b\n\x01\x02\x03\x04\x05,2\n")[1]) == [{"a": "\x01\x02\x03\x04\x05", "b": 2}]
+    rows = read(b"a,b\n" + b"1,2\n" * 300 + b"1,\x00\n")[1]
+    assert len(good(rows)) == 300 and rows[-1].error is not None
+
+
 def test_truncated_gzip_raises():
     data = gzip.compress(b"a,b\n" + b"1,2\n" * 1000)
     reader = RowReader(io.BytesIO(data[: len(data) // 2]), name="t.csv.gz")

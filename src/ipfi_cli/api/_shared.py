@@ -207,7 +207,29 @@ def _table(X: Any, columns: Sequence[str] | None, model: Any) -> tuple[Any, list
             names = [f"x{i}" for i in range(X.shape[1])]
     if names is None:
         raise ValueError("give columns=: the rows do not name their columns")
+    _check_present(X, names)
     return X, [str(c) for c in names]
+
+
+def _check_present(X: Any, names: Sequence[Any]) -> None:
+    """A ValueError naming the first of the model's inputs ``X`` lacks (a DataFrame's column, a dict
+    row's key), not pandas' bare KeyError from deep inside."""
+    frame_columns = getattr(X, "columns", None)
+    if frame_columns is not None and not isinstance(X, np.ndarray):
+        have = {str(c) for c in frame_columns}
+        missing = [str(c) for c in names if str(c) not in have]
+        if missing:
+            raise ValueError(f"X has no column {missing[0]!r}, one of the model's inputs "
+                             f"({', '.join(map(str, names))}); X's columns: {', '.join(map(str, frame_columns))}")
+    elif isinstance(X, list) and X and isinstance(X[0], Mapping):
+        wanted = [str(c) for c in names]
+        for number, row in enumerate(X, start=1):
+            if not isinstance(row, Mapping):
+                raise ValueError(f"row {number} of X is not a dict, as the first is")
+            missing = [c for c in wanted if c not in row]
+            if missing:
+                raise ValueError(f"row {number} of X has no key {missing[0]!r}, one of the model's inputs "
+                                 f"({', '.join(wanted)})")
 
 
 def _bunch(result: core_batch.PFIResult) -> Any:

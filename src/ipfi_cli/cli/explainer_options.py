@@ -70,10 +70,10 @@ RunningMeanOpt = Annotated[bool, typer.Option(
         "--running-mean", help="Every row weighs alike (the static setting's estimator) instead of --alpha's "
         "smoothing; the state of shards merges (ipfi merge).", rich_help_panel=PANEL_ESTIMATOR)]
 SamplingOpt = Annotated[Sampling, typer.Option(
-        "--sampling", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
+        "--sampling", "-s", help="Which earlier rows replace a feature's value: geometric prefers recent rows "
         "(follows drift); uniform treats all rows alike.", rich_help_panel=PANEL_ESTIMATOR)]
 ReservoirSizeOpt = Annotated[int, typer.Option(
-        "--reservoir-size", min=1, help="Earlier rows remembered per permutation.",
+        "--reservoir-size", "-L", min=1, help="Earlier rows remembered per permutation.",
         rich_help_panel=PANEL_ESTIMATOR)]
 
 

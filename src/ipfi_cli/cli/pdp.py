@@ -46,9 +46,9 @@ def pdp(
         "--target", "-t", help="A label column to leave out of the model's inputs (the curves need no label).",
         rich_help_panel=PANEL_MODEL, show_default=False, metavar="COL")] = None,
     target_class: Annotated[Optional[str], typer.Option(
-        "--class", help="For a classifier (required): the curve is the probability of this class, as the model "
-        "names it. A regressor's curve is its predicted value.", rich_help_panel=PANEL_MODEL,
-        show_default=False, metavar="LABEL")] = None,
+        "--class", help="For a classifier (required): the curve is the probability of this class, found as labels "
+        "find it (1 finds 1.0, dole finds Dole). A regressor's curve is its predicted value.",
+        rich_help_panel=PANEL_MODEL, show_default=False, metavar="LABEL")] = None,
     drop: Annotated[Optional[list[str]], typer.Option(
         "--drop", help="Input columns the model does not take, such as ids and dates (comma-separated, repeatable). "
         "A model that names its inputs gets just those anyway.", rich_help_panel=PANEL_MODEL, show_default=False,

@@ -47,7 +47,9 @@ class KeyedExplainers:
         self._live: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
         # evicted keys: their state as plain-data bytes (in memory, or where ``saved`` keeps them)
         self._saved: MutableMapping[Hashable, bytes] = saved if saved is not None else {}
-        self._order: dict[Hashable, int] = {}  # key -> when it was first seen (the order of keys())
+        # every key seen, in the order it first came (a dict keeps it; no value: one entry per key, which a
+        # run with --max-keys holds for every evicted key too)
+        self._order: dict[Hashable, None] = {}
         self.evictions = 0
 
     def get(self, key: Hashable) -> Any:
@@ -62,17 +64,30 @@ class KeyedExplainers:
             from ipfi_cli.core.plain_state import loads
 
             explainer.load_state_dict(loads(saved))
-        self._order.setdefault(key, len(self._order))
+        self._order.setdefault(key, None)
         self._live[key] = explainer
         if self.max_keys is not None:
             while len(self._live) > self.max_keys:
                 self._evict()
         return explainer
 
+    def peek(self, key: Hashable) -> Any:
+        """``key``'s explainer to read: the live one, or one restored from its saved state that is
+        not kept (nothing is evicted or written for it; the keys' recency is unchanged)."""
+        explainer = self._live.get(key)
+        if explainer is not None:
+            return explainer
+        saved = self._saved[key]  # a KeyError for a key never seen
+        from ipfi_cli.core.plain_state import loads
+
+        explainer = self.factory(key)
+        explainer.load_state_dict(loads(saved))
+        return explainer
+
     def adopt(self, key: Hashable, explainer: Any) -> None:
         """Take ``explainer``, fed elsewhere (another process), as ``key``'s; it is the most recent."""
         self._saved.pop(key, None)
-        self._order.setdefault(key, len(self._order))
+        self._order.setdefault(key, None)
         self._live[key] = explainer
         self._live.move_to_end(key)
         if self.max_keys is not None:
@@ -92,7 +107,7 @@ class KeyedExplainers:
 
     def keys(self) -> list[Hashable]:
         """Every key seen, in the order they first came."""
-        return sorted(self._order, key=self._order.__getitem__)
+        return list(self._order)
 
     def state(self, key: Hashable) -> dict[str, Any]:
         """The state of ``key``'s explainer (live or saved) as plain data."""
@@ -114,7 +129,7 @@ class KeyedExplainers:
         self._saved.clear()
         for key, value in state["keys"]:
             self._saved[_key(key)] = dumps(value)
-        self._order = {_key(key): i for i, (key, _) in enumerate(state["keys"])}
+        self._order = dict.fromkeys(_key(key) for key, _ in state["keys"])
         self.evictions = int(state.get("evictions", 0))
 
 

@@ -58,6 +58,20 @@ class NonFiniteValue(InputError):
         self.offset = offset
 
 
+def _value_rows(rows: Iterable[Mapping[str, Any]] | np.ndarray, columns: list[str]) -> np.ndarray:
+    """The rows as one array: floats when every value is a number, else objects (text and missing
+    values as they came, for a model whose own pipeline encodes or imputes them)."""
+    if isinstance(rows, np.ndarray):
+        return rows if rows.dtype == object else np.asarray(rows, dtype=np.float64)
+    table = [[r[c] for c in columns] for r in rows]
+    try:
+        return np.array(table, dtype=np.float64).reshape(len(table), len(columns))
+    except (TypeError, ValueError, OverflowError):
+        block = np.empty((len(table), len(columns)), dtype=object)
+        block[:, :] = table
+        return block
+
+
 class IPDPEstimator:
     """Anytime partial-dependence curves of chosen features of a model on a stream.
 
@@ -68,7 +82,10 @@ class IPDPEstimator:
     columns
         All the model's input columns, in order.
     features
-        The numeric columns whose curves are tracked.
+        The numeric columns whose curves are tracked. A missing value (NaN) of one is left out of the
+        grid's quantiles and replaced by the grid values, as in scikit-learn's ``partial_dependence``;
+        the other columns reach the model as they are (text and NaN too, for a pipeline that encodes
+        or imputes them: rows given as an object array, or as records).
     grid_size
         Points per curve (iPDP: 10).
     quantiles
@@ -156,13 +173,12 @@ class IPDPEstimator:
         ``return_grids``, the grids they stand on, same shape). A failing model call leaves the
         explainer as it was before this call.
         """
-        value_rows = np.asarray(rows, dtype=np.float64) if isinstance(rows, np.ndarray) else \
-            np.array([[float(r[c]) for c in self.columns] for r in rows], dtype=np.float64)
-        curve_values = value_rows[:, self._index] if len(value_rows) else value_rows
-        bad = np.argwhere(~np.isfinite(curve_values))
-        if len(bad):  # the grid's running quantiles would turn NaN for good, and every curve with them
+        value_rows = _value_rows(rows, self.columns)
+        curve_values = self._curve_values(value_rows)
+        bad = np.argwhere(np.isinf(curve_values))
+        if len(bad):  # the grid's quantiles would be infinite, and every curve with them
             t, i = bad[0]
-            raise NonFiniteValue(f"{value_rows[t, self._index[i]]} is not a finite number; a curve's grid needs "
+            raise NonFiniteValue(f"{curve_values[t, i]} is not a finite number; a curve's grid needs "
                                  "finite values", offset=int(t), column=self.features[int(i)])
         saved = copy.deepcopy((self._tracker, self._warm, self._grids, self.n_seen))
         out = np.empty((len(value_rows), len(self.features), self.grid_size))
@@ -194,18 +210,37 @@ class IPDPEstimator:
             raise
         return (out, out_grids) if return_grids else out
 
+    def _curve_values(self, value_rows: np.ndarray) -> np.ndarray:
+        """The tracked features' values as floats (NaN: missing); :class:`NonFiniteValue` for text."""
+        part = value_rows[:, self._index] if len(value_rows) else np.empty((0, len(self.features)))
+        if part.dtype != object:
+            return np.asarray(part, dtype=np.float64)
+        out = np.empty(part.shape)
+        for (t, i), value in np.ndenumerate(part):
+            try:
+                out[t, i] = float(value)
+            except (TypeError, ValueError, OverflowError):
+                raise NonFiniteValue(f"partial dependence needs numbers, got {str(value)[:40]!r}", offset=int(t),
+                                     column=self.features[int(i)]) from None
+        return out
+
     def _update_grid(self, row: np.ndarray) -> None:
         """Before the row is counted: a warm-up row's values are kept; the first row after the
-        warm-up sets the grid from them (and every later row leaves it as it is)."""
+        warm-up sets the grid from them, leaving missing values out as scikit-learn's
+        ``partial_dependence`` does (and every later row leaves it as it is)."""
         if self._warm is None:
             return
         if self.n_seen < self.warm_up:
-            self._warm.append(row[self._index].copy())
+            self._warm.append(self._curve_values(row[None, :])[0])
             return
         values = np.array(self._warm).reshape(-1, len(self.features))
         for i, name in enumerate(self.features):
             if name not in self._fixed:
-                low, high = np.quantile(values[:, i], self.quantiles)
+                known = values[:, i][~np.isnan(values[:, i])]
+                if not len(known):
+                    raise ValueError(f"every value of {name!r} in the {self.warm_up} warm-up row(s) is missing: "
+                                     "no grid can be set from them; give its grid, or a longer warm-up")
+                low, high = np.quantile(known, self.quantiles)
                 self._grids[i] = np.linspace(float(low), float(high), self.grid_size)
         self._warm = None
 

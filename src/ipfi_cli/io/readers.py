@@ -120,7 +120,7 @@ class RowReader:
         self.delimiter = delimiter
         self.decimal = decimal
         self.skip_initial_space = skip_initial_space
-        self._source = ByteSource(stream, close)
+        self._source = ByteSource(stream, close, name=None if name.startswith("<") else name)
         self._lines = LineBuffer(self._source, name=self.name)
         self._format = detect_format(None, format) if format else None
         self._columns: list[str] | None = None

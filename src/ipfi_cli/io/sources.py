@@ -2,8 +2,10 @@
 
 :class:`ByteSource` polls a file descriptor with ``select`` (Python's buffered ``sys.stdin``
 hides already-buffered data from it) and decompresses gzip, bz2 and xz on the fly (recognised by
-their magic bytes, whatever the file's name); a zip archive, zstd data or UTF-16 text is refused
-at its first bytes, naming what it is and how to read it (:class:`NotReadable`); :class:`LineBuffer`
+their magic bytes, whatever the file's name); a zip archive, zstd data, UTF-16 text, a Parquet file
+(on a pipe), binary data (a NUL byte in the first KiB) or a file named ``.gz``/``.bz2``/``.xz``
+whose data is not compressed so is refused at its first bytes, naming what it is and how to read
+it (:class:`NotReadable`); :class:`LineBuffer`
 decodes complete UTF-8 lines, drops a byte-order mark and marks lines that are not UTF-8
 or longer than :data:`MAX_LINE_BYTES`. Memory is constant: one chunk and the current line.
 """
@@ -45,7 +47,16 @@ _NOT_READABLE = {
                  "write); ipfi reads UTF-8: convert it first, e.g. iconv -f UTF-16 -t UTF-8 {input} | ipfi ... -",
     b"\xfe\xff": "UTF-16 text (it starts with a UTF-16 byte-order mark); ipfi reads UTF-8: convert it first, "
                  "e.g. iconv -f UTF-16 -t UTF-8 {input} | ipfi ... -",
+    b"PAR1": "a Parquet file (it starts with Parquet's magic bytes PAR1), not CSV or JSONL text; ipfi reads "
+             "Parquet from a file, whose table of contents is at its end, not from a pipe or as CSV: give its path "
+             "(named .parquet, or with --format parquet)",
+    b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an old Excel workbook (.xls) or another OLE2 document, not CSV or "
+                                          "JSONL text: save or export the sheet as CSV first",
 }
+#: how many first bytes are looked at for binary content (a NUL byte, which no CSV or JSONL text holds)
+_BINARY_PROBE = 1024
+#: the file-name endings that say the data is compressed, and the format each says
+_SUFFIXES = {".gz": "gzip", ".tgz": "gzip", ".bz2": "bz2", ".xz": "xz"}
 _BOM = codecs.BOM_UTF8
 
 
@@ -54,15 +65,33 @@ class NotReadable(InputError):
     whole, at its first bytes."""
 
 
-def _sniff(head: bytes) -> str | None:
+def _binary(head: bytes) -> str | None:
+    """What makes the first bytes binary data rather than text (a NUL byte), or ``None``. (Other
+    control bytes are text: a field may hold them, and messages print them escaped.)"""
+    nul = head.find(b"\x00", 0, _BINARY_PROBE)
+    return f"a NUL byte at byte {nul + 1}" if nul >= 0 else None
+
+
+def _sniff(head: bytes, name: str | None = None) -> str | None:
     """The compressed format the first bytes show, or ``None``; raises :class:`NotReadable` for an
-    input ipfi cannot read (checked longest magic first: UTF-32's begins as UTF-16's)."""
+    input ipfi cannot read (checked longest magic first: UTF-32's begins as UTF-16's): a format it
+    does not open, binary data, or a name saying gzip, bz2 or xz over data that is not compressed."""
     for magic, why in sorted(_NOT_READABLE.items(), key=lambda item: -len(item[0])):
         if head.startswith(magic):
             raise NotReadable(why)
     for magic, kind in _COMPRESSED.items():
         if head.startswith(magic):
             return kind
+    binary = _binary(head)
+    said = next((kind for suffix, kind in _SUFFIXES.items() if name and name.lower().endswith(suffix)), None)
+    if said is not None:
+        what = f"binary data ({binary})" if binary else "plain text"
+        raise NotReadable(f"the name says {said}, but the data is not {said}-compressed: it is {what}"
+                          + ("" if binary else "; if it is CSV or JSONL text, rename it or pipe it in, "
+                             "e.g. ipfi ... - < {input}"))
+    if binary is not None:
+        raise NotReadable(f"binary data ({binary}), not CSV or JSONL text: ipfi reads CSV or JSONL (plain, or "
+                          "compressed with gzip, bz2 or xz) and Parquet files")
     return None
 
 
@@ -126,8 +155,9 @@ class ByteSource:
     the fly; an input ipfi cannot read raises :class:`NotReadable` at its first bytes.
     """
 
-    def __init__(self, stream: BinaryIO | int, close: bool) -> None:
+    def __init__(self, stream: BinaryIO | int, close: bool, name: str | None = None) -> None:
         self._stream = stream
+        self._name = name  # the file's name, whose ending may say the data is compressed
         self._close = close
         self._fd: int | None = None
         if isinstance(stream, int):
@@ -174,7 +204,7 @@ class ByteSource:
                 break
             chunk += more
         self._first = False
-        kind = _sniff(chunk)
+        kind = _sniff(chunk, self._name)
         if kind is not None:
             self._decompressor = _Decompressor(kind)
         return chunk

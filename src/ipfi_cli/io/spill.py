@@ -38,24 +38,31 @@ class SpillStore(MutableMapping[Hashable, bytes]):
         remove_stale_folders(folder)
         self._folder = tempfile.TemporaryDirectory(prefix=PREFIX, dir=folder)
         self._lock = _locked(Path(self._folder.name) / LOCK)
-        self._files: dict[Hashable, Path] = {}
+        # key -> the number of its file (a small int, not a Path: a Path object is ~0.4 kB, and a run with
+        # --max-keys holds one entry per evicted key)
+        self._files: dict[Hashable, int] = {}
         self._count = 0
         self.bytes_written = 0
 
+    def _path(self, number: int) -> str:
+        return os.path.join(self._folder.name, f"{number}.key")
+
     def __setitem__(self, key: Hashable, value: bytes) -> None:
-        path = self._files.get(key)
-        if path is None:
+        number = self._files.get(key)
+        if number is None:
             self._count += 1
-            path = Path(self._folder.name) / f"{self._count}.key"
-        path.write_bytes(value)  # a full disk raises OSError, which names the file
-        self._files[key] = path
+            number = self._count
+        with open(self._path(number), "wb") as file:  # a full disk raises OSError, which names the file
+            file.write(value)
+        self._files[key] = number
         self.bytes_written += len(value)
 
     def __getitem__(self, key: Hashable) -> bytes:
-        return self._files[key].read_bytes()
+        with open(self._path(self._files[key]), "rb") as file:
+            return file.read()
 
     def __delitem__(self, key: Hashable) -> None:
-        self._files.pop(key).unlink()
+        os.unlink(self._path(self._files.pop(key)))
 
     def __iter__(self) -> Iterator[Hashable]:
         return iter(self._files)
@@ -67,8 +74,8 @@ class SpillStore(MutableMapping[Hashable, bytes]):
         """A store of its own with the same values (a copy must not lean on this one's folder, which goes
         when this store does)."""
         copy = SpillStore(str(Path(self._folder.name).parent))
-        for key, path in self._files.items():
-            copy[key] = path.read_bytes()
+        for key in self._files:
+            copy[key] = self[key]
         copy.bytes_written = self.bytes_written
         memo[id(self)] = copy
         return copy

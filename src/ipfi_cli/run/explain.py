@@ -27,9 +27,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.core.params import PFIParams
-from ipfi_cli.errors import IpfiError, OutputError, ServiceError, UsageError
+from ipfi_cli.errors import IpfiError, OutputError, RunError, ServiceError, UsageError
 from ipfi_cli.io.readers import RowReader
-from ipfi_cli.run.checks import check_output_names
+from ipfi_cli.run.checks import check_output_names, labels_match_nothing
 from ipfi_cli.run.ending import RunEndMixin
 from ipfi_cli.run.keyed import KeyedSessionMixin
 from ipfi_cli.run.observers import SNAPSHOT_INTERVAL, EventsFile, RunObserver, RunStart
@@ -63,9 +63,11 @@ if TYPE_CHECKING:
     from ipfi_cli.io.values import Row
     from ipfi_cli.run.monitor import StreamMonitor
     from ipfi_cli.run.resume import StateKeeper
-    from ipfi_cli.run.rows import RowChecker
+    from ipfi_cli.run.rows import GoodRow, RowChecker
     from ipfi_cli.run.steps import RowSteps
 
+#: rows held back at most while no label has matched a class of a fixed model (then the run is refused)
+HOLD_ROWS = 1000
 
 
 _PARAMS, _METHOD, _OUTPUT, _READING, _KEYS = PFIParams(), MethodSpec(), OutputSpec(), ReadSpec(), KeySpec()
@@ -185,6 +187,9 @@ class ExplainSession(RunEndMixin):
         self._ended = False
         self._next_snapshot = 0.0
         self._mismatch_checked = False
+        #: good rows held back (not explained, nothing written) while no label has matched a class of a
+        #: fixed model yet: a run whose labels match none is refused before any record; ``None``: released
+        self._held: list[GoodRow] | None = []
 
     @property
     def watch(self) -> ChangeWatch | None:
@@ -477,6 +482,7 @@ class ExplainSession(RunEndMixin):
                     guard.ending = True
                     raise StopOnChange
             guard.ending = True  # the input ended: what remains is the end, which a Ctrl-C does not cut short
+            self._refuse_held()
             if state is not None:
                 state.at_end(parts, reader.name)  # before the end-of-input record
             self._write_last(parts)
@@ -527,7 +533,7 @@ class ExplainSession(RunEndMixin):
         where its rows allow, else row by row."""
         parts, steps = self.parts, self.steps
         assert parts is not None and steps is not None
-        block = parts.checker.check_block(batch)
+        block = parts.checker.check_block(batch) if self._held is None else None
         if block is None:
             return self._explain_batch(batch.rows())
         steps.explain_block(block)
@@ -540,10 +546,36 @@ class ExplainSession(RunEndMixin):
         parts, steps = self.parts, self.steps
         assert parts is not None and steps is not None
         good, bad_row = parts.checker.check(batch)
+        if self._held is not None:
+            good = self._hold(good, stopping=bad_row is not None)
         if good:
             steps.explain(good)
             parts.writer.flush()
         return steps.failure if steps.failure is not None else bad_row
+
+    def _hold(self, good: list[GoodRow], stopping: bool) -> list[GoodRow]:
+        """The rows to explain now: none while every label so far matches no class of a fixed model
+        (they are held, up to :data:`HOLD_ROWS`), the held ones and these once one matches (or the
+        run stops at a bad row: the rows before it are explained, as without the hold)."""
+        assert self._held is not None and self.plan is not None
+        labels = self.plan.labels
+        self._held.extend(good)
+        pending = (labels.classification and labels.fixed and labels.classes is not None
+                   and (labels.matched == 0 or labels.none_matched))
+        if pending and not stopping:
+            if len(self._held) >= HOLD_ROWS:
+                raise RunError(f"{self.plan.source}: the first {len(self._held):,} rows' labels: "
+                               f"{labels_match_nothing(labels)}")
+            return []
+        held, self._held = self._held, None
+        return held
+
+    def _refuse_held(self) -> None:
+        """At the end of the input: rows still held had labels none of which is a class of the model:
+        refused, before any record or the summary."""
+        if self._held and self.plan is not None:
+            raise RunError(f"{self.plan.source}: {labels_match_nothing(self.plan.labels)}")
+        self._held = None
 
     def _on_skip(self, error: Any) -> None:
         if self.settings.display.verbose:

@@ -107,8 +107,9 @@ class KeyedExplainer:
         return run
 
     def peek(self, key: Key) -> KeyRun:
-        """``key``'s pieces, to read (the key shown stays as it is)."""
-        run: KeyRun = self.keyed.get(key)
+        """``key``'s pieces, to read (the key shown stays as it is): an evicted key's are restored from
+        its saved state and not kept, so reading every key evicts and writes nothing."""
+        run: KeyRun = self.keyed.peek(key)
         return run
 
     def keys(self) -> list[Key]:
@@ -163,20 +164,27 @@ class KeyedExplainer:
         return self._shown.bound_array(delta)
 
     def summaries(self, by: Sequence[str], delta: float) -> list[dict[str, Any]]:
-        """Every key's figures (``--meta``), in the order the keys first came."""
-        out = []
-        for key in self.keys():
-            run = self.peek(key)
-            explainer = run.explainer
-            out.append({"key": key_values(dict(zip(by, key))), "rows": run.progress.rows,
-                        "explained": explainer.n_explained,
-                        "importances": dict(zip(self.names, explainer.importance_array().tolist())),
-                        "bounds": dict(zip(self.names, explainer.bound_array(delta).tolist())),
-                        "mean_loss": explainer.mean_loss,
-                        "changes": [] if run.watch is None else [e.to_dict() for e in run.watch.events]})
-            if getattr(explainer, "explained_loss", None) is not None:  # SAGE: what the key's values add up to
-                out[-1].update(explained_loss=explainer.explained_loss, marginal_loss=explainer.marginal_loss,
-                               model_loss=explainer.model_loss)
+        """Every key's figures (``--meta``), in the order the keys first came (those the end of the run
+        gathered, when it did: each evicted key is restored once at the end)."""
+        if self.final_summaries is not None:
+            return self.final_summaries
+        return [self.summary(key, self.peek(key), by, delta) for key in self.keys()]
+
+    #: every key's :meth:`summary`, gathered at the end of a run (``None`` before)
+    final_summaries: list[dict[str, Any]] | None = None
+
+    def summary(self, key: Key, run: KeyRun, by: Sequence[str], delta: float) -> dict[str, Any]:
+        """``key``'s figures as ``--meta`` writes them."""
+        explainer = run.explainer
+        out = {"key": key_values(dict(zip(by, key))), "rows": run.progress.rows,
+               "explained": explainer.n_explained,
+               "importances": dict(zip(self.names, explainer.importance_array().tolist())),
+               "bounds": dict(zip(self.names, explainer.bound_array(delta).tolist())),
+               "mean_loss": explainer.mean_loss,
+               "changes": [] if run.watch is None else [e.to_dict() for e in run.watch.events]}
+        if getattr(explainer, "explained_loss", None) is not None:  # SAGE: what the key's values add up to
+            out.update(explained_loss=explainer.explained_loss, marginal_loss=explainer.marginal_loss,
+                       model_loss=explainer.model_loss)
         return out
 
 

@@ -96,6 +96,8 @@ class KeyedSessionMixin(_SessionBase):
         # event), written in the input's order once every key has explained its rows
         self._records: list[tuple[int, Key, int, Sequence[float], Sequence[float] | None]] = []
         self._events: list[tuple[int, KeyedEvent]] = []
+        #: every key's figures at the end (:meth:`_write_last` gathers them, restoring each evicted key once)
+        self._finals: list[tuple[Key, Snapshot]] | None = None
 
     def run(self) -> RunStatus:
         self._refuse()  # before anything starts (the metrics server, the model, the input)
@@ -213,8 +215,16 @@ class KeyedSessionMixin(_SessionBase):
             self._events.append((where, KeyedEvent({"key": dict(zip(plan.by, key)), **event.to_dict()})))
 
     def _write_last(self, parts: RunParts) -> None:
-        """Every key ends with its last row's record (``every`` may have skipped it), as one run does."""
-        keyed = self.keyed
+        """Every key ends with its last row's record (``every`` may have skipped it), as one run does.
+
+        One pass over the keys, in the order they first came: an evicted key is restored once (and not
+        kept: nothing is evicted or written for it), and what the end needs of it besides (the summary
+        table, the checks, ``--meta``) is gathered then, not restored again."""
+        keyed, s = self.keyed, self.settings
+        plan = self.plan
+        assert plan is not None
+        finals: list[tuple[Key, Snapshot]] = []
+        summaries: list[dict[str, Any]] = []
         for key in keyed.keys():
             run = keyed.peek(key)
             last = run.progress.last
@@ -222,7 +232,13 @@ class KeyedSessionMixin(_SessionBase):
                 out = self.settings.output
                 bound = run.explainer.bound_array(out.delta).tolist() if out.bounds else None
                 parts.writer.write(last[0], last[1], bound, key=key)
-                run.progress.last_written = last[0]
+                run.progress.last_written = last[0]  # (an evicted key's copy is dropped: the state was saved before)
+            finals.append((key, self._key_snapshot(run)))
+            if s.output.meta:
+                summaries.append(keyed.summary(key, run, plan.by, s.output.delta))
+        self._finals = finals
+        if s.output.meta:
+            keyed.final_summaries = summaries
 
     # -- display ----------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -237,7 +253,9 @@ class KeyedSessionMixin(_SessionBase):
             if keyed.current.watch is not None:
                 snapshot.marks = keyed.current.watch.marks()
         if self.status not in (RunStatus.RUNNING, RunStatus.STARTING):
-            snapshot.per_key = [(key_label(by, key), self._key_snapshot(keyed.peek(key))) for key in keyed.keys()]
+            finals = self._finals if self._finals is not None else [
+                (key, self._key_snapshot(keyed.peek(key))) for key in keyed.keys()]
+            snapshot.per_key = [(key_label(by, key), figures) for key, figures in finals]
         return snapshot
 
     def _key_snapshot(self, run: KeyRun) -> Snapshot:
@@ -292,15 +310,16 @@ class KeyedSessionMixin(_SessionBase):
 
         keyed, by = self.keyed, plan.by
         explained, loss_sum, unfit, zero = 0, 0.0, [], []
-        for key in keyed.keys():
-            explainer = keyed.peek(key).explainer
-            n = explainer.n_explained
+        finals = self._finals if self._finals is not None else [
+            (key, self._key_snapshot(keyed.peek(key))) for key in keyed.keys()]
+        for key, figures in finals:
+            n = figures.explained
             if n:
                 explained += n
-                loss_sum += explainer.mean_loss * n
-                if unmeasurable(plan.loss, explainer.mean_loss, n):
+                loss_sum += figures.loss * n
+                if unmeasurable(plan.loss, figures.loss, n):
                     unfit.append(key)
-                elif all_zero_warning(explainer.importance_array(), n):
+                elif all_zero_warning(figures.importances, n):
                     zero.append(key)
         if explained == 0:
             skipped_rows, rows = parts.checker.skipped, parts.progress.rows

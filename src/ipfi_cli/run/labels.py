@@ -19,6 +19,9 @@ error for a classifier with text classes.
 >>> matcher = LabelMatcher(classification=True, classes=["0", "1"])
 >>> [matcher(1), matcher(0.0)]
 ['1', '0']
+>>> matcher = LabelMatcher(classification=True, classes=[0.0, 1.0])
+>>> [matcher("yes"), matcher(False), matcher("1")]
+[1.0, 0.0, 1.0]
 >>> matcher("maybe"), matcher.unknown
 ('maybe', {'maybe': 1})
 """
@@ -26,6 +29,7 @@ error for a classifier with text classes.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,8 +40,13 @@ from ipfi_cli.text import quoted
 #: text spellings of the two bool classes
 _TRUE = ("true", "t", "yes", "y", "1", "1.0")
 _FALSE = ("false", "f", "no", "n", "0", "0.0")
+#: the largest finite float, as an int (an int label beyond it is no number a model computes with)
+_FLOAT_MAX = int(sys.float_info.max)
 #: rows whose unperturbed zero-one loss is all 1 before a run says the labels look wrong
 MISMATCH_ROWS = 25
+
+
+_TOO_LARGE = "a label of {digits:,} digits, too large for a float; no model predicts it"
 
 
 class LabelError(InputError):
@@ -60,12 +69,18 @@ def _is_missing(value: Any) -> bool:
     return value is None or (type(value) is float and math.isnan(value))
 
 
+def _too_large(value: Any) -> bool:
+    """An integer no float holds (a 400-digit label): beyond +-1.8e308."""
+    return type(value) is int and not -_FLOAT_MAX <= value <= _FLOAT_MAX
+
+
 def _number_of(value: Any) -> float | None:
-    """A label as a float when it is a number or number-like text (bools are not numbers)."""
+    """A label as a float when it is a number or number-like text (bools are not numbers), ``None``
+    for an integer no float holds."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        return None if _too_large(value) else float(value)
     if isinstance(value, str):
         try:
             number = float(value.strip())
@@ -116,14 +131,16 @@ class LabelMatcher:
         exact: dict[Any, Any] = {}
         aliases: dict[Any, Any] = {}
         ambiguous: set[Any] = set()
-        zero_one = sorted(known, key=str) in ([0, 1], ["0", "1"]) and all(type(c) in (int, str) for c in known)
+        # two classes that are the numbers 0 and 1 (ints, floats or their text): a 0/1 model
+        zero_one = (len(known) == 2 and not any(isinstance(c, bool) for c in known)
+                    and {_number_of(c) for c in known} == {0.0, 1.0})
         for c in known:
             exact.setdefault(str(c), c)
-            if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and not zero_one:
+            if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c):
                 exact.setdefault(("number", float(c)), c)
             keys: list[Any] = [str(c).strip().lower()]
             if isinstance(c, bool) or zero_one:  # True/yes find the class 1 of a 0/1 model, as 1 finds True
-                keys += list(_TRUE if c in (True, "1") else _FALSE)
+                keys += list(_TRUE if c is True or _number_of(c) == 1.0 else _FALSE)
             for key in keys:
                 if aliases.setdefault(key, c) != c or key in ambiguous:
                     ambiguous.add(key)  # "Setosa" and "setosa" both: "SETOSA" finds neither
@@ -137,6 +154,8 @@ class LabelMatcher:
         if not self.classification:
             if type(value) not in (int, float):
                 raise LabelError(f"the label {quoted(value)} is not a number (the task is regression)")
+            if _too_large(value):
+                raise LabelError(_TOO_LARGE.format(digits=len(str(abs(value)))))
             if not math.isfinite(value):
                 raise LabelError(f"the label {value} is not a finite number")
             return value
@@ -146,6 +165,8 @@ class LabelMatcher:
         found = self._find(value)
         if found is not None:
             return found[0]
+        if _too_large(value):  # no class of a model is such a number
+            raise LabelError(_TOO_LARGE.format(digits=len(str(abs(value)))))
         if self.fixed:
             try:
                 self.unknown[value] = self.unknown.get(value, 0) + 1
@@ -181,6 +202,18 @@ class LabelMatcher:
                 if value in fresh:
                     self.unknown[value] = self.unknown.get(value, 0) + 1
         return [found[type(value), value] for value in values]
+
+    def find(self, value: Any) -> tuple[Any] | None:
+        """``(class,)`` for the class ``value`` means, by the rule labels follow (a class's own text, its
+        number, then an alias that no other class shares: ``1`` finds ``1.0``, ``dole`` finds ``Dole``,
+        ``yes`` the class 1 of a 0/1 model), or ``None``; nothing is counted.
+
+        >>> LabelMatcher(classification=True, classes=["Dole", "Lab"]).find("dole")
+        ('Dole',)
+        """
+        if _is_missing(value) or not self._lookup:
+            return None
+        return self._find(value)
 
     def _find(self, value: Any) -> tuple[Any] | None:
         classes = self.classes or []

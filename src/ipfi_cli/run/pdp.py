@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipfi_cli.errors import InputError, IpfiError, ModelCallError, RunError, ServiceError
+from ipfi_cli.text import quoted
 
 PDP_FIELDS = ["row", "feature", "grid", "pd"]
 
@@ -50,28 +51,49 @@ class PDPSettings:
     on_bad_row: str = "fail"  # or "skip", as explain's --on-bad-row
 
 
-def _row_values(row: Any, columns: list[str], source: str) -> list[float]:
-    out = []
+def _row_values(row: Any, columns: list[str], features: list[str], source: str) -> list[Any]:
+    """The row's model inputs: numbers as floats; a tracked feature's value a number (missing: NaN,
+    left out of its grid as scikit-learn's ``partial_dependence`` does; the curve replaces it), any
+    other column's text or missing value as read, for a model whose own pipeline encodes or imputes it
+    (a model that cannot take it fails on the row, which is then a bad row naming the column)."""
+    out: list[Any] = []
     where = {"source": source, "row": row.number, "line": row.line}
+    tracked = set(features)
     for column in columns:
         if column not in row.values:
             raise InputError("missing from the row", column=column, **where)
         value = row.values[column]
+        if type(value) is str and column not in tracked:
+            out.append(value)
+            continue
         try:
-            number = float(value)
+            number = float(value) if isinstance(value, (int, float, str)) else None
         except OverflowError:  # an int of hundreds of digits
             raise InputError(f"a number of {len(str(abs(value)))} digits, too large for a float; models cannot "
                              "use it", column=column, **where) from None
-        except (TypeError, ValueError):
-            raise InputError(f"partial dependence needs numbers, got {str(value)[:40]!r}", column=column,
+        except ValueError:
+            number = None
+        if number is None:
+            needs = "numbers" if column in tracked else "numbers or text"
+            raise InputError(f"partial dependence needs {needs}, got {str(value)[:40]!r}", column=column,
                              **where) from None
-        if number != number:
-            raise InputError("missing value (partial dependence needs every input)", column=column, **where)
-        if math.isinf(number):  # the grid's quantiles and every curve would be NaN or moved
+        if math.isinf(number):  # the grid's quantiles and every curve would be inf or moved
             raise InputError(f"{number} is not a finite number (a number too large for a float, such as 1e400, "
                              "reads as inf); models cannot use it", column=column, **where)
         out.append(number)
     return out
+
+
+def _block(values: list[list[Any]]) -> Any:
+    """The rows' inputs as one array: floats when every value is a number, else objects."""
+    import numpy as np
+
+    try:
+        return np.array(values, dtype=np.float64)
+    except ValueError:  # text
+        block = np.empty((len(values), len(values[0]) if values else 0), dtype=object)
+        block[:, :] = values
+        return block
 
 
 def _class(predictor: Any, settings: PDPSettings) -> Any:
@@ -86,11 +108,14 @@ def _class(predictor: Any, settings: PDPSettings) -> Any:
         raise RunError("--class needs a model that gives class probabilities")
     classes = predictor.classes
     if classes:
-        matches = [c for c in classes if str(c) == str(wanted)]
-        if not matches:
-            raise RunError(f"--class {str(wanted)[:40]!r} is not one of the model's classes: "
+        from ipfi_cli.run.labels import LabelMatcher
+
+        # the rule labels follow: --class 1 finds the class 1.0, --class dole finds Dole, yes the 1 of a 0/1 model
+        found = LabelMatcher(classification=True, classes=classes).find(wanted)
+        if found is None:
+            raise RunError(f"--class {quoted(str(wanted))} is not one of the model's classes: "
                            f"{', '.join(map(str, classes))}")
-        return matches[0]
+        return found[0]
     return wanted
 
 
@@ -145,7 +170,6 @@ def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | 
 
 def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
           say: Callable[[str, str | None], None] | None = None) -> Iterator[dict[str, Any]]:
-    import numpy as np
 
     from ipfi_cli.run.rows import RowChecker
 
@@ -162,7 +186,7 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
             good, values = [], []
             for row in rows:
                 try:
-                    values.append(_row_values(row, columns, source))
+                    values.append(_row_values(row, columns, s.features, source))
                 except InputError as error:
                     if s.on_bad_row == "fail":
                         stop = (error, None)
@@ -171,7 +195,7 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
                     continue
                 good.append(row)
             while good:
-                array = np.array(values, dtype=np.float64)
+                array = _block(values)
                 failure: InputError | None = None
                 cause: BaseException | None = None
                 try:
