@@ -40,6 +40,12 @@ def union_pipeline(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def whole(union_pipeline):
+    """The traces of one uninterrupted run, in its own process (each run takes a few seconds)."""
+    return _explain(union_pipeline)
+
+
 def _explain(folder, *extra, hash_seed=None, data="data.csv"):
     env = subprocess_env()
     env.pop("PYTHONHASHSEED", None)
@@ -77,20 +83,18 @@ def test_the_model_really_depends_on_string_hashing(union_pipeline):
 
 
 @pytest.mark.process
-def test_same_bytes_in_two_processes(union_pipeline):
-    first = _explain(union_pipeline)
-    assert first.count(b"\n") == 301
-    assert _explain(union_pipeline) == first
+def test_same_bytes_in_two_processes(union_pipeline, whole):
+    assert whole.count(b"\n") == 301
+    assert _explain(union_pipeline) == whole
     # a hash seed the user set is kept; the run is then reproducible with it
     assert _explain(union_pipeline, hash_seed="5") == _explain(union_pipeline, hash_seed="5")
 
 
 @pytest.mark.process
 @pytest.mark.parametrize("split", [90, 150, 230])
-def test_resume_in_another_process_gives_the_same_bytes(union_pipeline, tmp_path, split):
+def test_resume_in_another_process_gives_the_same_bytes(union_pipeline, whole, tmp_path, split):
     """The first process stops after ``split`` rows (its state holds the learned model); the second
     continues. The learned model's sets must iterate as in the uninterrupted run."""
-    whole = _explain(union_pipeline)
     state, traces = tmp_path / "run.state", tmp_path / "traces.csv"
     _explain(union_pipeline, "--state", str(state), "-o", str(traces), data=f"head{split}.csv")
     _explain(union_pipeline, "--state", str(state), "-o", str(traces))
