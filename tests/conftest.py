@@ -141,6 +141,18 @@ def _checked(item: pytest.Item):
                         "starts none; mark it @pytest.mark.process (or slow for a server or cluster)", pytrace=False)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_compute_thread():
+    """HistGradientBoosting's OpenMP threads spin on a busy 2-core machine; one OpenMP/BLAS thread
+    gives the same numbers several times faster for the tiny blocks the tests use (for every test: a
+    test of tests/api/ that ran before any of tests/cli/ took 104 s instead of 2 under -n 2)."""
+    import sklearn.ensemble  # noqa: F401 - load OpenMP first: threadpool_limits only limits loaded libraries
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
+
+
 @functools.cache
 def _agrawal_stream(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     from river.datasets import synth
