@@ -125,13 +125,3 @@ def run_shell(command: str, timeout: float = 120, **kw) -> subprocess.CompletedP
     return subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, timeout=timeout,
                           cwd=ROOT, env=subprocess_env(), **kw)
 
-
-@pytest.fixture(autouse=True, scope="session")
-def one_compute_thread():
-    """HistGradientBoosting's OpenMP threads spin on a busy 2-core machine; one OpenMP/BLAS thread
-    gives the same numbers several times faster for the tiny blocks these tests use."""
-    import sklearn.ensemble  # noqa: F401 - load OpenMP first: threadpool_limits only limits loaded libraries
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1):
-        yield

@@ -68,6 +68,7 @@ def test_help(command):
     assert result.exit_code == 0 and "Usage" in result.stdout
 
 
+@pytest.mark.process  # python -c
 def test_help_imports_no_heavy_library():
     import subprocess
     import sys

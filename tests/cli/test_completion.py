@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 IPFI = shutil.which("ipfi", path=str(Path(sys.executable).parent))
-pytestmark = pytest.mark.skipif(IPFI is None, reason="needs the installed ipfi console script")
+pytestmark = [pytest.mark.process,  # the installed console script
+              pytest.mark.skipif(IPFI is None, reason="needs the installed ipfi console script")]
 
 
 def complete(words: str) -> list[str]:

@@ -40,6 +40,12 @@ def union_pipeline(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def whole(union_pipeline):
+    """The traces of one uninterrupted run, in its own process (each run takes a few seconds)."""
+    return _explain(union_pipeline)
+
+
 def _explain(folder, *extra, hash_seed=None, data="data.csv"):
     env = subprocess_env()
     env.pop("PYTHONHASHSEED", None)
@@ -52,6 +58,7 @@ def _explain(folder, *extra, hash_seed=None, data="data.csv"):
     return result.stdout
 
 
+@pytest.mark.process
 def test_the_model_really_depends_on_string_hashing(union_pipeline):
     """Without a fixed hash seed the same explainer gives other last digits per process (so the
     test below can fail): the core, run in two interpreters with different hash seeds."""
@@ -75,19 +82,19 @@ def test_the_model_really_depends_on_string_hashing(union_pipeline):
     assert len(outputs) > 1
 
 
-def test_same_bytes_in_two_processes(union_pipeline):
-    first = _explain(union_pipeline)
-    assert first.count(b"\n") == 301
-    assert _explain(union_pipeline) == first
+@pytest.mark.process
+def test_same_bytes_in_two_processes(union_pipeline, whole):
+    assert whole.count(b"\n") == 301
+    assert _explain(union_pipeline) == whole
     # a hash seed the user set is kept; the run is then reproducible with it
     assert _explain(union_pipeline, hash_seed="5") == _explain(union_pipeline, hash_seed="5")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("split", [90, 150, 230])
-def test_resume_in_another_process_gives_the_same_bytes(union_pipeline, tmp_path, split):
+def test_resume_in_another_process_gives_the_same_bytes(union_pipeline, whole, tmp_path, split):
     """The first process stops after ``split`` rows (its state holds the learned model); the second
     continues. The learned model's sets must iterate as in the uninterrupted run."""
-    whole = _explain(union_pipeline)
     state, traces = tmp_path / "run.state", tmp_path / "traces.csv"
     _explain(union_pipeline, "--state", str(state), "-o", str(traces), data=f"head{split}.csv")
     _explain(union_pipeline, "--state", str(state), "-o", str(traces))
@@ -111,6 +118,7 @@ def _resume_refused_then_continued(folder, state, traces, seed):
     assert traces.read_bytes() == _explain(folder, hash_seed=seed)
 
 
+@pytest.mark.process
 def test_a_resume_under_another_hash_seed_is_refused(union_pipeline, tmp_path):
     """A river run started under PYTHONHASHSEED=1 and continued under ipfi's pin wrote numbers of
     neither run with exit 0; now the resume is refused in one line naming the hash seed."""
@@ -122,6 +130,7 @@ def test_a_resume_under_another_hash_seed_is_refused(union_pipeline, tmp_path):
     _resume_refused_then_continued(union_pipeline, state, traces, "1")
 
 
+@pytest.mark.process
 def test_a_state_saved_under_the_earlier_pin_continues_only_under_it(union_pipeline, tmp_path):
     """ipfi pinned 0 before it pinned Dask's 6640, and its states recorded no seed for a run under 0: such a
     state is refused under the pin in one line (it would continue with numbers of neither seed), and
@@ -222,6 +231,7 @@ def _dask_env(**extra):
     return env
 
 
+@pytest.mark.process
 def test_batch_in_two_processes_gives_the_bytes_of_one(keyed_union):
     """Each pickle round trip of this model rebuilds its Select sets, which then iterate in another
     order (and a copy of the copy in the first again): batch -j 2 sent the model pickled to its

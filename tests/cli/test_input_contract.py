@@ -213,6 +213,7 @@ def test_an_input_without_rows_is_one_line_and_exit_1(run, no_rows, name, comman
     assert result.stderr.startswith("ipfi: error: ") and "the input has no rows" in result.stderr
 
 
+@pytest.mark.process  # the command on a pseudo-terminal
 def test_an_input_without_rows_leaves_no_live_table_on_a_terminal(no_rows, tmp_path):
     from .test_terminal import run_in_pty
 

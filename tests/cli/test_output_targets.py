@@ -84,6 +84,7 @@ FULL = "/dev/full"
 needs_dev_full = pytest.mark.skipif(not os.path.exists(FULL), reason="needs /dev/full (Linux)")
 
 
+@pytest.mark.process  # a shell pipeline into /dev/full
 @needs_dev_full
 def test_events_on_a_full_disk_are_named_and_exit_1(tmp_path):
     """--events /dev/full: the option and file named, exit 1, the traces written so far complete."""
@@ -100,6 +101,7 @@ def test_events_on_a_full_disk_are_named_and_exit_1(tmp_path):
     assert len(lines) > 2 and all(line.count(",") == lines[0].count(",") for line in lines)
 
 
+@pytest.mark.process  # a shell pipeline into /dev/full
 @needs_dev_full
 @pytest.mark.parametrize("command", ["batch", "compare", "explain"])
 def test_stdout_on_a_full_disk_is_named_and_exit_1(command, static_csv):

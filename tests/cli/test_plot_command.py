@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ipfi_cli.cli.app import app
@@ -132,6 +133,7 @@ def _plot_in_a_process(*args) -> subprocess.CompletedProcess[bytes]:
                           env=env, timeout=120)
 
 
+@pytest.mark.process  # the command in a process (its warnings as a user sees them)
 def test_names_with_control_characters_and_dollars_are_drawn_escaped_without_raw_warnings(tmp_path):
     """A feature (and method, title) holding ESC and BEL: no glyph warning with a raw ESC, no
     'UserWarning' with a source path; a name with a mathtext command is drawn as text."""
@@ -150,6 +152,7 @@ def test_names_with_control_characters_and_dollars_are_drawn_escaped_without_raw
     assert result.returncode == 0 and result.stderr == b"", result.stderr
 
 
+@pytest.mark.process  # the command in a process (its warnings as a user sees them)
 def test_matplotlibs_warnings_are_said_escaped_once(tmp_path):
     """A glyph no font has (a CJK name) still warns: one ``ipfi: warning:`` line, escaped."""
     traces = tmp_path / "traces.csv"

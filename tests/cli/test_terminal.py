@@ -83,6 +83,7 @@ def hostile(tmp_path_factory) -> tuple[Path, Path]:
     return data, model
 
 
+@pytest.mark.process  # the command on a pseudo-terminal
 def test_live_table_summary_and_verbose_escape_the_data(hostile, tmp_path):
     data, model = hostile
     code, terminal = run_in_pty(["explain", str(data), "-m", str(model), "-t", "y", "--seed", "1", "--verbose"],
@@ -93,6 +94,7 @@ def test_live_table_summary_and_verbose_escape_the_data(hostile, tmp_path):
     assert NAME.encode() in (tmp_path / "traces.csv").read_bytes().split(b"\n")[0]  # the traces keep the data
 
 
+@pytest.mark.process  # the command on a pseudo-terminal
 def test_batch_table_escapes_the_data(hostile, tmp_path):
     data, model = hostile
     code, terminal = run_in_pty(["batch", str(data), "-m", str(model), "-t", "y", "--seed", "1"],
@@ -102,6 +104,7 @@ def test_batch_table_escapes_the_data(hostile, tmp_path):
     assert NAME.encode() in (tmp_path / "batch.csv").read_bytes()
 
 
+@pytest.mark.process  # the command on a pseudo-terminal
 def test_usage_and_data_errors_escape_the_data(hostile, tmp_path):
     data, model = hostile
     # a usage error quoting the header (--target names no column; the columns are listed)
@@ -122,6 +125,7 @@ def test_usage_and_data_errors_escape_the_data(hostile, tmp_path):
     assert_clean(terminal)
 
 
+@pytest.mark.process  # the command on a pseudo-terminal
 def test_a_servers_error_message_is_escaped(tmp_path, hostile):
     from tests.sources.answers import Answers, Reply
 
@@ -150,6 +154,7 @@ def test_flags_show_no_bool_type_in_help():
         assert "<int" in result.stdout or "INTEGER" in result.stdout  # other types stay (spelled by Typer's version)
 
 
+@pytest.mark.process  # the command on a pseudo-terminal
 def test_keys_from_the_data_are_escaped_in_the_live_table_and_the_summary(hostile, tmp_path):
     """explain --by: a key value and a key column's name with control sequences, shown escaped."""
     import pandas as pd
@@ -193,6 +198,7 @@ def keyed(hostile, tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.process  # the command on a pseudo-terminal
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_traces_keys_and_batch_records_on_a_terminal_are_escaped(hostile, keyed, fmt):
     data, model = hostile
@@ -210,6 +216,7 @@ def test_traces_keys_and_batch_records_on_a_terminal_are_escaped(hostile, keyed,
             assert b"x1b[2J" in terminal and b"plain" in terminal
 
 
+@pytest.mark.process  # the command into a pipe
 def test_traces_keys_and_batch_records_into_a_pipe_keep_the_bytes(hostile, keyed):
     data, model = hostile
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))

@@ -49,6 +49,7 @@ def test_a_usage_error_is_one_line_naming_the_option_and_the_help(run, args, exp
     assert "Value error" not in lines[0]  # newer Typer's pydantic prefix is dropped
 
 
+@pytest.mark.process
 def test_a_usage_error_from_the_installed_command_is_one_line_too():
     done = subprocess.run([*ipfi_command(), "explain", DATA, "-m", MODEL, "-t", "class", "--loss", "cubic"],
                           capture_output=True, text=True, timeout=120, env=subprocess_env())

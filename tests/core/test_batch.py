@@ -72,6 +72,7 @@ def _data(n=2000, seed=0):
     return X, _weighted_sum(X)
 
 
+@pytest.mark.process  # joblib's worker processes
 def test_n_jobs_gives_exactly_the_same_numbers():
     X, y = _data()
     serial = batch_pfi(FunctionPredictor(_weighted_sum), X, y, list("abcd"), n_repeats=5, seed=3)

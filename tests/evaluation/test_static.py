@@ -64,6 +64,7 @@ def test_batch_pfi_is_computed_once_and_can_be_passed_in(data, monkeypatch):
     assert [r.error for r in second.runs] == [r.error for r in first.runs]
 
 
+@pytest.mark.process  # joblib's worker processes
 def test_a_run_does_not_depend_on_the_other_samplings_or_on_n_jobs(data):
     from joblib import parallel_config
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ipfi_cli.core.keyed import KeyedExplainers
 from ipfi_cli.io.spill import SpillStore
 
@@ -42,6 +44,7 @@ def test_evicted_keys_are_on_disk_and_come_back_as_they_were(tmp_path):
     assert [keyed.get(k).n for k in range(5)] == [6, 6, 6, 6, 6]
 
 
+@pytest.mark.process  # two runs as child processes, one killed
 def test_a_killed_runs_folder_is_removed_by_the_next_store_and_a_live_ones_kept(tmp_path):
     """kill -9 during --max-keys left its folder (67 kB a key) for good; the next store removes the
     folders whose lock nobody holds, and never one a live run holds (here a child process)."""

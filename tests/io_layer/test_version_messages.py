@@ -113,6 +113,8 @@ print(sklearn.__version__, numpy.__version__, river.__version__)
 """
 
 
+@pytest.mark.process  # pickles in the other environment's Python
+@pytest.mark.other_python
 @pytest.mark.skipif(not OTHER_PYTHON, reason="needs IPFI_OTHER_PYTHON, a Python with other library versions "
                                               "(.ci/run sets it)")
 def test_models_pickled_in_another_environment(tmp_path):

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import HGB, SAMPLE, free_port, ipfi
 
+# the tests run the command as a user does (a process); those that push start a real Pushgateway (slow)
 BATCH_ROWS = 1000
 BATCH = ["batch", "-m", HGB, "-t", "class", "--repeats", "2", "--seed", "0", "--threads", "1", "-q"]
 
@@ -62,6 +63,7 @@ def test_batch_pushes_its_importances_to_a_real_pushgateway(pushgateway, rows_fi
     assert {dict(k)["feature"]: v for k, v in both.items() if dict(k)["model"] == "hgb"} == expected
 
 
+@pytest.mark.process
 def test_a_pushgateway_that_is_down_fails_the_run_after_the_records_are_written(rows_file):
     url = f"http://127.0.0.1:{free_port()}"
     result = ipfi(*BATCH, rows_file, "--features", "salary", "--pushgateway", url)
@@ -70,6 +72,7 @@ def test_a_pushgateway_that_is_down_fails_the_run_after_the_records_are_written(
     assert f"--pushgateway {url}: the push failed" in result.stderr
 
 
+@pytest.mark.process
 def test_a_failed_pushs_reason_is_one_clean_line_without_secrets(rows_file):
     """The reason is the operating system's words without the errno (it printed "[Errno 111]
     Connection refused"), and the URL's password, path and query are never shown."""
@@ -97,6 +100,7 @@ def test_push_says_why_it_failed_in_the_systems_words_without_the_errno(url):
     assert "Errno" not in message and "[" not in reason and "s3cretpw" not in message and "tok3n" not in message
 
 
+@pytest.mark.process
 def test_bad_label_options_are_usage_errors(rows_file):
     result = ipfi(*BATCH, rows_file, "--metrics-textfile", "x.prom", "--metrics-label", "feature=x")
     assert result.returncode == 2 and "ipfi sets itself" in result.stderr
@@ -170,6 +174,7 @@ def explain_into_a_pushgateway_that_is_down(tmp_path, rows: list[str], *options:
     return result, result.stdout.splitlines(), json.loads(meta.read_text())
 
 
+@pytest.mark.process
 def test_a_failed_push_at_the_end_still_writes_the_meta_file(tmp_path):
     """The stream ended and every record is written: --meta says so, and that the push failed (it was
     not written at all: the push's error skipped it)."""
@@ -183,6 +188,7 @@ def test_a_failed_push_at_the_end_still_writes_the_meta_file(tmp_path):
     assert meta["status"] == "ok" and meta["pushed"] is False and "the push failed" in meta["error"]
 
 
+@pytest.mark.process
 def test_a_change_found_exits_3_though_the_push_failed(tmp_path):
     """--fail-on-change: a change was detected, so the exit code is 3 even though the push at the end
     failed (it was 1: a script waiting for 3 missed the change); an error line says the push failed."""
@@ -196,6 +202,7 @@ def test_a_change_found_exits_3_though_the_push_failed(tmp_path):
     assert meta["pushed"] is False and "the push failed" in meta["error"]
 
 
+@pytest.mark.process
 def test_a_query_string_stays_the_query_and_is_never_shown(rows_file, receiver_factory):
     """``--pushgateway http://host/prefix?token=...``: the API path goes after the URL's path and the
     query stays the query (the request went to ``/prefix?token=.../metrics/job/ipfi``, the path inside
@@ -234,6 +241,7 @@ def test_a_push_replaces_its_group_so_no_earlier_runs_series_lingers(pushgateway
     assert list(samples(exposed, "ipfi_rows_read_total").values()) == [float(BATCH_ROWS)]  # batch's
 
 
+@pytest.mark.process
 def test_one_label_with_two_values_is_a_usage_error(rows_file):
     """--push-label model=x with --metrics-label model=y was taken silently: every pushed series would
     carry model twice. Now a usage error; the same value in both is fine."""

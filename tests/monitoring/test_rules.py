@@ -16,6 +16,7 @@ from ipfi_cli.monitoring import RULES
 from .conftest import HGB, Prometheus, ipfi, need, sample_lines, wait_for
 
 HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.process  # promtool
 
 
 def test_promtool_accepts_the_shipped_rules():

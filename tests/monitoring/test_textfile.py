@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import HGB, SAMPLE, ipfi, sample_lines
+
+pytestmark = pytest.mark.process  # the command as a user runs it
 
 
 def test_the_bound_gauge_says_which_bound_it_holds(tmp_path):

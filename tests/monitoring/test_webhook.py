@@ -128,6 +128,7 @@ def test_a_malformed_url_is_refused_by_the_sender_not_its_thread():
     assert "pa55" not in str(refused.value)
 
 
+@pytest.mark.process  # the command in a process
 @pytest.mark.parametrize("option, url", [
     ("--webhook", "http://[::1/hook"),
     ("--webhook", "http://bot:s3cret@127.0.0.1:99999/hook"),

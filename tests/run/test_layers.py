@@ -40,6 +40,7 @@ def test_the_core_does_no_io():
         assert not banned, f"{path.name} imports {banned}"
 
 
+@pytest.mark.process  # python -c
 def test_a_run_session_loads_without_typer_or_rich():
     code = ("import sys, ipfi_cli.run.explain, ipfi_cli.run.resume, ipfi_cli.run.dataset\n"
             "print(sorted(m for m in ('typer', 'rich', 'click') if m in sys.modules))")
@@ -75,6 +76,7 @@ def test_no_module_imports_itself_back():
     assert sorted(cycles) == []
 
 
+@pytest.mark.process  # python -c
 def test_the_metric_families_are_their_own_module_and_the_old_names_still_import():
     """run/metrics.py builds the families, run/monitor.py sends them: batch and compare build theirs
     without loading the exporter, the webhook or a session; ``ipfi_cli.run.monitor`` still exports the

@@ -100,6 +100,7 @@ def test_a_damaged_cache_is_rebuilt_and_an_unwritable_one_skipped(cache, tmp_pat
     assert np.array_equal(reference.predict_proba(rows), hist_gradient_boosting(*args).predict_proba(rows))
 
 
+@pytest.mark.process
 def test_the_same_recipe_gives_the_same_model_in_another_process(cache):
     """Deterministic: a fresh process (no cache) fits the same model."""
     args = small_recipe_args()

@@ -37,6 +37,9 @@ class Answers:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # the headers and the body go in two writes: with Nagle's algorithm each answer on a kept-alive
+            # connection waits for the client's delayed ACK (40 ms)
+            disable_nagle_algorithm = True
 
             def _answer(self, payload: Any) -> None:
                 owner.requests += 1

@@ -13,6 +13,8 @@ import pytest
 from sources.conftest import FEATURES
 
 mlflow = pytest.importorskip("mlflow")
+# saving a model, MLflow starts Python to find its requirements, and git to tag the run
+pytestmark = pytest.mark.process
 
 MODEL_NAME = "agrawal-forest"
 

@@ -149,6 +149,7 @@ def test_onnx_errors_name_the_file(run, tmp_path, data_csv):
     assert result.exit_code == 1 and str(broken) in result.stderr and "ONNX" in result.stderr
 
 
+@pytest.mark.process  # python -c
 def test_help_imports_no_model_runtime():
     """Only the standard-library rule of ipfi_cli.models.hashing may load (the hash-seed decision):
     no adapter, loader or runtime."""
