@@ -22,7 +22,7 @@ MODEL = str(SAMPLE / "agrawal_hgb.joblib")
 @pytest.mark.parametrize(("args", "expected"), [
     (["explain", "--bogus"], "No such option: --bogus"),
     (["explain", DATA, "-m", MODEL, "-t", "class", "--sampling", "nope"],
-     "Invalid value for '--sampling': 'nope' is not one of 'geometric', 'uniform'"),
+     "Invalid value for '--sampling' / '-s': 'nope' is not one of 'geometric', 'uniform'"),
     (["explain", DATA, "-m", MODEL], "Missing option '--target'"),
     (["batch", DATA, "-m", MODEL, "-t", "class", "--repeats", "many"], "Invalid value for '--repeats'"),
     (["explain", DATA, "-m", MODEL, "-t", "class", "--alpha", "2"], "'--alpha': must be in (0, 1], got 2.0"),

@@ -287,6 +287,12 @@ def check(result: Any, expected: Expected, model: Path, learn: bool, every: int,
             full = core_records(model, learn, inputs, [g for g in good if g[0] < refused[0]], every)
             assert same_records(written, full)
             return
+    if failure is None and not learn and good and not any(label in (0, 1) for _, _, label in good):
+        # labels none of which is a class of the tree: refused before any record (rows are held until one matches)
+        assert result.exit_code == 1 and len(lines) == 1, lines
+        assert "no label is one of the model's classes" in lines[0], lines[0]
+        assert parse_traces(result.stdout, fmt, inputs) == []
+        return
     if failure is None and len(good) < 2:  # nothing explained is not success
         assert result.exit_code == 1
         assert lines[-1].startswith("ipfi: error: ") and "no row was explained" in lines[-1], lines

@@ -204,3 +204,24 @@ def test_record_writer_escapes_text_on_a_terminal_only(fmt):
         RecordWriter(stream, ["feature", "importance"], fmt).write({"feature": _HOSTILE, "importance": 0.5})
         assert name in _fields(stream.getvalue(), fmt)
         assert b"0.5" in stream.getvalue()
+
+
+def test_a_stop_while_the_models_libraries_load_is_the_stop(tmp_path, monkeypatch):
+    """A Ctrl-C during a compiled module's initialisation reaches the loader as ImportError('initialization
+    failed'): it was said to be a version mismatch (a signal 0.8 s into a resume), it is the stop."""
+    import joblib
+    import pytest
+
+    from ipfi_cli.models import files
+
+    def interrupted(path):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ImportError("initialization failed")  # noqa: B904 - as the interpreter chains it
+    monkeypatch.setattr(joblib, "load", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        files._load_pickle(str(tmp_path / "model.joblib"))
+    monkeypatch.setattr(joblib, "load", lambda path: (_ for _ in ()).throw(ImportError("No module named 'x'")))
+    with pytest.raises(files.ModelFileError, match="cannot be loaded with these"):  # not a stop
+        files._load_pickle(str(tmp_path / "model.joblib"))

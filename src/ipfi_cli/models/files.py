@@ -265,6 +265,19 @@ def load_model(path: str | os.PathLike[str], trusted: Sequence[str] = ()) -> tup
     return model, messages
 
 
+def _interrupted(error: BaseException) -> bool:
+    """Whether ``error`` came of a Ctrl-C or SIGTERM (a :class:`KeyboardInterrupt` raised while a library's
+    compiled module was initialising is turned into ``ImportError('initialization failed')``)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def _load_pickle(path: str) -> Any:
     import zlib
 
@@ -273,6 +286,8 @@ def _load_pickle(path: str) -> Any:
     try:
         return joblib.load(path)
     except (AttributeError, ImportError) as error:
+        if _interrupted(error):  # a stop while the model's libraries loaded: the stop, not a version problem
+            raise KeyboardInterrupt from None
         raise ModelFileError(path, _mismatch_message(_failing_module(error), error)) from None
     except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError, zlib.error) as error:
         raise ModelFileError(path, f"{NOT_A_MODEL}, or a damaged "
@@ -305,6 +320,8 @@ def _load_skops(path: str, trusted: list[str]) -> Any:
     try:
         return sio.load(path, trusted=untrusted)
     except (AttributeError, ImportError) as error:
+        if _interrupted(error):
+            raise KeyboardInterrupt from None
         raise ModelFileError(path, _mismatch_message(_failing_module(error), error)) from None
     except Exception as error:  # noqa: BLE001 - skops raises many kinds for a damaged archive
         raise ModelFileError(path, f"{damaged} ({type(error).__name__}: {first_line(error)})") from None

@@ -560,6 +560,9 @@ class ExplainSession(RunEndMixin):
         assert self._held is not None and self.plan is not None
         labels = self.plan.labels
         self._held.extend(good)
+        if self.plan.loss.relative:  # a label-free loss reads no label: there is nothing to match
+            held, self._held = self._held, None
+            return held
         pending = (labels.classification and labels.fixed and labels.classes is not None
                    and (labels.matched == 0 or labels.none_matched))
         if pending and not stopping:
