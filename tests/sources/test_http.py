@@ -152,9 +152,9 @@ def test_a_micro_batch_travels_in_capped_requests(mlserver_server, forest, fit_f
     for cap in (10_000, 50):
         predictor = HttpPredictor(HttpOptions(url=mlserver_server, max_request_rows=cap))
         explainer = IPFIEstimator(predictor, FEATURES, n_repeats=2, seed=0)
-        before = predictor.requests
+        before = predictor.stats()["requests"]
         explainer.explain_many(rows, targets)
-        counts.append((predictor.requests - before, predictor.rows_sent))
+        counts.append((predictor.stats()["requests"] - before, predictor.stats()["rows_sent"]))
     # 8 rows x (1 + 9 features x 2 repeats) evaluations = 152 rows (the first row has no history: fewer)
     (one, sent), (capped, sent_capped) = counts
     assert one == 1 and sent == sent_capped
