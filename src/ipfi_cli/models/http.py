@@ -49,6 +49,7 @@ from ipfi_cli.models.adapters import predict_records_as_block
 from ipfi_cli.models.http_answers import EXPECTED, ServedAnswers, shown_answer
 from ipfi_cli.models.http_mlflow import MlflowProtocol
 from ipfi_cli.models.http_options import (
+    MAX_REQUEST_VALUES,
     PROTOCOLS,
     RETRY_STATUSES,
     UNAVAILABLE_STATUSES,
@@ -352,8 +353,9 @@ class HttpPredictor(ServedAnswers):
         self._remember = on
 
     # -- prediction -------------------------------------------------------------------------------------
-    def _chunks(self, n_rows: int) -> list[slice]:
-        size = max(1, self.options.max_request_rows)
+    def _chunks(self, n_rows: int, n_columns: int) -> list[slice]:
+        """The block's requests: at most ``--max-request-rows`` rows and MAX_REQUEST_VALUES values each."""
+        size = max(1, min(self.options.max_request_rows, MAX_REQUEST_VALUES // max(1, n_columns)))
         return [slice(start, min(start + size, n_rows)) for start in range(0, n_rows, size)]
 
     @staticmethod
@@ -398,7 +400,7 @@ class HttpPredictor(ServedAnswers):
             if not known and not self._remember:
                 self._remembered.clear()
         asked = block if not known else block[[i for i in range(len(block)) if i not in known]]
-        parts = [asked[part] for part in self._chunks(len(asked))]
+        parts = [asked[part] for part in self._chunks(len(asked), block.shape[1])]
         if len(parts) > 1 and self.options.concurrency > 1:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.options.concurrency,
