@@ -89,7 +89,7 @@ def main() -> None:
                 "served, --concurrency 1": ([*served, *cap, "--concurrency", "1"], server),
                 "served, --concurrency 4": ([*served, *cap, "--concurrency", "4"], server),
                 "served tensor, conc. 4": ([*tensor, *cap, "--concurrency", "4"], server),
-                "served, conc. 4, 2000/req": ([*served, "--concurrency", "4", "--max-request-rows", "2000"], server)}
+                "served, conc. 4, 2000-row": ([*served, "--concurrency", "4", "--max-request-rows", "2000"], server)}
         rates: dict[str, list[float]] = {way: [] for way in ways}
         cpu: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}  # ms per row: ipfi's, the server's
         last: dict[str, dict[str, float]] = {}
