@@ -12,61 +12,45 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ipfi_cli.cli.errors import reporting, usage_error
-from ipfi_cli.cli.learn_options import SERVED_MODEL_OPTIONS, model_spec
-from ipfi_cli.cli.model_options import ModelOpt
+from ipfi_cli.cli.file_options import (
+    DATA_ARGUMENT,
+    END_MONITOR_OPTIONS,
+    FILE_DISPLAY_OPTIONS,
+    FILE_INPUT_OPTIONS,
+    FILE_MODEL_OPTIONS,
+    SELECTION_OPTIONS,
+    THREADS_OPTIONS,
+    file_display,
+    file_input,
+    file_model,
+    file_rows,
+    file_selection,
+)
+from ipfi_cli.cli.learn_options import SERVED_MODEL_OPTIONS
 from ipfi_cli.cli.monitor_options import (
-    MetricsLabelOpt,
-    MetricsTextfileOpt,
-    PushgatewayOpt,
-    PushJobOpt,
-    PushLabelOpt,
     monitor_settings,
 )
 from ipfi_cli.cli.options import (
     DEFAULT_MAX_ROWS,
     PANEL_ESTIMATOR,
-    AllowUnknownCategoriesOpt,
-    DataArg,
-    DebugOpt,
-    DecimalOpt,
-    DelimiterOpt,
-    DropOpt,
     EmptyCoalitionOpt,
-    FeaturesOpt,
-    FormatOpt,
-    GroupOpt,
-    LossOpt,
     MaxRowsOpt,
     MethodName,
-    NaValuesOpt,
     NJobsOpt,
-    NoDefaultNaOpt,
-    OnBadRowOpt,
     OutputFormatOpt,
     OutputOpt,
     PermutationsOpt,
-    QuietOpt,
     SchedulerOpt,
     SeedOpt,
-    SkipInitialSpaceOpt,
-    TargetOpt,
-    TaskOpt,
-    TextOpt,
-    ThreadsOpt,
-    TrustOpt,
-    VerboseOpt,
     WorkersOpt,
     check_outputs,
     draw_seed,
-    input_spec,
-    selection,
     value,
 )
 from ipfi_cli.cli.signature import build, option, with_options
 from ipfi_cli.core.params import DEFAULT_REPEATS
 from ipfi_cli.io.targets import data_files
-from ipfi_cli.run.batch import BatchMethod, BatchRows, BatchSettings, Spread
-from ipfi_cli.run.settings import DEFAULT_PUSH_JOB, Display
+from ipfi_cli.run.batch import BatchMethod, BatchSettings, Spread
 
 BatchRepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-M", min=1, help="Random permutations of the whole data per feature (M; the paper uses 10).",
@@ -85,11 +69,6 @@ BatchInnerOpt = Annotated[Optional[str], typer.Option(
     "background row averaged (Covert et al.'s SAGE, as sage-importance's MarginalImputer).",
     rich_help_panel=PANEL_ESTIMATOR, show_default=False, metavar="K|all")]
 
-# the panels, in the order --help shows them; each list's builder is beside it
-DATA_ARGUMENT = [option("data", DataArg)]
-STATIC_MODEL_OPTIONS = [option("model", ModelOpt, None), option("target", TargetOpt, None),
-                        option("trust", TrustOpt, None)]
-THREADS_OPTIONS = [option("threads", ThreadsOpt, None)]
 METHOD_OPTIONS = [
     option("repeats", BatchRepeatsOpt, DEFAULT_REPEATS), option("method", BatchMethodOpt, "pfi"),
     option("permutations", PermutationsOpt, 2000), option("background", BackgroundOpt, 64),
@@ -97,22 +76,7 @@ METHOD_OPTIONS = [
 ROWS_AND_SPREAD_OPTIONS = [
     option("max_rows", MaxRowsOpt, DEFAULT_MAX_ROWS), option("seed", SeedOpt, None), option("n_jobs", NJobsOpt, None),
     option("workers", WorkersOpt, None), option("scheduler", SchedulerOpt, None)]
-SELECTION_OPTIONS = [
-    option("features", FeaturesOpt, None), option("drop", DropOpt, None), option("group", GroupOpt, None),
-    option("loss", LossOpt, None), option("task", TaskOpt, "auto")]
-INPUT_OPTIONS = [
-    option("input_format", FormatOpt, None), option("na_values", NaValuesOpt, None),
-    option("no_default_na", NoDefaultNaOpt, False), option("delimiter", DelimiterOpt, None),
-    option("decimal", DecimalOpt, None), option("text", TextOpt, None),
-    option("skip_initial_space", SkipInitialSpaceOpt, False),
-    option("allow_unknown_categories", AllowUnknownCategoriesOpt, False), option("on_bad_row", OnBadRowOpt, "fail")]
 OUTPUT_OPTIONS = [option("output", OutputOpt, None), option("output_format", OutputFormatOpt, None)]
-MONITOR_OPTIONS = [
-    option("metrics_textfile", MetricsTextfileOpt, None), option("metrics_label", MetricsLabelOpt, None),
-    option("pushgateway", PushgatewayOpt, None), option("push_job", PushJobOpt, DEFAULT_PUSH_JOB),
-    option("push_label", PushLabelOpt, None)]
-DISPLAY_OPTIONS = [option("quiet", QuietOpt, False), option("verbose", VerboseOpt, False),
-                   option("debug", DebugOpt, False)]
 
 
 def batch_method(repeats: int, method: Any, permutations: int, background: int, inner: str | None,
@@ -126,17 +90,9 @@ def spread(n_jobs: int | None, workers: int | None, scheduler: str | None) -> Sp
     return Spread(n_jobs=n_jobs, workers=workers, scheduler=scheduler)
 
 
-def batch_rows(max_rows: int, on_bad_row: Any) -> BatchRows:
-    return BatchRows(max_rows=max_rows, on_bad_row=value(on_bad_row))
-
-
-def batch_display(quiet: bool, verbose: bool, debug: bool) -> Display:
-    return Display(quiet=quiet, verbose=verbose, live=False, debug=debug)
-
-
-@with_options(DATA_ARGUMENT, STATIC_MODEL_OPTIONS, SERVED_MODEL_OPTIONS, THREADS_OPTIONS, METHOD_OPTIONS,
-              ROWS_AND_SPREAD_OPTIONS, SELECTION_OPTIONS, INPUT_OPTIONS, OUTPUT_OPTIONS, MONITOR_OPTIONS,
-              DISPLAY_OPTIONS)
+@with_options(DATA_ARGUMENT, FILE_MODEL_OPTIONS, SERVED_MODEL_OPTIONS, THREADS_OPTIONS, METHOD_OPTIONS,
+              ROWS_AND_SPREAD_OPTIONS, SELECTION_OPTIONS, FILE_INPUT_OPTIONS, OUTPUT_OPTIONS, END_MONITOR_OPTIONS,
+              FILE_DISPLAY_OPTIONS)
 def batch(**o: Any) -> None:
     """Batch PFI of a static model on a whole file (the baseline iPFI approximates).
 
@@ -152,18 +108,12 @@ def batch(**o: Any) -> None:
         from ipfi_cli.cli.ui import TerminalReporter, show_batch_table, show_sage_table
         from ipfi_cli.run.batch import run_batch
 
-        inputs = input_spec(o["data"], o["input_format"], o["na_values"], o["no_default_na"], o["delimiter"],
-                            o["text"], o["decimal"], o["skip_initial_space"])
-        chosen = selection(o["target"], o["task"], o["loss"], o["features"], o["drop"], o["group"],
-                           o["allow_unknown_categories"])
+        inputs, chosen = file_input(o), file_selection(o)
         method = build(batch_method, o)  # --inner checked before the data is read
         settings = BatchSettings(
-            model=model_spec(o["model"], o["model_url"], o["protocol"], o["header"], o["timeout"],
-                             o["max_request_rows"], o["max_answer_mb"], o["retries"], o["model_wait"],
-                             o["concurrency"], o["classes"], o["trust"], learn=False, save_model=None),
-            inputs=inputs, selection=chosen, method=method, spread=build(spread, o), rows=build(batch_rows, o),
-            output=o["output"], output_format=value(o["output_format"]), monitor=monitor,
-            display=build(batch_display, o), seed=draw_seed(o["seed"]))
+            model=file_model(o), inputs=inputs, selection=chosen, method=method, spread=build(spread, o),
+            rows=build(file_rows, o), output=o["output"], output_format=value(o["output_format"]), monitor=monitor,
+            display=build(file_display, o), seed=draw_seed(o["seed"]))
         reporter = TerminalReporter(live=False, quiet=o["quiet"])
         outcome = run_batch(settings, reporter)
         if not o["quiet"]:

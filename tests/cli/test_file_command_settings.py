@@ -1,5 +1,6 @@
-"""``ipfi batch`` as a value: :class:`~ipfi_cli.run.batch.BatchSettings` run by
-:func:`~ipfi_cli.run.batch.run_batch` writes the bytes the command writes for the same options."""
+"""``ipfi batch`` and ``ipfi compare`` as values: their settings, run by
+:func:`~ipfi_cli.run.batch.run_batch` and :func:`~ipfi_cli.evaluation.command.run_compare`, write the
+bytes the commands write for the same options."""
 
 from __future__ import annotations
 
@@ -43,3 +44,21 @@ def test_sage_settings_and_flags_write_the_same_records(agrawal_small, hgb, tmp_
     outcome = run_batch(settings, PlainReporter(io.StringIO()))
     assert out.read_text() == flags
     assert outcome.game is not None and "of 8 drawn per coalition" in outcome.game
+
+
+def test_compare_settings_and_flags_write_the_same_records_and_traces(agrawal_small, hgb, tmp_path):
+    from ipfi_cli.evaluation.command import run_compare
+    from ipfi_cli.run.compare import CompareEstimator, CompareOutput, CompareSettings, Comparison
+
+    traces_flags = tmp_path / "flags-traces.csv"
+    flags = _command("compare", agrawal_small, "-m", hgb, "-t", "class", "--orderings", "2", "--alpha", "0.01",
+                     "--alpha", "0.05", "--repeats", "2", "--seed", "5", "--traces", traces_flags, "-q")
+    out, traces = tmp_path / "records.csv", tmp_path / "traces.csv"
+    settings = CompareSettings(ModelSpec(str(hgb)), InputSpec(str(agrawal_small)), Selection(target="class"),
+                               estimator=CompareEstimator(alphas=(0.01, 0.05), repeats=2),
+                               comparison=Comparison(orderings=2),
+                               output=CompareOutput(path=str(out), traces=str(traces)), seed=5)
+    outcome = run_compare(settings, PlainReporter(io.StringIO()))
+    assert out.read_text() == flags
+    assert traces.read_text() == traces_flags.read_text()
+    assert len(outcome.results or []) == 2 and outcome.learning is None  # one static comparison per alpha
