@@ -110,17 +110,15 @@ def pdp(
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter
         from ipfi_cli.io.writers import write_records
-        from ipfi_cli.run.pdp import PDP_FIELDS, PDPSettings, pdp_records
+        from ipfi_cli.run.pdp import PDP_FIELDS, Curves, PDPSettings, pdp_records
+        from ipfi_cli.run.settings import ModelSpec, ReadSpec
 
-        inputs = input_spec(input, format, na_values, no_default_na, delimiter, text, decimal, skip_initial_space)
-        settings = PDPSettings(model=model, features=features, input=input, trust=split_names(trust),
-                               format=inputs.format, na_values=na_values, no_default_na=no_default_na,
-                               delimiter=delimiter, decimal=decimal, text=split_names(text),
-                               skip_initial_space=skip_initial_space, target=target, drop=split_names(drop),
-                               target_class=target_class,
-                               grid_size=grid_size, grid=grids,
-                               alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every,
-                               on_bad_row=value(on_bad_row))
+        settings = PDPSettings(
+            model=ModelSpec(model, trust=split_names(trust)),
+            inputs=input_spec(input, format, na_values, no_default_na, delimiter, text, decimal, skip_initial_space),
+            curves=Curves(features=features, target_class=target_class, grid_size=grid_size, grid=grids, alpha=alpha,
+                          smoothing=value(smoothing), warm_up=warm_up),
+            target=target, drop=split_names(drop), every=every, reading=ReadSpec(on_bad_row=value(on_bad_row)))
         reporter = TerminalReporter(live=False, quiet=quiet)
         try:
             write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings, say=reporter.message),
