@@ -7,7 +7,7 @@ table is drawn here.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -50,7 +50,9 @@ from ipfi_cli.cli.options import (
 from ipfi_cli.cli.signature import build, option, with_options
 from ipfi_cli.core.params import DEFAULT_REPEATS
 from ipfi_cli.io.targets import data_files
-from ipfi_cli.run.batch import BatchMethod, BatchSettings, Spread
+
+if TYPE_CHECKING:  # the run's values are imported when the command runs (only the run's modules load)
+    from ipfi_cli.run.batch import BatchMethod, Spread
 
 BatchRepeatsOpt = Annotated[int, typer.Option(
     "--repeats", "-M", min=1, help="Random permutations of the whole data per feature (M; the paper uses 10).",
@@ -82,11 +84,15 @@ OUTPUT_OPTIONS = [option("output", OutputOpt, None), option("output_format", Out
 def batch_method(repeats: int, method: Any, permutations: int, background: int, inner: str | None,
                  empty_coalition: Any) -> BatchMethod:
     """The Estimator panel as one value (``--inner`` parsed)."""
+    from ipfi_cli.run.batch import BatchMethod
+
     return BatchMethod(name=value(method), repeats=repeats, permutations=permutations, background=background,
                        inner=parse_inner(inner), empty_coalition=value(empty_coalition))
 
 
 def spread(n_jobs: int | None, workers: int | None, scheduler: str | None) -> Spread:
+    from ipfi_cli.run.batch import Spread
+
     return Spread(n_jobs=n_jobs, workers=workers, scheduler=scheduler)
 
 
@@ -106,7 +112,7 @@ def batch(**o: Any) -> None:
                   written_at_end=("--output", "--metrics-textfile"))
     with reporting(o["debug"]):
         from ipfi_cli.cli.ui import TerminalReporter, show_batch_table, show_sage_table
-        from ipfi_cli.run.batch import run_batch
+        from ipfi_cli.run.batch import BatchSettings, run_batch
 
         inputs, chosen = file_input(o), file_selection(o)
         method = build(batch_method, o)  # --inner checked before the data is read

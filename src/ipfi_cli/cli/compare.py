@@ -14,7 +14,7 @@ paper's evaluation code), then the sum of the absolute differences (0 to 2).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -60,7 +60,9 @@ from ipfi_cli.cli.options import (
 from ipfi_cli.cli.signature import build, option, with_options
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
 from ipfi_cli.io.targets import data_files
-from ipfi_cli.run.compare import CompareEstimator, CompareOutput, CompareSettings, Comparison
+
+if TYPE_CHECKING:  # the run's values are imported when the command runs (only the run's modules load)
+    from ipfi_cli.run.compare import CompareEstimator, CompareOutput, Comparison
 
 PANEL_COMPARE = "Comparison"
 
@@ -128,6 +130,7 @@ def comparison(learn: bool, learn_first: bool, orderings: int, keep_order: bool,
                interval: int, drift_at: int | None, normalisation: str) -> Comparison:
     """The Comparison panel as one value; options that do not go together are usage errors."""
     from ipfi_cli.evaluation.metrics import NORMALISATIONS
+    from ipfi_cli.run.compare import Comparison
 
     if normalisation not in NORMALISATIONS:
         raise usage_error(f"choose one of {', '.join(NORMALISATIONS)}", "--normalisation")
@@ -149,6 +152,8 @@ def compare_estimator(learn: bool, method: Any, inner: int | None, empty_coaliti
                       alpha: list[float] | None, repeats: int, reservoir_size: int,
                       n_jobs: int | None) -> CompareEstimator:
     """The Estimator panel as one value (each alpha checked as explain checks its one)."""
+    from ipfi_cli.run.compare import CompareEstimator
+
     if learn and value(method) == "sage":
         raise usage_error("SAGE is compared on a static model (batch SAGE); interval SAGE for --learn is "
                           "not implemented", "--method")
@@ -160,6 +165,8 @@ def compare_estimator(learn: bool, method: Any, inner: int | None, empty_coaliti
 
 
 def compare_output(output: str | None, output_format: Any, traces: str | None, trace_every: int) -> CompareOutput:
+    from ipfi_cli.run.compare import CompareOutput
+
     return CompareOutput(path=output, format=value(output_format), traces=traces, trace_every=trace_every)
 
 
@@ -178,6 +185,7 @@ def compare(**o: Any) -> None:
     with reporting(o["debug"]):
         from ipfi_cli.cli.ui import TerminalReporter, show_learning_comparison, show_static_comparison
         from ipfi_cli.evaluation.command import run_compare
+        from ipfi_cli.run.compare import CompareSettings
 
         chosen = build(comparison, o)
         estimator = build(compare_estimator, o)

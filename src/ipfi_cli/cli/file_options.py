@@ -4,7 +4,7 @@ metrics published at the end, and what the command says. Each list's builder is 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.cli.learn_options import model_spec
 from ipfi_cli.cli.model_options import ModelOpt
@@ -36,9 +36,11 @@ from ipfi_cli.cli.options import (
     value,
 )
 from ipfi_cli.cli.signature import option
-from ipfi_cli.run.batch import BatchRows
 from ipfi_cli.run.plan import InputSpec, Selection
 from ipfi_cli.run.settings import DEFAULT_PUSH_JOB, Display, ModelSpec
+
+if TYPE_CHECKING:
+    from ipfi_cli.run.batch import BatchRows
 
 DATA_ARGUMENT = [option("data", DataArg)]
 FILE_MODEL_OPTIONS = [option("model", ModelOpt, None), option("target", TargetOpt, None),
@@ -82,6 +84,8 @@ def file_selection(o: dict[str, Any]) -> Selection:
 
 def file_rows(max_rows: int, on_bad_row: Any) -> BatchRows:
     """How much of the file is kept (--max-rows), and what a bad row does."""
+    from ipfi_cli.run.batch import BatchRows
+
     return BatchRows(max_rows=max_rows, on_bad_row=value(on_bad_row))
 
 
