@@ -8,8 +8,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.errors import InputError, UsageError
+from ipfi_cli.evaluation import RECORD_FIELDS, compare_learning, compare_static
+from ipfi_cli.io.writers import write_records
+from ipfi_cli.models.loading import load_predictor
+from ipfi_cli.run.checks import all_zero_warning, check_output_names
 from ipfi_cli.run.compare import CompareSettings
+from ipfi_cli.run.dataset import load_dataset
+from ipfi_cli.run.metrics import comparison_families
+from ipfi_cli.run.monitor import publish
 from ipfi_cli.run.report import Reporter
 from ipfi_cli.run.signals import hold_until_exit
 
@@ -29,8 +39,6 @@ class CompareOutcome:
 def run_compare(settings: CompareSettings, reporter: Reporter) -> CompareOutcome:
     """Compare iPFI with batch PFI (static model) or interval PFI (a learning model); the records (and
     traces) are written, the metrics published; messages go to ``reporter``."""
-    from ipfi_cli.models.loading import load_predictor
-    from ipfi_cli.run.dataset import load_dataset
 
     started = time.time()
     spec, learn, estimator = settings.model, settings.model.learn, settings.estimator
@@ -57,8 +65,6 @@ def run_compare(settings: CompareSettings, reporter: Reporter) -> CompareOutcome
         common.update(method="sage", n_inner=estimator.inner, empty=estimator.empty_coalition,
                       permutations=estimator.permutations, features=None)
     if settings.output.traces:
-        from ipfi_cli.core.groups import resolve_groups
-        from ipfi_cli.run.checks import check_output_names
 
         explained = None if estimator.method == "sage" else dataset.features  # SAGE explains every column
         check_output_names(list(resolve_groups(dataset.columns, explained, dataset.groups)), True, dataset.source)
@@ -67,24 +73,18 @@ def run_compare(settings: CompareSettings, reporter: Reporter) -> CompareOutcome
     else:
         outcome = _compare_static(dataset, settings, samplings, alphas, common, reporter)
     if settings.monitor is not None:
-        from ipfi_cli.run.metrics import comparison_families
-        from ipfi_cli.run.monitor import publish
 
         publish(settings.monitor, comparison_families(outcome.records, dataset.loss.name), started)
     return outcome
 
 
 def _write_traces(path: str, names: list[str], table: list[dict[str, Any]]) -> None:
-    from ipfi_cli.io.writers import write_records
 
     write_records(path, None, ["method", "row", *names], table)
 
 
 def _compare_static(dataset: Any, settings: CompareSettings, samplings: list[str], alphas: list[float],
                     common: dict[str, Any], reporter: Reporter) -> CompareOutcome:
-    from ipfi_cli.evaluation import RECORD_FIELDS, compare_static
-    from ipfi_cli.io.writers import write_records
-    from ipfi_cli.run.checks import all_zero_warning
 
     output, comparison = settings.output, settings.comparison
     results = []
@@ -125,10 +125,6 @@ def _compare_static(dataset: Any, settings: CompareSettings, samplings: list[str
 
 def _compare_learning(dataset: Any, settings: CompareSettings, samplings: list[str], alphas: list[float],
                       common: dict[str, Any], reporter: Reporter) -> CompareOutcome:
-    import numpy as np
-
-    from ipfi_cli.evaluation import RECORD_FIELDS, compare_learning
-    from ipfi_cli.io.writers import write_records
 
     output, interval, drift_at = settings.output, settings.comparison.interval, settings.comparison.drift_at
     n = len(dataset.frame)

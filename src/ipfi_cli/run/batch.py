@@ -14,17 +14,29 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
+
+from ipfi_cli.core import batch_pfi
+from ipfi_cli.core.batch import as_block
 from ipfi_cli.core.params import DEFAULT_REPEATS
+from ipfi_cli.core.sage import batch_sage
+from ipfi_cli.core.sage_game import default_inner
 from ipfi_cli.errors import UsageError
+from ipfi_cli.io.writers import write_records
+from ipfi_cli.models.hashing import depends_on_hashing, workers_must_hash_alike
+from ipfi_cli.models.loading import load_predictor
+from ipfi_cli.run.checks import all_zero_warning
+from ipfi_cli.run.dataset import load_dataset
+from ipfi_cli.run.distributed import check_dask_options, dask_client, dask_runner
+from ipfi_cli.run.metrics import batch_families, served_families
+from ipfi_cli.run.monitor import MonitorSettings, publish
 from ipfi_cli.run.plan import InputSpec, Selection
+from ipfi_cli.run.report import Reporter
 from ipfi_cli.run.settings import Display, ModelSpec
+from ipfi_cli.run.setup import served_model
 from ipfi_cli.run.signals import hold_until_exit
-
-if TYPE_CHECKING:
-    from ipfi_cli.run.monitor import MonitorSettings
-    from ipfi_cli.run.report import Reporter
 
 #: the most rows ``batch`` keeps of its input (--max-rows): a uniform sample of them all beyond it
 DEFAULT_MAX_ROWS = 1_000_000
@@ -36,7 +48,6 @@ SAGE_FIELDS = ["feature", "importance", "std_error", "n_permutations", "n_rows",
 @dataclass(frozen=True)
 class BatchMethod:
     """The Estimator panel: batch PFI's repeats, or batch SAGE's permutations and game."""
-
     name: str = "pfi"  # --method: "pfi" or "sage"
     repeats: int = DEFAULT_REPEATS  # --repeats: permutations of the whole data per feature (pfi)
     permutations: int = 2000  # --permutations (sage)
@@ -48,7 +59,6 @@ class BatchMethod:
 @dataclass(frozen=True)
 class Spread:
     """Where batch PFI's work runs: threads of this process (--n-jobs) or a Dask cluster."""
-
     n_jobs: int | None = None
     workers: int | None = None  # a local Dask cluster of this many workers
     scheduler: str | None = None  # a running Dask cluster
@@ -57,7 +67,6 @@ class Spread:
 @dataclass(frozen=True)
 class BatchRows:
     """How much of the file is kept, and what a bad row does."""
-
     max_rows: int = DEFAULT_MAX_ROWS  # --max-rows: a uniform sample (with --seed) of them all beyond it
     on_bad_row: str = "fail"  # or "skip"
 
@@ -65,7 +74,6 @@ class BatchRows:
 @dataclass(frozen=True)
 class BatchSettings:
     """Everything ``ipfi batch`` is asked, one value per help panel."""
-
     model: ModelSpec
     inputs: InputSpec
     selection: Selection
@@ -95,12 +103,8 @@ class BatchOutcome:
 
 def run_batch(settings: BatchSettings, reporter: Reporter) -> BatchOutcome:
     """Read the whole input, compute batch PFI (or SAGE) and write its records; messages go to ``reporter``."""
-    from ipfi_cli.models.loading import load_predictor
-    from ipfi_cli.run.dataset import load_dataset
-
     method = settings.method
     if method.name != "sage":
-        from ipfi_cli.run.distributed import check_dask_options
 
         check_dask_options(settings.spread.workers, settings.spread.scheduler)  # before the data is read
     elif settings.spread.workers is not None or settings.spread.scheduler is not None:
@@ -123,11 +127,6 @@ def run_batch(settings: BatchSettings, reporter: Reporter) -> BatchOutcome:
 
 
 def _batch_pfi(dataset: Any, settings: BatchSettings, reporter: Reporter, started: float) -> BatchOutcome:
-    from ipfi_cli.core import batch_pfi
-    from ipfi_cli.io.writers import write_records
-    from ipfi_cli.models.hashing import depends_on_hashing, workers_must_hash_alike
-    from ipfi_cli.run.checks import all_zero_warning
-    from ipfi_cli.run.distributed import dask_client, dask_runner
 
     model, spread = settings.model, settings.spread
     hashing = workers_must_hash_alike(model.path)
@@ -154,9 +153,6 @@ def _batch_pfi(dataset: Any, settings: BatchSettings, reporter: Reporter, starte
     if zero:
         reporter.message(zero, "warning")
     if settings.monitor is not None:
-        from ipfi_cli.run.metrics import batch_families, served_families
-        from ipfi_cli.run.monitor import publish
-        from ipfi_cli.run.setup import served_model
 
         families = batch_families(list(result.names), list(map(float, result.mean)), list(map(float, result.std)),
                                   result.n_rows, result.baseline_loss, dataset.loss.name)
@@ -168,12 +164,6 @@ def _batch_pfi(dataset: Any, settings: BatchSettings, reporter: Reporter, starte
 
 
 def _batch_sage(dataset: Any, settings: BatchSettings, reporter: Reporter) -> BatchOutcome:
-    import numpy as np
-
-    from ipfi_cli.core.batch import as_block
-    from ipfi_cli.core.sage import batch_sage
-    from ipfi_cli.io.writers import write_records
-    from ipfi_cli.run.checks import all_zero_warning
 
     method = settings.method
     if dataset.features is not None and set(dataset.features) != set(dataset.columns) - {
@@ -204,8 +194,6 @@ def _batch_sage(dataset: Any, settings: BatchSettings, reporter: Reporter) -> Ba
 
 def _requests_note(dataset: Any) -> str | None:
     """A served model's requests, in one line (``ipfi explain`` records them in ``--meta``)."""
-    from ipfi_cli.run.setup import served_model
-
     served = served_model(dataset.loaded)
     if served is None:
         return None
@@ -218,7 +206,6 @@ def _requests_note(dataset: Any) -> str | None:
 def sage_inner(inner: int | str | None, loss: Any, empty: str) -> int | None:
     """Background rows drawn per coalition: ``--inner`` as parsed, by default explain's (so that both
     commands estimate one game); ``None`` for ``all``."""
-    from ipfi_cli.core.sage_game import default_inner
 
     if inner is None:
         return default_inner(loss, empty)
