@@ -74,7 +74,7 @@ def pdp(
     every: Annotated[int, typer.Option(
         "--every", "-e", min=1, help="Write the curves every N rows (and after the last row).",
         rich_help_panel=PANEL_OUTPUT)] = 1000,
-    format: FormatOpt = None,
+    input_format: FormatOpt = None,
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
@@ -115,7 +115,7 @@ def pdp(
 
         settings = PDPSettings(
             model=ModelSpec(model, trust=split_names(trust)),
-            inputs=input_spec(input, format, na_values, no_default_na, delimiter, text, decimal, skip_initial_space),
+            inputs=input_spec(input, input_format, na_values, no_default_na, delimiter, text, decimal, skip_initial_space),
             curves=Curves(features=features, target_class=target_class, grid_size=grid_size, grid=grids, alpha=alpha,
                           smoothing=value(smoothing), warm_up=warm_up),
             target=target, drop=split_names(drop), every=every, reading=ReadSpec(on_bad_row=value(on_bad_row)))
