@@ -33,6 +33,7 @@ from ipfi_cli.cli.options import (
     split_names,
     value,
 )
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.io.targets import data_files
 
 
@@ -65,7 +66,7 @@ def pdp(
         metavar="FEATURE=VALUES")] = None,
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1].",
-        rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
+        rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_ALPHA,
     smoothing: SmoothingOpt = "exponential",
     warm_up: Annotated[int, typer.Option(
         "--warm-up", min=0, help="Rows that only set the grid (their 5 % and 95 % quantiles) before the first "
@@ -115,7 +116,8 @@ def pdp(
 
         settings = PDPSettings(
             model=ModelSpec(model, trust=split_names(trust)),
-            inputs=input_spec(input, input_format, na_values, no_default_na, delimiter, text, decimal, skip_initial_space),
+            inputs=input_spec(input, input_format, na_values, no_default_na, delimiter, text, decimal,
+                              skip_initial_space),
             curves=Curves(features=features, target_class=target_class, grid_size=grid_size, grid=grids, alpha=alpha,
                           smoothing=value(smoothing), warm_up=warm_up),
             target=target, drop=split_names(drop), every=every, reading=ReadSpec(on_bad_row=value(on_bad_row)))

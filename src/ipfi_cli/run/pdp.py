@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.errors import InputError, IpfiError, ModelCallError, RunError, ServiceError
 from ipfi_cli.run.plan import InputSpec
 from ipfi_cli.run.settings import ModelSpec, ReadSpec
@@ -33,7 +34,7 @@ class Curves:
     target_class: Any = None  # --class: a classifier's curve is this class's probability
     grid_size: int = 10
     grid: Mapping[str, list[float]] | None = None  # fixed grids (--grid), the others follow the quantiles
-    alpha: float = 0.001
+    alpha: float = DEFAULT_ALPHA
     smoothing: str = "exponential"
     warm_up: int = 20  # rows that only set the grid
 
