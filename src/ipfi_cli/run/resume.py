@@ -201,7 +201,7 @@ class StateKeeper:
         self.settings = now = run_settings(plan, settings, parts)
         self._run = (settings, seed, reader, plan.loaded)
         if parts.watch is not None:
-            from ipfi_cli.core.changes import adwin_saves_as_data
+            from ipfi_cli.core.change_windows import adwin_saves_as_data
 
             if not adwin_saves_as_data():  # say so before any row, not at the first checkpoint
                 parts.watch.detector.state_dict()  # raises the StateError that explains it

@@ -188,7 +188,7 @@ class RowSteps:
 
     def _bad_model_row(self, row: GoodRow, error: BaseException) -> None:
         """The model cannot take ``row``: name it (and its column); skip it or stop after the rows before it."""
-        from ipfi_cli.core.incremental import NeedsNumbersError
+        from ipfi_cli.core.row_values import NeedsNumbersError
         from ipfi_cli.run.failures import failing_column, failure_message
 
         text_column = error.column if isinstance(error, NeedsNumbersError) else None
