@@ -25,7 +25,7 @@ def merge(
 ) -> None:
     """Merge the --state files of shards of one stream into the state of the whole.
 
-The shards ran ipfi explain with the same settings (the seed may differ) and a smoothing that merges: --time-column with --half-life (forward decay by event time) or --running-mean. The smoothed sums merge exactly; the reservoirs of earlier rows are merged by sampling each shard in proportion to its rows (geometric sampling by event time: its decayed weight). States of other settings, of a learning model, with change detection, or smoothed by row count are refused in one line, and so are shards split by event time (a later shard never drew the earlier shards' rows: go on from the earlier state with the later rows instead). Continue from the merged state with new rows: ipfi explain NEW --state MERGED --no-skip-seen.
+The shards ran ipfi explain with the same settings (the seed may differ) and a smoothing that merges: --time-column with --half-life (forward decay by event time) or --running-mean. The smoothed sums merge exactly; the reservoirs of earlier rows are merged by sampling each shard in proportion to its rows (geometric sampling by event time: its decayed weight). States of other settings, of a learning model, with change detection, or smoothed by row count are refused in one line, and so are shards split by event time (a later shard never drew the earlier shards' rows: go on from the earlier state with the later rows instead); --running-mean shards have no event times to check, which the merge says in a note. Continue from the merged state with new rows: ipfi explain NEW --state MERGED --no-skip-seen.
 """
     from ipfi_cli.run.merge import merge_state_files
 

@@ -23,6 +23,7 @@ the whole stream gives. The merge says so (:data:`GEOMETRIC_NOTE`); uniform samp
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -32,6 +33,13 @@ from ipfi_cli.errors import StateError, UsageError
 
 #: settings that may differ between the shards of one stream
 PER_SHARD = ("--seed",)
+
+#: said when the shards have no event times (--running-mean): a split by time cannot be told from one at random
+#: (:func:`~ipfi_cli.core.mergeable.check_not_split_by_time` needs the times)
+UNCHECKED_SPLIT_NOTE = ("the shards carry no event times (--running-mean), so ipfi cannot check how they split the "
+                        "stream: shards split at random (by a hashed key, interleaved) merge into one run's estimate, "
+                        "shards split by time (rows 1-500, 501-1,000) do not, since each drew replacement values from "
+                        "its own rows only (--time-column with --half-life has such a merge refused)")
 
 #: said when the shards used geometric sampling
 GEOMETRIC_NOTE = ("the shards used geometric sampling, which draws each shard's recent rows: a shard's recent rows "
@@ -117,6 +125,9 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     finally:
         lock.release()
     notes = [GEOMETRIC_NOTE] if settings.get("--sampling") == "geometric" else []
+    if any(not math.isfinite(float(shard["explainer"]["tracker"].get("first_time", -math.inf))) and
+           int(shard["explainer"]["tracker"]["count"]) > 0 for shard in states):
+        notes.append(UNCHECKED_SPLIT_NOTE)
     # each shard stored its first row without explaining it: the rows explained are the smoothing's count
     return {**run, "explained": int(explainer["tracker"]["count"]), "notes": notes}
 
