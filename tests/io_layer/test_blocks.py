@@ -183,7 +183,8 @@ def test_parse_block_refuses_what_needs_the_row_reader():
     names, kinds, convert = ["a", "b"], [1, 1], [None, None]
 
     def parse(*lines):
-        return parse_block(list(lines), names, kinds, convert, ",", DEFAULT_NA_VALUES, first_number=1, first_line=2)
+        return parse_block("".join(lines).encode(), len(lines), names, kinds, convert, ",", DEFAULT_NA_VALUES,
+                           first_number=1, first_line=2)
 
     assert isinstance(parse("1,2\n", "3,4\n"), RowBlock)
     for odd in ('"1",2\n', "1,2\r3\n", "1\n", "1,2,3\n", "\n", "1,inf\n", "1,1e400\n", "1,-0\n", "1,NA\n", "1,1_0\n",

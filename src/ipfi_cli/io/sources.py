@@ -250,6 +250,10 @@ class LineBuffer:
         self._source = source
         self._name = name  # the input's name, for an error it ends with
         self._lines: collections.deque[str] = collections.deque()
+        #: complete lines as their bytes, not decoded yet (each part ends with ``\n``, or is the input's last
+        #: line); decoded into ``_lines`` when a line is asked for, or taken whole by :meth:`take_raw`
+        self._raw: list[bytes] = []
+        self._raw_lines = 0  # how many lines ``_raw`` holds
         self._partial = b""
         self._start = True
         self._eof = False
@@ -272,7 +276,7 @@ class LineBuffer:
                 named = self._name if self._name and not self._name.startswith("<") else None
                 error.message = error.message.replace("{input}", shlex.quote(named) if named else "FILE")
             elif error.source is None and error.line is None:  # where it ended: the line it cut
-                error.source, error.line = self._name, self._next_line
+                error.source, error.line = self._name, self._next_line + self._raw_lines
             self._error = error
             self._partial = b""
             self._skipping = False
@@ -302,7 +306,8 @@ class LineBuffer:
         if not chunk:  # end of input: the last line may lack its newline
             self._eof = True
             if self._partial:
-                self._add(self._partial)
+                self._raw.append(self._partial)
+                self._raw_lines += 1
                 self._partial = b""
             return
         if self._skipping:
@@ -319,18 +324,27 @@ class LineBuffer:
             self._partial = data
         else:
             self._partial = data[cut:]
-            self._add(data[:cut])
+            complete = data[:cut]
+            self._raw.append(complete)
+            self._raw_lines += complete.count(b"\n")
         if len(self._partial) > MAX_LINE_BYTES:
             self._too_long()
 
     def _too_long(self) -> None:
         """The current line passed MAX_LINE_BYTES: mark it bad, hand on a stand-in, drop the rest."""
+        self._decode_raw()  # the lines before it are numbered first
         self.bad_lines[self._next_line] = (f"the line is longer than {MAX_LINE_BYTES:,} bytes without a line end "
                                            "(is the input really CSV or JSONL?)")
         self._partial = b""
         self._lines.append("\x00\n")  # a non-blank stand-in, so the line becomes a (bad) row
         self._next_line += 1
         self._skipping = True
+
+    def _decode_raw(self) -> None:
+        """Decode the complete lines waiting as bytes into ``_lines``."""
+        raw, self._raw, self._raw_lines = self._raw, [], 0
+        for data in raw:
+            self._add(data)
 
     def _add(self, data: bytes) -> None:
         try:
@@ -366,7 +380,7 @@ class LineBuffer:
         Waits up to ``timeout`` seconds for input to arrive.
         """
         deadline = time.monotonic() + timeout
-        while not self._lines and not self._eof:
+        while not self._lines and not self._raw and not self._eof:
             chunk = self._read(wait=False)
             if chunk is None:
                 remaining = deadline - time.monotonic()
@@ -379,6 +393,7 @@ class LineBuffer:
     def peek_nonblank(self) -> str | None:
         """The first non-blank line, without consuming anything; ``None`` if there is none."""
         while True:
+            self._decode_raw()
             for text in self._lines:
                 if text.strip():
                     return text
@@ -391,6 +406,9 @@ class LineBuffer:
         """The next line with its newline; ``''`` at the end of input. Blocks if needed."""
         lines = self._lines
         while not lines:
+            if self._raw:
+                self._decode_raw()
+                continue
             if self._eof:
                 self._at_end()
                 return ""
@@ -403,12 +421,54 @@ class LineBuffer:
         lines = self._lines
         taken: list[str] = []
         while len(taken) < max_lines and self.ready():
-            if not lines:  # the end of input
-                break
+            if not lines:
+                if not self._raw:  # the end of input
+                    break
+                self._decode_raw()
             count = min(max_lines - len(taken), len(lines))
             taken.extend(lines.popleft() for _ in range(count))
         self.lines_read += len(taken)
         return taken
+
+    def take_decoded(self, max_lines: int) -> list[str]:
+        """Up to ``max_lines`` lines decoded already (those a row read left), without reading."""
+        lines = self._lines
+        taken = [lines.popleft() for _ in range(min(max_lines, len(lines)))]
+        self.lines_read += len(taken)
+        return taken
+
+    def take_raw(self, max_lines: int) -> tuple[bytes, int]:
+        """Up to ``max_lines`` complete lines available without waiting, as the input's bytes (a
+        byte-order mark dropped, not checked as UTF-8), and how many lines they are; ``(b"", 0)`` when
+        none is available, or when a decoded line waits before them (:meth:`take_decoded`)."""
+        while self._raw_lines < max_lines and not self._lines and not self._eof:
+            chunk = self._read(wait=False)
+            if chunk is None:
+                break
+            self._take(chunk)
+        if self._lines or not self._raw:
+            return b"", 0
+        data = self._raw[0] if len(self._raw) == 1 else b"".join(self._raw)
+        count = self._raw_lines
+        if count > max_lines:
+            import numpy as np
+
+            ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+            cut = int(ends[max_lines - 1]) + 1
+            data, rest = data[:cut], data[cut:]
+            self._raw, self._raw_lines, count = [rest], count - max_lines, max_lines
+        else:
+            self._raw, self._raw_lines = [], 0
+        self.lines_read += count
+        self._next_line += count
+        return data, count
+
+    def give_back_raw(self, data: bytes, count: int) -> None:
+        """Put the ``count`` lines :meth:`take_raw` gave back, to be read again in order."""
+        self._raw.insert(0, data)
+        self._raw_lines += count
+        self.lines_read -= count
+        self._next_line -= count
 
     def give_back(self, lines: list[str]) -> None:
         """Put lines taken by :meth:`take_ready` back, to be read again in order."""
