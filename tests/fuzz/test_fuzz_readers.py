@@ -22,7 +22,7 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from ipfi_cli.errors import InputError
-from ipfi_cli.io import sources
+from ipfi_cli.io import lines as line_buffer
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.io.values import DEFAULT_NA_VALUES, parse_value
 
@@ -417,7 +417,7 @@ def test_bom_split_across_reads_is_still_removed(n_rows, sizes):
 
 
 def test_a_line_without_end_is_refused_beyond_the_cap(monkeypatch):
-    monkeypatch.setattr(sources, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(line_buffer, "MAX_LINE_BYTES", 1000)
     columns, rows = read_all(b"a,b\n1,2\n" + b"9" * 5000)
     assert columns == ["a", "b"] and len(rows) == 2 and rows[0][2] == {"a": 1, "b": 2}
     assert isinstance(rows[1][2], InputError) and "longer than" in str(rows[1][2])

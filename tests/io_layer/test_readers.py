@@ -357,7 +357,7 @@ def test_a_named_pipe_is_read_from_its_first_byte(tmp_path):
     """A named pipe (or bash's `<(command)`, a /dev/fd path) is not sniffed for Parquet's magic bytes:
     reading them would take the header's first 4 bytes (the header came out as `Unnamed: 0, 13, ...`),
     and a second open blocks once the writer has gone."""
-    from ipfi_cli.io.parquet import is_parquet_input
+    from ipfi_cli.io.parquet_files import is_parquet_input
 
     fifo = tmp_path / "rows.fifo"
     os.mkfifo(fifo)

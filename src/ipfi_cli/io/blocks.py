@@ -75,15 +75,17 @@ class RowBlock:
         return len(self._fields[0]) if self._fields else 0
 
     def _field(self, i: int) -> list[Any]:
-        """Column ``i``'s fields as a list (a pyarrow array of texts is converted once)."""
+        """Column ``i``'s fields as a list (texts not converted yet are converted once)."""
         fields = self._fields[i]
-        if not isinstance(fields, list):
-            convert = self._converters[i] if self._converters is not None else None
-            fields = fields.to_pylist()
-            if convert is not None and self._kinds[i] != NUMBER:
-                fields = _converted(fields, convert)
-            self._fields[i] = fields
-        return fields
+        if isinstance(fields, list):
+            return fields
+        # texts as a tuple (Python's split) or a pyarrow array
+        convert = self._converters[i] if self._converters is not None else None
+        texts: list[Any] = list(fields) if isinstance(fields, tuple) else fields.to_pylist()
+        if convert is not None and self._kinds[i] != NUMBER:
+            texts = _converted(texts, convert)
+        self._fields[i] = texts
+        return texts
 
     def convert_texts(self) -> RowBlock:
         """Convert the text columns' fields now (the block is taken: their tokens are counted)."""
@@ -242,7 +244,7 @@ def parse_block(data: bytes, n_lines: int, names: Sequence[str], kinds: Sequence
     split = [line.split(delimiter) for line in text.split("\n")]
     if len(split) != n_lines or any(len(fields) != n_fields for fields in split):
         return None
-    columns = [list(c) for c in zip(*split)]
+    columns: list[Any] = [list(c) if kind == NUMBER else c for kind, c in zip(kinds, zip(*split))]
     floats: dict[str, np.ndarray] = {}
     for name, kind, texts in zip(names, kinds, columns):
         if kind == NUMBER:
@@ -250,13 +252,11 @@ def parse_block(data: bytes, n_lines: int, names: Sequence[str], kinds: Sequence
             if values is None:
                 return None
             floats[name] = values
-    for i, (kind, convert) in enumerate(zip(kinds, text_converters)):
-        if kind != NUMBER:
-            assert convert is not None
-            columns[i] = list(map(convert, columns[i]))
     from ipfi_cli.io.values import number_parser
 
-    return RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line)
+    block = RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line,
+                     text_converters)
+    return block.convert_texts() if convert else block
 
 
 #: blocks of at least this many lines are split and converted by pyarrow when it is loaded
