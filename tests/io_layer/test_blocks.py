@@ -228,3 +228,80 @@ def test_long_blocks_with_text_columns_and_missing_fields_at_each_delimiter(deli
     data = (delimiter.join(["id", "x", "label", "y"]) + "\n" + "\n".join(lines) + "\n").encode()
     kinds = _same(data, batch=100, delimiter=delimiter)
     assert kinds.count("RowBlock") >= 3
+
+
+def test_lines_waiting_in_a_file_are_parsed_a_span_at_a_time(monkeypatch):
+    """Once the kinds are known, the lines available are parsed by pyarrow a span of up to
+    SPAN_ROWS lines per call (its fixed cost is about 0.3 ms a call) and handed out a micro-batch at
+    a time; the first micro-batch's rows after the first come from that span too."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    calls = []
+    original = blocks._parse_with_arrow
+
+    def counted(data, n_lines, *args, **kwargs):
+        calls.append(n_lines)
+        return original(data, n_lines, *args, **kwargs)
+
+    monkeypatch.setattr(blocks, "_parse_with_arrow", counted)
+    rng = np.random.default_rng(5)
+    lines = [f"{x!r},{k},{'ab'[k % 2]}" for x, k in zip(rng.normal(size=5000).tolist(),
+                                                       rng.integers(0, 9, 5000).tolist())]
+    data = ("x,k,label\n" + "\n".join(lines) + "\n").encode()
+    reader = RowReader(io.BytesIO(data), name="t.csv")
+    sizes = [(type(part).__name__, len(part)) for part in reader.batches(100, blocks=True)]
+    assert calls == [4999]  # one call: every line after the first, which fixes the kinds
+    assert sizes == [("list", 100)] + [("RowBlock", 100)] * 49
+    _same(data, batch=100)
+
+
+def test_tokens_of_a_span_are_counted_only_as_its_rows_are_handed_out():
+    """A text column's '?' (read as missing, and counted for the note) is counted when its row is
+    handed out, not when the span ahead of it is parsed: a run that stops early says the row reader's count."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    data = ("a,b\n" + "".join(f"{i},{'?' if i % 7 == 0 else 'x'}\n" for i in range(2000))).encode()
+    for taken in (1, 3, 7):
+        by_rows = RowReader(io.BytesIO(data), name="t.csv")
+        in_blocks = RowReader(io.BytesIO(data), name="t.csv")
+        parts = in_blocks.batches(100, blocks=True)
+        rows = sum(len(next(parts)) for _ in range(taken))
+        assert rows == 100 * taken
+        for _ in zip(range(rows), by_rows):
+            pass
+        assert in_blocks.noted_missing == by_rows.noted_missing
+        assert in_blocks.noted_missing["b"]["?"] == len(range(0, rows, 7))
+
+
+def test_a_pipe_s_lines_are_parsed_as_they_arrive_never_waiting_for_more(tmp_path):
+    """Through a real pipe, the lines already written are handed out (in bulk) while the writer
+    waits for them to be read: nothing holds a slow stream back."""
+    import os
+    import threading
+
+    read_fd, write_fd = os.pipe()
+    first = ("x,y\n" + "".join(f"{i},{i / 4}\n" for i in range(3000))).encode()
+    got_them = threading.Event()
+
+    def writer():
+        with os.fdopen(write_fd, "wb") as out:
+            out.write(first)
+            out.flush()
+            assert got_them.wait(10), "the reader waited for more lines than were written"
+            out.write(b"3000,0.5\n")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen, kinds = 0, []
+    try:
+        for part in RowReader(read_fd, name="pipe").batches(1000, blocks=True):
+            seen += len(part)
+            kinds.append(type(part).__name__)
+            if seen == 3000:
+                got_them.set()
+    finally:
+        got_them.set()
+        thread.join()
+    assert seen == 3001 and "RowBlock" in kinds
