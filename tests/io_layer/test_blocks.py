@@ -7,6 +7,7 @@ agree with it on every input, taking the lines itself only where they hold nothi
 from __future__ import annotations
 
 import io
+import json
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from ipfi_cli.io import blocks
 from ipfi_cli.io.blocks import RowBlock, parse_block
 from ipfi_cli.io.readers import RowReader
-from ipfi_cli.io.values import DEFAULT_NA_VALUES, na_tokens
+from ipfi_cli.io.values import DEFAULT_NA_VALUES, Nested, na_tokens
 
 ORIGINAL_ARROW_FLOATS = blocks._arrow_floats
 
@@ -28,6 +29,8 @@ def _key(value):
         return ("nan",)
     if isinstance(value, float) and value == 0:
         return (float, math.copysign(1.0, value))
+    if isinstance(value, Nested):  # a JSON object or array, compared by its text
+        return ("Nested", str(value))
     return (type(value).__name__, value)
 
 
@@ -305,3 +308,66 @@ def test_a_pipe_s_lines_are_parsed_as_they_arrive_never_waiting_for_more(tmp_pat
         got_them.set()
         thread.join()
     assert seen == 3001 and "RowBlock" in kinds
+
+
+JSON_VALUES = st.one_of(st.integers(-5, 5), st.floats(-1e6, 1e6, allow_nan=False), st.none(),
+                        st.sampled_from([2**70, 10**308, 10**400, 1.5e308, -0.0, True, "x", "?", " ? ", "NA", "",
+                                         "  ", "07", [1], {"k": 1}]))
+
+
+@st.composite
+def jsonl_text(draw):
+    keys = ["a", "b", "c"][:draw(st.integers(1, 3))]
+    lines = []
+    for _ in range(draw(st.integers(1, 30))):
+        kind = draw(st.integers(0, 40))
+        obj = {k: draw(st.one_of(JSON_VALUES, st.integers(0, 9), st.sampled_from(["u", "v"]))) for k in keys}
+        if kind == 0:
+            lines.append("")  # blank line
+        elif kind == 1:
+            lines.append("{not json")
+        elif kind == 2:
+            lines.append(json.dumps(dict(reversed(list(obj.items())))))  # the keys in another order
+        elif kind == 3:
+            lines.append(json.dumps(obj)[:-1] + ', "a": 1}')  # a key given twice
+        elif kind == 4:
+            lines.append(json.dumps({**obj, "z": 1}))  # a key the first row lacks
+        elif kind == 5:
+            lines.append(json.dumps(obj).replace('":', '" :'))
+        else:
+            lines.append(json.dumps(obj))
+    ending = draw(st.sampled_from(["\n", "\r\n"]))
+    return (ending.join(lines) + draw(st.sampled_from(["", ending]))).encode()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jsonl_text(), st.integers(1, 6))
+def test_jsonl_blocks_agree_with_the_row_reader_on_any_input(data, batch):
+    """JSONL objects read in bulk (same keys in the same order, each value of its key's kind) give the
+    row reader's rows, values, kinds, tokens and errors; anything else is left to it."""
+    def rows(blocks: bool):
+        reader = RowReader(io.BytesIO(data), name="t.jsonl", format="jsonl")
+        out = []
+        for part in reader.batches(batch, blocks=blocks):
+            if isinstance(part, RowBlock):
+                for name, values in part.floats.items():
+                    expected = np.array([float(row.values[name]) for row in part], dtype=np.float64)
+                    assert values.tobytes() == expected.tobytes(), name
+            out += [(row.number, row.line, None if row.values is None else
+                     [(k, _key(v)) for k, v in row.values.items()], None if row.error is None else str(row.error))
+                    for row in part]
+        return out, reader.noted_missing, reader.column_kinds()
+
+    assert rows(True) == rows(False)
+
+
+def test_a_regular_jsonl_file_is_read_in_blocks():
+    rng = np.random.default_rng(2)
+    pairs = zip(rng.normal(size=400).tolist(), rng.integers(0, 9, 400).tolist())
+    lines = [json.dumps({"x": float(x), "n": int(k), "label": "yes" if k % 2 else "no",
+                         "note": None if k == 3 else "?" if k < 5 else "a"}) for x, k in pairs]
+    data = ("\n".join(lines) + "\n").encode()
+    reader = RowReader(io.BytesIO(data), name="t.jsonl")
+    parts = list(reader.batches(50, blocks=True))
+    assert [type(p).__name__ for p in parts] == ["list"] + ["RowBlock"] * 7
+    assert reader.noted_missing["note"]["?"] == sum(1 for line in lines if '"?"' in line)

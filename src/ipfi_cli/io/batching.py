@@ -43,6 +43,8 @@ class CsvBlocks:
     _csv_strings: list[Callable[[str], Any]]
     _block_lines: int
     _number_tokens: frozenset[str] | None
+    _kinds: dict[str, int]
+    _read_jsonl_block: Callable[[int], RowBlock | None]  # io.jsonl's
     _span: RowBlock | None
     _span_at: int
     na_values: frozenset[str]
@@ -73,6 +75,8 @@ class CsvBlocks:
         the lines available now are parsed a span of up to :data:`SPAN_ROWS` at a time (one call has
         a fixed cost of about 0.3 ms), and handed out ``max_rows`` at a time; a span that needs the
         row reader somewhere is tried again as ``max_rows`` lines alone."""
+        if self.format == "jsonl":
+            return self._read_jsonl_block(max_rows) if not self._peeked else None
         if self._span is None:
             from ipfi_cli.io.blocks import BLOCK_DELIMITERS
 
@@ -98,30 +102,40 @@ class CsvBlocks:
         return block.convert_texts()
 
     def _parse_span(self, max_rows: int, header: list[str]) -> RowBlock | None:
-        """Up to ``max_rows`` lines available now as a block, or ``None`` (nothing is consumed then)."""
+        """Up to ``max_rows`` CSV lines available now as a block, or ``None`` (nothing is consumed then)."""
         from ipfi_cli.io.blocks import parse_block
 
+        kinds = self._csv_kinds or []
+        if self._number_tokens is None:
+            plain = re.compile(r"[0-9.eE+\-]+")
+            self._number_tokens = frozenset(t for t in self.na_values if plain.fullmatch(t))
+        tokens = self._number_tokens
+        return self._take_block(max_rows, lambda data, n_lines, first_line: parse_block(
+            data, n_lines, header, kinds, [None if k == NUMBER else self._csv_strings[i] for i, k in enumerate(kinds)],
+            self.delimiter or ",", self.na_values, first_number=self.rows_read + 1, first_line=first_line,
+            number_of=number_parser(self.na_values, self.decimal), number_tokens=tokens, convert=False))
+
+    def _take_block(self, max_rows: int, parse: Callable[[bytes, int, int], RowBlock | None]) -> RowBlock | None:
+        """Up to ``max_rows`` lines available now (their bytes, how many, the first's number) through
+        ``parse``; when it gives ``None`` (or a line was marked bad), nothing is consumed."""
         buffer = self._lines
         lines = buffer.take_decoded(max_rows)  # lines a row read decoded already, then the input's bytes
         raw, count = buffer.take_raw(max_rows - len(lines)) if len(lines) < max_rows else (b"", 0)
         n_lines = len(lines) + count
         block = None
         if n_lines and not any(n <= buffer.lines_read for n in buffer.bad_lines):
-            kinds = self._csv_kinds or []
-            if self._number_tokens is None:
-                plain = re.compile(r"[0-9.eE+\-]+")
-                self._number_tokens = frozenset(t for t in self.na_values if plain.fullmatch(t))
-            block = parse_block("".join(lines).encode() + raw if lines else raw, n_lines, header, kinds,
-                                [None if k == NUMBER else self._csv_strings[i] for i, k in enumerate(kinds)],
-                                self.delimiter or ",", self.na_values, first_number=self.rows_read + 1,
-                                first_line=buffer.lines_read - n_lines + 1,
-                                number_of=number_parser(self.na_values, self.decimal),
-                                number_tokens=self._number_tokens, convert=False)
+            block = parse("".join(lines).encode() + raw if lines else raw, n_lines, buffer.lines_read - n_lines + 1)
         if block is None:
             if count:
                 buffer.give_back_raw(raw, count)
             buffer.give_back(lines)
         return block
+
+    def _blocks_ready(self) -> bool:
+        """Every column's kind is known (CSV), or every key's (JSONL): blocks may be tried."""
+        if self.format == "jsonl":
+            return self._columns is not None and all(self._kinds.get(k) for k in self._columns)
+        return self._csv_converters is not None
 
     def batches(self, max_rows: int = 1000, *, idle: Callable[[], None] | None = None,
                 idle_interval: float = 0.25, blocks: bool = False) -> Iterator[list[Row] | RowBlock]:
@@ -129,7 +143,7 @@ class CsvBlocks:
 
         ``idle`` is called about every ``idle_interval`` seconds while waiting for input
         (e.g. to refresh a display). A batch never holds more than ``max_rows`` rows.
-        With ``blocks``, a batch of a CSV may be a :class:`~ipfi_cli.io.blocks.RowBlock`
+        With ``blocks``, a batch of a CSV or JSONL input may be a :class:`~ipfi_cli.io.blocks.RowBlock`
         (parsed in bulk; it iterates as the same rows): after a batch that needed the row
         reader, blocks are tried again after 1, 2, 4, ... up to 64 batches. Within the batch of
         rows whose first rows fix the columns' kinds, the rest of the batch is tried as a block
@@ -138,27 +152,27 @@ class CsvBlocks:
         if max_rows < 1:
             raise ValueError(f"max_rows must be at least 1, got {max_rows}")
         rows = iter(self)
-        blocks = blocks and self.format == "csv"
+        blocks = blocks and self.format in ("csv", "jsonl")
         wait, backoff = 0, 1
         while True:
             if idle is not None:
                 while not self.ready(idle_interval):
                     idle()
-            if blocks and wait == 0 and self._csv_converters is not None:
+            if blocks and wait == 0 and self._blocks_ready():
                 block = self.read_block(max_rows)
                 if block is not None:
                     backoff = 1
                     yield block
                     continue
                 wait, backoff = backoff, min(64, 2 * backoff)
-            tried = not blocks or wait > 0 or self._csv_converters is not None
+            tried = not blocks or wait > 0 or self._blocks_ready()
             wait = max(0, wait - 1)
             try:
                 batch = [next(rows)]
             except StopIteration:
                 return
             while len(batch) < max_rows and self.ready():
-                if not tried and self._csv_converters is not None:  # the kinds just became known
+                if not tried and self._blocks_ready():  # the kinds just became known
                     tried = True
                     block = self.read_block(max_rows - len(batch))
                     if block is not None:

@@ -8,13 +8,15 @@ strings that are ``na_values`` tokens are missing; a nested object or array is k
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import operator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.io.values import MISSING, NOT_PANDAS_NA, NUMBER, STRING, Nested, Row
 from ipfi_cli.text import quoted
 
 if TYPE_CHECKING:
+    from ipfi_cli.io.blocks import RowBlock
     from ipfi_cli.io.lines import LineBuffer
 
 
@@ -27,9 +29,24 @@ class JsonlRows:
     na_values: frozenset[str]
     noted_missing: dict[str, dict[str, int]]
     rows_read: int
+    _take_block: Callable[[int, Callable[[bytes, int, int], RowBlock | None]], RowBlock | None]  # io.batching's
 
     def _bad(self, message: str, line: int, column: str | None = None) -> Row:
         raise NotImplementedError  # the reader's
+
+
+    def _read_jsonl_block(self, max_rows: int) -> RowBlock | None:
+        """Up to ``max_rows`` JSONL rows available now, read in bulk, or ``None`` when they need
+        the row reader (nothing is consumed then): see :func:`parse_jsonl_block`."""
+        columns = self._columns
+        if columns is None:
+            return None
+        block = self._take_block(max_rows, lambda data, n_lines, first_line: parse_jsonl_block(
+            data, n_lines, columns, self._kinds, self.na_values, self.noted_missing, first_number=self.rows_read + 1,
+            first_line=first_line))
+        if block is not None:
+            self.rows_read += len(block)
+        return block
 
     def _jsonl_rows(self) -> Iterator[Row]:
         import orjson
@@ -116,3 +133,90 @@ def repeated_key(text: str) -> str | None:
 
     json.loads(text, object_pairs_hook=pairs)
     return repeated[0] if repeated else None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def parse_jsonl_block(data: bytes, n_lines: int, names: list[str], kinds: dict[str, int], na_values: frozenset[str],
+                      noted: dict[str, dict[str, int]], *, first_number: int, first_line: int) -> RowBlock | None:
+    """``n_lines`` complete JSONL lines (their bytes) as a :class:`~ipfi_cli.io.blocks.RowBlock`, or
+    ``None`` when any needs the row reader: a blank line or one that is not a JSON object, an
+    object whose keys are not ``names`` in that order, a key that may be given twice, a carriage
+    return, bytes that are not UTF-8, a key whose kind is not known yet, a value of another kind
+    than its key's (a bool, a nested object or array, a string in a number key, a number in a text
+    key), or a number that is not finite as a float. Number keys' values are float64 arrays as
+    well (``null``: NaN); text keys' ``na_values`` strings are missing and ``?`` is counted in
+    ``noted``, as the row reader does."""
+    import numpy as np
+    import orjson
+
+    from ipfi_cli.io.blocks import RowBlock
+
+    if not n_lines or b"\r" in data or b"\x00" in data or b" :" in data or b"\t:" in data:
+        return None
+    keys = len(names) * n_lines
+    # one `":` per key: no key given twice, none nested (one ':' per key says so sooner)
+    if data.count(b":") != keys and data.count(b'":') != keys:
+        return None
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    if len(lines) != n_lines:
+        return None
+    try:
+        objects = list(map(orjson.loads, lines))
+    except orjson.JSONDecodeError:  # a blank line, or not JSON: the row reader says which
+        return None
+    if any(type(obj) is not dict or list(obj) != names for obj in objects):
+        return None
+    fields: list[list[Any]] = []
+    floats: dict[str, np.ndarray] = {}
+    counted: dict[str, dict[str, int]] = {}  # added to ``noted`` once the block is taken
+    table = zip(*map(operator.itemgetter(*names), objects)) if len(names) > 1 else (
+        [obj[names[0]] for obj in objects],)
+    for name, column in zip(names, table):
+        values = list(column)
+        types = set(map(type, values))
+        if kinds.get(name) == NUMBER and types <= {int, float, type(None)}:
+            if type(None) in types:
+                values = [MISSING if v is None else v for v in values]
+            try:
+                array = np.array(values, dtype=np.float64)
+            except OverflowError:  # an integer too large for a float: the row reader names it
+                return None
+            with np.errstate(invalid="ignore"):
+                if (np.abs(array) >= 1e308).any():  # the row reader refuses an integer that large, names infinity
+                    return None
+            floats[name] = array
+        elif kinds.get(name) == STRING and types <= {str, type(None)}:
+            values = _texts(values, na_values, counted.setdefault(name, {}))
+        else:
+            return None
+        fields.append(values)
+    for name, counts in counted.items():
+        for token, count in counts.items():
+            into = noted.setdefault(name, {})
+            into[token] = into.get(token, 0) + count
+    return RowBlock(names, fields, floats, _same, [kinds[name] for name in names], first_number, first_line)
+
+
+def _texts(values: list[Any], na_values: frozenset[str], counts: dict[str, int]) -> list[Any]:
+    """A text key's values as the row reader gives them: ``null`` and ``na_values`` strings (surrounding
+    spaces ignored) missing, ``?`` counted in ``counts``; each distinct string looked at once."""
+    distinct: dict[Any, Any] = {}
+    for value in dict.fromkeys(values):
+        if value is None or value in na_values or (value.strip() or "\x00") in na_values:
+            distinct[value] = MISSING
+        else:
+            distinct[value] = value
+    for value, got in distinct.items():
+        if value is not None and got is not value and value.strip() in NOT_PANDAS_NA:
+            counts[value.strip()] = counts.get(value.strip(), 0) + values.count(value)
+    return [distinct[v] for v in values]
