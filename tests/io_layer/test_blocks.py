@@ -371,3 +371,52 @@ def test_a_regular_jsonl_file_is_read_in_blocks():
     parts = list(reader.batches(50, blocks=True))
     assert [type(p).__name__ for p in parts] == ["list"] + ["RowBlock"] * 7
     assert reader.noted_missing["note"]["?"] == sum(1 for line in lines if '"?"' in line)
+
+
+def _arrow_lines(monkeypatch) -> list[int]:
+    """The number of lines of each call to pyarrow's split, as they happen."""
+    calls: list[int] = []
+    original = blocks._parse_with_arrow
+
+    def counted(data, n_lines, *args, **kwargs):
+        calls.append(n_lines)
+        return original(data, n_lines, *args, **kwargs)
+
+    monkeypatch.setattr(blocks, "_parse_with_arrow", counted)
+    return calls
+
+
+def test_an_odd_row_ahead_does_not_have_every_span_parsed_again(monkeypatch):
+    """A span that needs the row reader somewhere is parsed again a micro-batch at a time up to its
+    end, not tried whole again at every micro-batch before the odd row: the lines parsed stay in
+    proportion to the file."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    calls = _arrow_lines(monkeypatch)
+    lines = [f"{i},{i}.5" for i in range(20_000)]
+    lines[6000] = "6000,NA"  # a token the bulk parser leaves to the row reader
+    data = ("a,b\n" + "\n".join(lines) + "\n").encode()
+    kinds = _same(data, batch=100)
+    assert kinds.count("RowBlock") >= 190
+    assert sum(calls) < 3 * len(lines)
+
+
+def test_spans_of_long_lines_are_cut_at_a_few_megabytes(monkeypatch):
+    """Memory: a span holds up to SPAN_BYTES of lines (but never fewer lines than a micro-batch)."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    from ipfi_cli.io import batching
+
+    monkeypatch.setattr(batching, "SPAN_BYTES", 1 << 18)
+    calls = _arrow_lines(monkeypatch)
+    width = 100
+    lines = [",".join(f"{(i * width + j) % 997}.25" for j in range(width)) for i in range(3000)]
+    data = (",".join(f"c{j}" for j in range(width)) + "\n" + "\n".join(lines) + "\n").encode()
+    line_bytes = len(lines[0]) + 1
+    _same(data, batch=50)
+    assert len(calls) >= 5 and max(calls) * line_bytes <= batching.SPAN_BYTES + line_bytes
+    calls.clear()
+    _same(data, batch=1000)  # a micro-batch longer than SPAN_BYTES: its lines in one call
+    assert max(calls) >= 1000 - 1

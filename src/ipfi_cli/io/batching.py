@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 #: with pyarrow, lines available at once are parsed in bulk this many at a time (then handed out a
 #: micro-batch at a time): one call costs about 0.3 ms more than its lines
 SPAN_ROWS = 8192
+#: ... and no more than this many bytes of them at a time (unless a micro-batch's lines take more)
+SPAN_BYTES = 1 << 22
 
 
 class CsvBlocks:
@@ -47,6 +49,7 @@ class CsvBlocks:
     _read_jsonl_block: Callable[[int], RowBlock | None]  # io.jsonl's
     _span: RowBlock | None
     _span_at: int
+    _small_until: int  # spans of one micro-batch until this line (lines ahead needed the row reader)
     na_values: frozenset[str]
     delimiter: str | None
     decimal: str
@@ -84,10 +87,13 @@ class CsvBlocks:
             if (self._csv_converters is None or header is None or self._peeked or self.decimal != "."
                     or self.delimiter not in BLOCK_DELIMITERS or self.skip_initial_space):
                 return None
-            size = max(max_rows, SPAN_ROWS) if sys.modules.get("pyarrow") is not None else max_rows
-            self._span = self._parse_span(size, header)
-            if self._span is None and size > max_rows:
-                self._span = self._parse_span(max_rows, header)
+            size = max_rows
+            if sys.modules.get("pyarrow") is not None and self._lines.lines_read >= self._small_until:
+                size = max(max_rows, SPAN_ROWS)
+            self._span = self._parse_span(size, header, max_rows)
+            if self._span is None and size > max_rows:  # lines ahead need the row reader: smaller spans past them
+                self._small_until = self._lines.lines_read + size
+                self._span = self._parse_span(max_rows, header, max_rows)
             if self._span is None:
                 return None
             self._span_at = 0
@@ -101,7 +107,7 @@ class CsvBlocks:
         self.rows_read += len(block)
         return block.convert_texts()
 
-    def _parse_span(self, max_rows: int, header: list[str]) -> RowBlock | None:
+    def _parse_span(self, max_rows: int, header: list[str], least: int) -> RowBlock | None:
         """Up to ``max_rows`` CSV lines available now as a block, or ``None`` (nothing is consumed then)."""
         from ipfi_cli.io.blocks import parse_block
 
@@ -110,17 +116,21 @@ class CsvBlocks:
             plain = re.compile(r"[0-9.eE+\-]+")
             self._number_tokens = frozenset(t for t in self.na_values if plain.fullmatch(t))
         tokens = self._number_tokens
-        return self._take_block(max_rows, lambda data, n_lines, first_line: parse_block(
+        return self._take_block(max_rows, least, lambda data, n_lines, first_line: parse_block(
             data, n_lines, header, kinds, [None if k == NUMBER else self._csv_strings[i] for i, k in enumerate(kinds)],
             self.delimiter or ",", self.na_values, first_number=self.rows_read + 1, first_line=first_line,
             number_of=number_parser(self.na_values, self.decimal), number_tokens=tokens, convert=False))
 
-    def _take_block(self, max_rows: int, parse: Callable[[bytes, int, int], RowBlock | None]) -> RowBlock | None:
+    def _take_block(self, max_rows: int, least: int,
+                    parse: Callable[[bytes, int, int], RowBlock | None]) -> RowBlock | None:
         """Up to ``max_rows`` lines available now (their bytes, how many, the first's number) through
-        ``parse``; when it gives ``None`` (or a line was marked bad), nothing is consumed."""
+        ``parse``, no more than :data:`SPAN_BYTES` of them unless fewer than ``least`` lines fit; when
+        ``parse`` gives ``None`` (or a line was marked bad), nothing is consumed."""
         buffer = self._lines
         lines = buffer.take_decoded(max_rows)  # lines a row read decoded already, then the input's bytes
-        raw, count = buffer.take_raw(max_rows - len(lines)) if len(lines) < max_rows else (b"", 0)
+        room = SPAN_BYTES - sum(map(len, lines))
+        raw, count = buffer.take_raw(max_rows - len(lines), min_lines=max(1, least - len(lines)),
+                                     max_bytes=max(0, room)) if len(lines) < max_rows else (b"", 0)
         n_lines = len(lines) + count
         block = None
         if n_lines and not any(n <= buffer.lines_read for n in buffer.bad_lines):

@@ -29,7 +29,7 @@ class JsonlRows:
     na_values: frozenset[str]
     noted_missing: dict[str, dict[str, int]]
     rows_read: int
-    _take_block: Callable[[int, Callable[[bytes, int, int], RowBlock | None]], RowBlock | None]  # io.batching's
+    _take_block: Callable[[int, int, Callable[[bytes, int, int], RowBlock | None]], RowBlock | None]  # io.batching's
 
     def _bad(self, message: str, line: int, column: str | None = None) -> Row:
         raise NotImplementedError  # the reader's
@@ -41,7 +41,7 @@ class JsonlRows:
         columns = self._columns
         if columns is None:
             return None
-        block = self._take_block(max_rows, lambda data, n_lines, first_line: parse_jsonl_block(
+        block = self._take_block(max_rows, max_rows, lambda data, n_lines, first_line: parse_jsonl_block(
             data, n_lines, columns, self._kinds, self.na_values, self.noted_missing, first_number=self.rows_read + 1,
             first_line=first_line))
         if block is not None:

@@ -219,11 +219,19 @@ class LineBuffer:
         self.lines_read += len(taken)
         return taken
 
-    def take_raw(self, max_lines: int) -> tuple[bytes, int]:
+    def take_raw(self, max_lines: int, *, min_lines: int | None = None,
+                 max_bytes: int | None = None) -> tuple[bytes, int]:
         """Up to ``max_lines`` complete lines available without waiting, as the input's bytes (a
         byte-order mark dropped, not checked as UTF-8), and how many lines they are; ``(b"", 0)`` when
-        none is available, or when a decoded line waits before them (:meth:`take_decoded`)."""
-        while self._raw_lines < max_lines and not self._lines and not self._eof:
+        none is available, or when a decoded line waits before them (:meth:`take_decoded`). With
+        ``max_bytes``, no more lines than fit in that many bytes, unless fewer than ``min_lines`` do."""
+        least = max_lines if min_lines is None else min(min_lines, max_lines)
+
+        def enough() -> bool:
+            return self._raw_lines >= max_lines or (max_bytes is not None and self._raw_lines >= least
+                                                    and sum(map(len, self._raw)) >= max_bytes)
+
+        while not enough() and not self._lines and not self._eof:
             chunk = self._read(wait=False)
             if chunk is None:
                 break
@@ -232,13 +240,20 @@ class LineBuffer:
             return b"", 0
         data = self._raw[0] if len(self._raw) == 1 else b"".join(self._raw)
         count = self._raw_lines
-        if count > max_lines:
+        take = min(count, max_lines)
+        if take < count or (max_bytes is not None and len(data) > max_bytes and take > least):
             import numpy as np
 
             ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
-            cut = int(ends[max_lines - 1]) + 1
-            data, rest = data[:cut], data[cut:]
-            self._raw, self._raw_lines, count = [rest], count - max_lines, max_lines
+            if max_bytes is not None and len(data) > max_bytes:  # the lines that end within max_bytes
+                take = max(least, min(take, int(np.searchsorted(ends, max_bytes))))
+            if take < count:
+                cut = int(ends[take - 1]) + 1
+                data, rest = data[:cut], data[cut:]
+                self._raw, self._raw_lines = [rest], count - take
+                count = take
+            else:
+                self._raw, self._raw_lines = [], 0
         else:
             self._raw, self._raw_lines = [], 0
         self.lines_read += count

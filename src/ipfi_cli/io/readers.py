@@ -130,6 +130,7 @@ class RowReader(JsonlRows, CsvBlocks):
         self._block_lines = 0  # lines not read by the csv reader: an Excel `sep=` line, those read_block parsed
         self._span: RowBlock | None = None  # lines parsed in bulk ahead, handed out by read_block
         self._span_at = 0
+        self._small_until = 0  # a span ahead needed the row reader: micro-batch spans until this line
         self._number_tokens: frozenset[str] | None = None  # missing-value tokens that look like numbers
         self._rows_started = False
         self._peeked: collections.deque[Row] = collections.deque()
