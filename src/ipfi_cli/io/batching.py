@@ -1,11 +1,12 @@
-"""Micro-batches of a :class:`~ipfi_cli.io.readers.RowReader`, and CSV rows parsed in bulk blocks.
+"""Micro-batches of a :class:`~ipfi_cli.io.readers.RowReader`, and rows parsed in bulk blocks.
 
-:meth:`CsvBlocks.batches` groups rows into micro-batches of *whatever is already available*: it
+:meth:`MicroBatches.batches` groups rows into micro-batches of *whatever is already available*: it
 blocks for the first row, then takes more rows only while they can be read without waiting, so a
 fast pipe gives large batches and a slow writer's row is handed on at once. Once every CSV
 column's kind is known, the lines available at that moment are parsed in bulk instead
 (:mod:`ipfi_cli.io.blocks`: from their bytes, with pyarrow a span of up to :data:`SPAN_ROWS` lines
-per call) and handed out as :class:`~ipfi_cli.io.blocks.RowBlock` micro-batches; lines holding
+per call) and handed out as :class:`~ipfi_cli.io.blocks.RowBlock` micro-batches (JSONL objects
+likewise, once every key's kind is known: :func:`ipfi_cli.io.jsonl.parse_jsonl_block`); lines holding
 anything the row reader treats specially go to it, so rows, values, numbers and messages are
 the row reader's either way. Nothing waits for more input than is there: a pipe's lines are
 parsed as they arrive.
@@ -33,7 +34,7 @@ SPAN_ROWS = 8192
 SPAN_BYTES = 1 << 22
 
 
-class CsvBlocks:
+class MicroBatches:
     """:meth:`batches` and :meth:`read_block` of a :class:`~ipfi_cli.io.readers.RowReader` (a mixin:
     the reader holds the state)."""
 

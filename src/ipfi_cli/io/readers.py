@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ipfi_cli.errors import InputError, UsageError
-from ipfi_cli.io.batching import CsvBlocks
+from ipfi_cli.io.batching import MicroBatches
 from ipfi_cli.io.jsonl import JsonlRows
 from ipfi_cli.io.lines import LineBuffer
 from ipfi_cli.io.sources import ByteSource, stdin_is_tty
@@ -85,7 +85,7 @@ def _csv_problem(error: csv.Error) -> str:
     return text
 
 
-class RowReader(JsonlRows, CsvBlocks):
+class RowReader(JsonlRows, MicroBatches):
     """Rows of one CSV or JSONL input. See the module docstring.
 
     Parameters
