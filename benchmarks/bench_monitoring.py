@@ -130,8 +130,7 @@ def update_costs(session: Any) -> tuple[float, float]:
     from ipfi_cli.io.prometheus import exposition
     from ipfi_cli.run.monitor import MetricsExporter, MonitorSettings
 
-    exporter = MetricsExporter(MonitorSettings(metrics_port=None))
-    exporter.session = session
+    exporter = MetricsExporter(MonitorSettings(metrics_port=None), session.settings)
     snapshot = session.snapshot()
     n = 2000
     start = time.process_time()

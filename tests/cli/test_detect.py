@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ipfi_cli.core.changes import adwin_saves_as_data
+from ipfi_cli.core.change_windows import adwin_saves_as_data
 
 from .conftest import SAMPLE, head_lines, parse_csv
 

@@ -189,9 +189,9 @@ def test_labels_that_match_no_class_are_refused_before_any_record(tmp_path, run,
     some.write_text("\n".join([header, *renamed[:30], *rows[30:]]) + "\n")
     args = ("explain", some, "-m", hgb, "-t", "class", "--seed", "1", "--no-live", "--batch-size", "7")
     held = run(*args)
-    from ipfi_cli.run.explain import ExplainSession
+    from ipfi_cli.run.explaining import SingleExplainer
 
-    monkeypatch.setattr(ExplainSession, "_hold", lambda self, good, stopping: good)
+    monkeypatch.setattr(SingleExplainer, "_hold", lambda self, good, stopping: good)
     plain = run(*args)
     assert held.exit_code == plain.exit_code == 0, held.stderr
     assert held.stdout == plain.stdout and held.stdout.count("\n") == 301

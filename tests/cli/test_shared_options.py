@@ -1,4 +1,4 @@
-"""The options explain, batch and compare share are one option: the same parameter name,
+"""The options explain, batch, compare and pdp share are one option: the same parameter name,
 spellings, default and help in every command (Typer needs each in each signature)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import typer.main
 
 from ipfi_cli.cli.app import app
 
-COMMANDS = ("explain", "batch", "compare")
+COMMANDS = ("explain", "batch", "compare", "pdp")
 #: options that differ on purpose: what they mean differs by command
 OWN = {
     "alpha": "compare takes several rates (a list); explain one",
@@ -22,6 +22,12 @@ OWN = {
     "scheduler": "batch spreads its permutations over Dask workers; explain --by its keys",
     "inner": "batch's default averages every background row (Covert's SAGE); explain's depends on the loss",
 }
+#: pdp's options that mean something else there (the others must match explain's, batch's, compare's)
+PDP_OWN = {
+    "target": "pdp needs no label: its --target only names a column to leave out of the model's inputs",
+    "drop": "pdp explains no columns: its --drop names inputs the model does not take",
+    "every": "pdp writes curves, explain trace records",
+}
 
 
 def _params() -> dict[str, dict[str, object]]:
@@ -30,6 +36,8 @@ def _params() -> dict[str, dict[str, object]]:
     for command in COMMANDS:
         click_command = group.commands[command]  # type: ignore[attr-defined]
         for param in click_command.params:
+            if command == "pdp" and param.name in PDP_OWN:
+                continue
             found.setdefault(param.name, {})[command] = (
                 tuple(param.opts), tuple(param.secondary_opts), param.default, getattr(param, "help", None),
                 param.required)

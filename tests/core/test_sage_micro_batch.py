@@ -155,7 +155,7 @@ def test_marginal_removal_on_numbers_takes_the_array_path_and_conditional_the_ro
     """Conditional draws depend on the sampler as it learns each row: those rows are filled one by
     one (and predicted and folded together); the test above checks both give row by row's bytes."""
     taken = []
-    for path in ("_explain_many_numeric", "_explain_many_batched"):
+    for path in ("_prepare_numeric", "_fill_block"):
         original = getattr(ISAGEEstimator, path)
 
         def spy(self, *args, _original=original, _path=path, **kwargs):
@@ -165,7 +165,7 @@ def test_marginal_removal_on_numbers_takes_the_array_path_and_conditional_the_ro
         monkeypatch.setattr(ISAGEEstimator, path, spy)
     X, y, _ = _data(30, 6)
     ISAGEEstimator(FunctionPredictor(_value), COLUMNS, loss="squared", removal=removal, seed=1).explain_many(X, y)
-    assert taken == ["_explain_many_numeric" if array_path else "_explain_many_batched"]
+    assert set(taken) == {"_prepare_numeric" if array_path else "_fill_block"}
 
 
 class _Counting:

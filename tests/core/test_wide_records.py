@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ipfi_cli.core import incremental
+from ipfi_cli.core import perturbed
 from ipfi_cli.core.incremental import IPFIEstimator
 from ipfi_cli.models import FunctionPredictor
 
@@ -40,7 +40,7 @@ def run(monkeypatch, cells: int) -> tuple[list[list[float]], CountingModel]:
         model.most_values = max(model.most_values, sum(len(r) for r in records))
         return inner(records, output, target)
     monkeypatch.setattr(predictor, "predict_records", counted)
-    monkeypatch.setattr(incremental, "RECORD_CELLS", cells)
+    monkeypatch.setattr(perturbed, "RECORD_CELLS", cells)
     explainer = IPFIEstimator(predictor, columns, n_repeats=3, seed=11)
     rows = rng.normal(size=(30, 40))
     estimates = []

@@ -158,15 +158,29 @@ def mlflow_model_dir(tmp_path_factory, forest, fit_frame) -> Path:
     return path
 
 
+class ServedUrl(str):
+    """A served model's URL, and where the server says what it counted: ``metrics`` (MLServer's
+    Prometheus endpoint) or ``log`` (the server's log, one access line per request)."""
+
+    metrics: str | None
+    log: Path | None
+
+    def __new__(cls, url: str, metrics: str | None = None, log: Path | None = None) -> ServedUrl:
+        served = super().__new__(cls, url)
+        served.metrics, served.log = metrics, log
+        return served
+
+
 @pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory, mlflow_model_dir) -> Iterator[str]:
-    """`mlflow models serve` of the forest; yields its /invocations URL."""
+def mlflow_server(tmp_path_factory, mlflow_model_dir) -> Iterator[ServedUrl]:
+    """`mlflow models serve` of the forest; yields its /invocations URL (``.log``: the server's log,
+    where uvicorn writes one access line per request)."""
     port = free_port()
     log = tmp_path_factory.mktemp("logs") / "mlflow-serve.log"
     process = start_server([sys.executable, "-m", "mlflow", "models", "serve", "-m", str(mlflow_model_dir),
                             "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port), "-w", "1"],
                            f"http://127.0.0.1:{port}/ping", log)
-    yield f"http://127.0.0.1:{port}/invocations"
+    yield ServedUrl(f"http://127.0.0.1:{port}/invocations", log=log)
     stop_server(process)
 
 
@@ -266,9 +280,10 @@ def dict_proba_mlflow_server(tmp_path_factory, forest) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def mlserver_server(tmp_path_factory, forest, bool_forest) -> Iterator[str]:
+def mlserver_server(tmp_path_factory, forest, bool_forest) -> Iterator[ServedUrl]:
     """Seldon MLServer with its scikit-learn runtime serving the forest; yields .../v2/models/forest
-    (and .../v2/models/forest-tensor serves it too, declaring one tensor input)."""
+    (and .../v2/models/forest-tensor serves it too, declaring one tensor input; ``.metrics``: its
+    Prometheus endpoint)."""
     pytest.importorskip("mlserver_sklearn")
     import json
     import shutil
@@ -285,12 +300,13 @@ def mlserver_server(tmp_path_factory, forest, bool_forest) -> Iterator[str]:
         (folder / name / "model-settings.json").write_text(json.dumps(
             {"name": name, "implementation": "mlserver_sklearn.SKLearnModel", "inputs": inputs,
              "parameters": {"uri": "./model.joblib"}}))
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
+    # its Prometheus metrics on their own port: the requests the server itself counted
     (folder / "settings.json").write_text(json.dumps(
-        {"host": "127.0.0.1", "http_port": port, "grpc_port": free_port(), "metrics_port": free_port(),
-         "parallel_workers": 0, "metrics_endpoint": None}))
+        {"host": "127.0.0.1", "http_port": port, "grpc_port": free_port(), "metrics_port": metrics_port,
+         "parallel_workers": 0, "metrics_endpoint": "/metrics"}))
     log = tmp_path_factory.mktemp("logs") / "mlserver.log"
     process = start_server([os.path.join(os.path.dirname(sys.executable), "mlserver"), "start", str(folder)],
                            f"http://127.0.0.1:{port}/v2/models/forest/ready", log, cwd=folder)
-    yield f"http://127.0.0.1:{port}/v2/models/forest"
+    yield ServedUrl(f"http://127.0.0.1:{port}/v2/models/forest", metrics=f"http://127.0.0.1:{metrics_port}/metrics")
     stop_server(process)

@@ -11,8 +11,10 @@ import json
 import re
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,19 +57,75 @@ def in_process(forest, data_csv) -> dict[str, str]:
 
 
 # -- real model servers ---------------------------------------------------------------------------------
-def test_mlflow_server_traces_equal_in_process(run, mlflow_server, data_csv, in_process):
+def access_lines(log: Path, method: str, path: str) -> int:
+    """Requests the server logged (uvicorn's access log: one line per answered request)."""
+    return len(re.findall(rf'"{method} {re.escape(path)} HTTP/1\.[01]" \d{{3}}', log.read_text(errors="replace")))
+
+
+def server_counts(metrics_url: str, model: str) -> dict[str, float]:
+    """What MLServer counted, from its Prometheus endpoint: its REST server's POSTs to an infer path and
+    GETs of a model's metadata (every model, every status), and the inference requests of ``model``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(metrics_url, timeout=10) as answer:
+        text = answer.read().decode()
+    counts = {"posts": 0.0, "metadata_gets": 0.0, "model_infers": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name == "rest_server_requests_total":
+                if labels["method"] == "POST" and labels["path"].endswith("/infer"):
+                    counts["posts"] += sample.value
+                elif labels["method"] == "GET" and labels["path"] == "/v2/models/{model_name}":
+                    counts["metadata_gets"] += sample.value
+            elif sample.name in ("model_infer_request_success_total", "model_infer_request_failure_total") \
+                    and labels["model"] == model:
+                counts["model_infers"] += sample.value
+    return counts
+
+
+def counted_until(count: Any, expected: float) -> float:
+    """``count()`` once it reaches ``expected`` (a server may write its count just after answering),
+    or as it stands after 5 s."""
+    deadline = time.monotonic() + 5.0
+    while (found := count()) < expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def test_mlflow_server_traces_equal_in_process(run, mlflow_server, data_csv, in_process, tmp_path):
+    """The POSTs `mlflow models serve` logged are the requests ipfi recorded, none sent again (--retries 0)."""
     served = ("--model-url", mlflow_server, "--task", "classification")
-    assert ok(explain(run, data_csv, *served, "-t", "class", "--max-request-rows", 64)) == in_process["zero-one"]
+    meta = tmp_path / "meta.json"
+    before = access_lines(mlflow_server.log, "POST", "/invocations")
+    assert ok(explain(run, data_csv, *served, "-t", "class", "--max-request-rows", 64, "--retries", 0,
+                      "--meta", meta)) == in_process["zero-one"]
+    stats = json.loads(meta.read_text())["http"]
+    assert stats["retried"] == 0 and stats["outcomes"] == {"ok": stats["requests"]} and stats["requests"] > 150
+    posts = counted_until(lambda: access_lines(mlflow_server.log, "POST", "/invocations") - before,
+                          stats["requests"])
+    assert posts == stats["requests"]
     result = run("batch", data_csv, *served, "-t", "class", "--seed", 11, "-q")
     assert ok(result) == in_process["batch zero-one"]
 
 
-def test_mlserver_traces_equal_in_process(run, mlserver_server, data_csv, in_process):
+def test_mlserver_traces_equal_in_process(run, mlserver_server, data_csv, in_process, tmp_path):
+    """The requests MLServer counted (its Prometheus metrics) are those ipfi recorded, none sent again."""
     served = ("--model-url", mlserver_server, "-t", "class")
     assert ok(explain(run, data_csv, *served, "--task", "classification")) == in_process["zero-one"]
     # probabilities: the predict_proba output, classes named in the order of its columns
-    assert ok(explain(run, data_csv, *served, "--classes", "0,1", "--loss", "log",
-                      "--max-request-rows", 100)) == in_process["log"]
+    meta = tmp_path / "meta.json"
+    before = server_counts(mlserver_server.metrics, "forest")
+    assert ok(explain(run, data_csv, *served, "--classes", "0,1", "--loss", "log", "--max-request-rows", 100,
+                      "--retries", 0, "--meta", meta)) == in_process["log"]
+    stats = json.loads(meta.read_text())["http"]
+    assert stats["retried"] == 0 and stats["outcomes"] == {"ok": stats["requests"]} and stats["requests"] > 100
+    # ipfi's requests: the model's metadata (one GET), then the POSTs of the predictions
+    counted = counted_until(lambda: server_counts(mlserver_server.metrics, "forest")["posts"] - before["posts"],
+                            stats["requests"] - 1)
+    after = server_counts(mlserver_server.metrics, "forest")
+    assert after["metadata_gets"] - before["metadata_gets"] == 1
+    assert counted == after["model_infers"] - before["model_infers"] == stats["requests"] - 1
     result = run("batch", data_csv, *served, "--classes", "0,1", "--loss", "log", "--seed", 11, "-q")
     assert ok(result) == in_process["batch log"]
 
@@ -94,9 +152,9 @@ def test_a_micro_batch_travels_in_capped_requests(mlserver_server, forest, fit_f
     for cap in (10_000, 50):
         predictor = HttpPredictor(HttpOptions(url=mlserver_server, max_request_rows=cap))
         explainer = IPFIEstimator(predictor, FEATURES, n_repeats=2, seed=0)
-        before = predictor.requests
+        before = predictor.stats()["requests"]
         explainer.explain_many(rows, targets)
-        counts.append((predictor.requests - before, predictor.rows_sent))
+        counts.append((predictor.stats()["requests"] - before, predictor.stats()["rows_sent"]))
     # 8 rows x (1 + 9 features x 2 repeats) evaluations = 152 rows (the first row has no history: fewer)
     (one, sent), (capped, sent_capped) = counts
     assert one == 1 and sent == sent_capped

@@ -93,7 +93,7 @@ def test_requests_in_flight_give_the_same_bytes(run, serve, data_csv, reference)
 
 def test_an_outage_is_waited_out(run, serve, data_csv, reference, monkeypatch):
     """503 for two seconds (the model is loading): the run waits, says so, and gives the same bytes."""
-    from ipfi_cli.models import http
+    from ipfi_cli.models import http_policy as http
 
     monkeypatch.setattr(http, "FIRST_NOTICE", 0.5)
     monkeypatch.setattr(http, "MAX_PAUSE", 0.5)
@@ -126,7 +126,7 @@ def test_a_refused_connection_is_an_outage_too(run, serve, data_csv, reference, 
     """The server goes away (connections refused) and comes back on the same port."""
     import threading
 
-    from ipfi_cli.models import http
+    from ipfi_cli.models import http_policy as http
 
     monkeypatch.setattr(http, "FIRST_NOTICE", 0.5)
     server = serve()
@@ -166,7 +166,7 @@ def test_the_model_dependency_in_the_metrics(run, serve, data_csv, reference, tm
     the server counted them."""
     import threading
 
-    from ipfi_cli.models import http
+    from ipfi_cli.models import http_policy as http
 
     monkeypatch.setattr(http, "MAX_PAUSE", 0.3)
     server = serve()

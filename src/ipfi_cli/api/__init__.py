@@ -42,7 +42,8 @@ from __future__ import annotations
 
 from ipfi_cli.api.loading import load_model
 from ipfi_cli.api.pdp import IncrementalPDP
-from ipfi_cli.api.streams import IncrementalPFI, IncrementalSAGE
+from ipfi_cli.api.sage import IncrementalSAGE
+from ipfi_cli.api.streams import IncrementalPFI
 from ipfi_cli.api.tables import IntervalPFI, batch_pfi, batch_sage
 from ipfi_cli.core.params import PFIParams
 from ipfi_cli.run.explain import explain_stream

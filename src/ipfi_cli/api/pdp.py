@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.api._shared import _columns_of
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.models.adapters import as_predictor
 
 
@@ -52,7 +53,7 @@ class IncrementalPDP:
 
     def __init__(self, model: Any, columns: Sequence[str] | None, features: Sequence[str], *,
                  grid_size: int = 10, quantiles: tuple[float, float] = (0.05, 0.95),
-                 grid: Mapping[str, Sequence[float]] | None = None, alpha: float = 0.001,
+                 grid: Mapping[str, Sequence[float]] | None = None, alpha: float = DEFAULT_ALPHA,
                  smoothing: str = "exponential", warm_up: int = 20, target_class: Any = None) -> None:
         from ipfi_cli.core.pdp import IPDPEstimator as CorePDP
 

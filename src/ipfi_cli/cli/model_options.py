@@ -55,8 +55,9 @@ TimeoutOpt = Annotated[float, typer.Option(
     "that trickles in is cut at this time).",
     rich_help_panel=PANEL_SERVED)]
 MaxRequestRowsOpt = Annotated[int, typer.Option(
-    "--max-request-rows", min=1, help="At most this many rows per request; a micro-batch's perturbed rows "
-    "are split into as few requests as this allows.", rich_help_panel=PANEL_SERVED)]
+    "--max-request-rows", min=1, help="At most this many rows per request (and about a million values: wide "
+    "rows go fewer at a time); a micro-batch's perturbed rows are split into as few requests as this allows.",
+    rich_help_panel=PANEL_SERVED)]
 MaxAnswerMbOpt = Annotated[float, typer.Option(
     "--max-answer-mb", min=0.001, help="Refuse an answer larger than this many megabytes (a server that sends "
     "without end, or far more than the rows asked for).", rich_help_panel=PANEL_SERVED)]
@@ -80,7 +81,7 @@ ClassesOpt = Annotated[Optional[str], typer.Option(
     rich_help_panel=PANEL_SERVED, show_default=False, metavar="C1,C2,...")]
 
 DEFAULT_TIMEOUT = 30.0
-DEFAULT_MAX_REQUEST_ROWS = 5000
+DEFAULT_MAX_REQUEST_ROWS = 20_000
 DEFAULT_RETRIES = 5
 DEFAULT_MODEL_WAIT = "5m"
 DEFAULT_CONCURRENCY = 4

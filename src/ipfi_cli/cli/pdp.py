@@ -33,6 +33,7 @@ from ipfi_cli.cli.options import (
     split_names,
     value,
 )
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.io.targets import data_files
 
 
@@ -65,7 +66,7 @@ def pdp(
         metavar="FEATURE=VALUES")] = None,
     alpha: Annotated[float, typer.Option(
         "--alpha", "-a", help="Smoothing: the weight of the newest row, in (0, 1].",
-        rich_help_panel=PANEL_ESTIMATOR)] = 0.001,
+        rich_help_panel=PANEL_ESTIMATOR)] = DEFAULT_ALPHA,
     smoothing: SmoothingOpt = "exponential",
     warm_up: Annotated[int, typer.Option(
         "--warm-up", min=0, help="Rows that only set the grid (their 5 % and 95 % quantiles) before the first "
@@ -74,7 +75,7 @@ def pdp(
     every: Annotated[int, typer.Option(
         "--every", "-e", min=1, help="Write the curves every N rows (and after the last row).",
         rich_help_panel=PANEL_OUTPUT)] = 1000,
-    format: FormatOpt = None,
+    input_format: FormatOpt = None,
     na_values: NaValuesOpt = None,
     no_default_na: NoDefaultNaOpt = False,
     delimiter: DelimiterOpt = None,
@@ -110,17 +111,16 @@ def pdp(
     with reporting(debug):
         from ipfi_cli.cli.ui import TerminalReporter
         from ipfi_cli.io.writers import write_records
-        from ipfi_cli.run.pdp import PDP_FIELDS, PDPSettings, pdp_records
+        from ipfi_cli.run.pdp import PDP_FIELDS, Curves, PDPSettings, pdp_records
+        from ipfi_cli.run.settings import ModelSpec, ReadSpec
 
-        inputs = input_spec(input, format, na_values, no_default_na, delimiter, text, decimal, skip_initial_space)
-        settings = PDPSettings(model=model, features=features, input=input, trust=split_names(trust),
-                               format=inputs.format, na_values=na_values, no_default_na=no_default_na,
-                               delimiter=delimiter, decimal=decimal, text=split_names(text),
-                               skip_initial_space=skip_initial_space, target=target, drop=split_names(drop),
-                               target_class=target_class,
-                               grid_size=grid_size, grid=grids,
-                               alpha=alpha, smoothing=value(smoothing), warm_up=warm_up, every=every,
-                               on_bad_row=value(on_bad_row))
+        settings = PDPSettings(
+            model=ModelSpec(model, trust=split_names(trust)),
+            inputs=input_spec(input, input_format, na_values, no_default_na, delimiter, text, decimal,
+                              skip_initial_space),
+            curves=Curves(features=features, target_class=target_class, grid_size=grid_size, grid=grids, alpha=alpha,
+                          smoothing=value(smoothing), warm_up=warm_up),
+            target=target, drop=split_names(drop), every=every, reading=ReadSpec(on_bad_row=value(on_bad_row)))
         reporter = TerminalReporter(live=False, quiet=quiet)
         try:
             write_records(output, value(output_format), PDP_FIELDS, pdp_records(settings, say=reporter.message),

@@ -14,13 +14,14 @@ if TYPE_CHECKING:  # the names as a type checker sees them
     from ipfi_cli.core.changes import ChangeDetector, ChangeEvent, RankingEvent, ndcg_at_k
     from ipfi_cli.core.explainer import METHODS, Explainer, make_explainer
     from ipfi_cli.core.groups import resolve_groups
-    from ipfi_cli.core.incremental import IPFIEstimator, RowError
+    from ipfi_cli.core.incremental import IPFIEstimator
     from ipfi_cli.core.losses import LOSSES, Loss, LossMismatchError, Output, default_loss, get_loss
     from ipfi_cli.core.paired import BothRemovals
     from ipfi_cli.core.pdp import IPDPEstimator
     from ipfi_cli.core.predictor import Predictor
     from ipfi_cli.core.prequential import explain_then_learn
     from ipfi_cli.core.removal import GaussianSampler, TreeSampler
+    from ipfi_cli.core.row_values import RowError
     from ipfi_cli.core.sage import ISAGEEstimator, SAGEResult, batch_sage
     from ipfi_cli.core.samplers import GeometricReservoir, UniformReservoir, make_sampler
     from ipfi_cli.core.smoothing import ExponentialMean, RunningMean
@@ -30,7 +31,7 @@ _WHERE = {
     "ChangeDetector": "changes", "ChangeEvent": "changes", "RankingEvent": "changes", "ndcg_at_k": "changes",
     "METHODS": "explainer", "Explainer": "explainer", "make_explainer": "explainer",
     "resolve_groups": "groups",
-    "IPFIEstimator": "incremental", "RowError": "incremental",
+    "IPFIEstimator": "incremental", "RowError": "row_values",
     "LOSSES": "losses", "Loss": "losses", "LossMismatchError": "losses", "Output": "losses",
     "default_loss": "losses", "get_loss": "losses",
     "BothRemovals": "paired", "IPDPEstimator": "pdp",

@@ -65,6 +65,7 @@ import numpy as np
 
 from ipfi_cli.core.choices import BOUNDS_METHODS
 from ipfi_cli.core.influence import DonorInfluence
+from ipfi_cli.core.smoothing import WeightedMoments
 
 __all__ = ["BOUNDS_METHODS", "RealisationSpread", "half_width", "needs_realisations"]
 
@@ -262,3 +263,35 @@ def _t_quantile(p: float, dof: np.ndarray) -> np.ndarray:
     from scipy.stats import t
 
     return np.asarray(t.ppf(p, np.maximum(dof, 1.0)), dtype=np.float64)
+
+
+def tracker_bounds(tracker: WeightedMoments, method: str, delta: float, spread: RealisationSpread | None,
+                   too_smooth: bool) -> np.ndarray:
+    """Half-widths by ``method`` from a tracker's moments (and the realisations' ``spread``); NaN before two
+    values, or when ``too_smooth`` (a rate that averages too few rows for a bound)."""
+    if needs_realisations(method) and spread is None:
+        raise ValueError(f"bounds method {method!r} needs the realisations' spread, which this explainer "
+                         f"does not keep: create it with bounds_method={method!r}")
+    if tracker.count < 2 or too_smooth:
+        check_delta(delta)
+        return np.full(len(tracker.mean), np.nan)
+    return half_width(method, delta, tracker.variance, tracker.effective_count, spread)
+
+
+def row_bounds(moments: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], method: str, delta: float,
+               n_rows: int, first_is_stored: bool, too_smooth: bool) -> np.ndarray:
+    """:func:`tracker_bounds` after each of ``n_rows`` rows, from the moments recorded after each explained row
+    (:meth:`~ipfi_cli.core.smoothing.ExponentialMean.moments_history`), with :func:`independent_half_widths`."""
+    sum_sq_dev, weight, squares, count = moments
+    if len(count) != n_rows - int(first_is_stored):
+        raise AssertionError(f"{len(count)} recorded moments for {n_rows} rows")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        variance = np.maximum(sum_sq_dev / weight[:, None], 0.0)  # WeightedMoments.variance, row by row
+        effective = np.where(squares == 0.0, count.astype(np.float64), weight * weight / squares)
+    widths = independent_half_widths(method, delta, variance, effective)
+    widths[count < 2] = np.nan
+    if too_smooth:
+        widths[...] = np.nan
+    if first_is_stored:
+        widths = np.concatenate([np.full((1, widths.shape[1]), np.nan), widths])
+    return widths

@@ -83,6 +83,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 # ChangeEvent, RankingEvent and ndcg_at_k are this module's too (re-exported from where they live)
+from ipfi_cli.core.change_windows import adwin_from_state, adwin_state, bernstein_bound, change_point, window_stats
 from ipfi_cli.core.events import LOSS
 from ipfi_cli.core.events import ChangeEvent as ChangeEvent
 from ipfi_cli.core.events import RankingEvent as RankingEvent
@@ -334,16 +335,6 @@ class ChangeDetector:
             return None
         return a, self._ring[np.arange(a, b) % self.history]
 
-    @staticmethod
-    def _stats(values: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-        """``(n, means, sums of squared deviations)`` of a window's values, per column."""
-        means = values.mean(axis=0)
-        return len(values), means, ((values - means) ** 2).sum(axis=0)
-
-    def _bound(self, m2: float, n: int, log_term: float, width: float) -> float:
-        """Empirical-Bernstein half-width of a mean of ``n`` values with sum of squared deviations ``m2``."""
-        return float(math.sqrt(2.0 * max(float(m2), 0.0) / n * log_term / n) + 2.0 * width * log_term / (3.0 * n))
-
     def _detected(self, j: int, index: int) -> ChangeEvent | None:
         """Detector ``j`` flagged a change at row ``index`` (into the rows fed): make its event
         (or count it as suppressed), then restart its window after this row.
@@ -367,16 +358,10 @@ class ChangeDetector:
         if n < 2 * low:
             self.n_suppressed += 1
             return None
-        cum = np.cumsum(values[:, j])
-        k = np.arange(low, n - low + 1)
-        s_all, s0 = cum[-1], cum[k - 1]
-        # the most likely single change point of the mean (Hinkley 1970): the largest between-windows
-        # sum of squares, n0 n1 / n (mean0 - mean1)^2
-        statistic = k * (n - k) / n * (s0 / k - (s_all - s0) / (n - k)) ** 2
-        n0 = int(k[int(np.argmax(statistic))])
+        n0 = change_point(values[:, j], low)
         n1 = n - n0
         cut = a + n0
-        before, after = self._stats(values[:n0]), self._stats(values[n0:])
+        before, after = window_stats(values[:n0]), window_stats(values[n0:])
         mean0, mean1 = before[1][j], after[1][j]
         if abs(mean1 - mean0) < self.min_change:
             self.n_suppressed += 1
@@ -385,8 +370,8 @@ class ChangeDetector:
         start_row = int(self._ring_row[cut % self.history])
         common: dict[str, Any] = {
             "row": row, "direction": "up" if mean1 > mean0 else "down", "before": float(mean0),
-            "after": float(mean1), "before_bound": self._bound(before[2][j], n0, log_term, width),
-            "after_bound": self._bound(after[2][j], n1, log_term, width), "n_before": n0, "n_after": n1,
+            "after": float(mean1), "before_bound": bernstein_bound(before[2][j], n0, log_term, width),
+            "after_bound": bernstein_bound(after[2][j], n1, log_term, width), "n_before": n0, "n_after": n1,
             "start_row": start_row}
         if j == len(self.names):   # the loss
             features = self._changed_with(before, after, log_term, row)
@@ -408,8 +393,8 @@ class ChangeDetector:
         (n0, mean0, m2_0), (n1, mean1, m2_1) = before, after
         changes = []
         for g, name in enumerate(self.names):
-            bounds = (self._bound(m2_0[g], n0, log_term, self._ranges[g])
-                      + self._bound(m2_1[g], n1, log_term, self._ranges[g]))
+            bounds = (bernstein_bound(m2_0[g], n0, log_term, self._ranges[g])
+                      + bernstein_bound(m2_1[g], n1, log_term, self._ranges[g]))
             change = abs(mean1[g] - mean0[g])
             if change >= self.min_change and change > bounds:
                 changes.append((-change, g, name))
@@ -463,7 +448,7 @@ class ChangeDetector:
         import dataclasses
 
         state = {k: v for k, v in vars(self).items() if k not in ("_adwins", "events")}
-        state["_adwins"] = [_adwin_state(a) for a in self._adwins]
+        state["_adwins"] = [adwin_state(a) for a in self._adwins]
         state["events"] = [{"event": type(e).__name__,
                             "fields": {f.name: getattr(e, f.name) for f in dataclasses.fields(e)}}
                            for e in self.events]
@@ -475,7 +460,7 @@ class ChangeDetector:
             raise ValueError(f"the state is of a detector of {state['names']}, not of {self.names}")
         kinds: dict[str, Any] = {"ChangeEvent": ChangeEvent, "RankingEvent": RankingEvent}
         vars(self).update({k: v for k, v in state.items() if k not in ("_adwins", "events")})
-        self._adwins = [_adwin_from_state(a) for a in state["_adwins"]]
+        self._adwins = [adwin_from_state(a) for a in state["_adwins"]]
         self.events = [kinds[e["event"]](**e["fields"]) for e in state["events"]]
 
 
@@ -484,44 +469,3 @@ def _explainer_of(explainer: Any) -> Explainer | None:
     public ``explainer`` (the Python API's ``IncrementalPFI``: ``None`` before its first row)."""
     inner: Explainer | None = getattr(explainer, "explainer", explainer)
     return inner
-
-
-# -- state as plain data --------------------------------------------------------------------------
-def _adwin_state(adwin: Any) -> dict[str, Any]:
-    """One river ADWIN as plain data: its settings and its window's bytes (river's own encoding)."""
-    helper = adwin._helper
-    get_args, get_state = getattr(helper, "__getnewargs__", None), getattr(helper, "__getstate__", None)
-    window = get_state() if get_state is not None else None
-    if get_args is None or not isinstance(window, bytes):
-        from ipfi_cli.errors import StateError
-
-        raise StateError(f"change detection cannot be saved in a --state file with river {_river_version()}: its "
-                         "ADWIN does not export its window as data (river 0.26 does); upgrade river, or run "
-                         "without --state")
-    settings = {k: v for k, v in vars(adwin).items() if k != "_helper"}
-    return {"settings": settings, "args": list(get_args()), "window": np.frombuffer(window, dtype=np.uint8).copy()}
-
-
-def _adwin_from_state(state: dict[str, Any]) -> Any:
-    from river.drift import ADWIN
-
-    adwin = ADWIN(**{k: v for k, v in state["settings"].items() if not k.startswith("_")})
-    vars(adwin).update(state["settings"])
-    helper = type(adwin._helper).__new__(type(adwin._helper), *state["args"])
-    helper.__setstate__(np.asarray(state["window"], dtype=np.uint8).tobytes())
-    adwin._helper = helper
-    return adwin
-
-
-def _river_version() -> str:
-    import river
-
-    return str(getattr(river, "__version__", "?"))
-
-
-def adwin_saves_as_data() -> bool:
-    """True when the installed river's ADWIN can be saved in a plain-data state (``--detect --state``)."""
-    from river.drift import ADWIN
-
-    helper = ADWIN()._helper
-    return hasattr(helper, "__getnewargs__") and isinstance(getattr(helper, "__getstate__", lambda: None)(), bytes)

@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core.decay import DecayedMean, event_time, merge_reservoir_rows
-from ipfi_cli.core.incremental import IPFIEstimator, RowError
+from ipfi_cli.core.incremental import IPFIEstimator
+from ipfi_cli.core.row_values import RowError
 from ipfi_cli.core.state_fields import StateFieldError, array, choice, fields, integer, number, within
 from ipfi_cli.errors import UsageError
 

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core.losses import Output
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.smoothing import make_smoother
 from ipfi_cli.errors import InputError
@@ -105,7 +106,7 @@ class IPDPEstimator:
 
     def __init__(self, model: Predictor, columns: Sequence[str], features: Sequence[str], *,
                  grid_size: int = 10, quantiles: tuple[float, float] = (0.05, 0.95),
-                 grid: Mapping[str, Sequence[float]] | None = None, alpha: float = 0.001,
+                 grid: Mapping[str, Sequence[float]] | None = None, alpha: float = DEFAULT_ALPHA,
                  smoothing: str = "exponential", warm_up: int = 20, target_class: Any = None) -> None:
         self.model = model
         self.columns = [str(c) for c in columns]

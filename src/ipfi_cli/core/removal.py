@@ -50,6 +50,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.core.smoothing import ExponentialMean, RunningMean, make_smoother
 
 #: names of the removal strategies an explainer takes
@@ -65,7 +66,7 @@ class ConditionalSampler(ABC):
     #: the sampler can remove any subset of columns (iSAGE needs it), not just one feature
     any_subset: bool = False
 
-    def __init__(self, n_columns: int, *, alpha: float = 0.001, smoothing: str = "exponential") -> None:
+    def __init__(self, n_columns: int, *, alpha: float = DEFAULT_ALPHA, smoothing: str = "exponential") -> None:
         self.n_columns = int(n_columns)
         self.alpha = float(alpha)
         self.smoothing = smoothing
@@ -165,7 +166,7 @@ class GaussianSampler(ConditionalSampler):
     name = "gaussian"
     any_subset = True
 
-    def __init__(self, n_columns: int, *, alpha: float = 0.001, smoothing: str = "exponential",
+    def __init__(self, n_columns: int, *, alpha: float = DEFAULT_ALPHA, smoothing: str = "exponential",
                  ridge: float = 1e-6, refresh_every: int = 10) -> None:
         super().__init__(n_columns, alpha=alpha, smoothing=smoothing)
         self.ridge = float(ridge)
@@ -283,7 +284,7 @@ class TreeSampler(ConditionalSampler):
 
     name = "tree"
 
-    def __init__(self, n_columns: int, *, alpha: float = 0.001, smoothing: str = "exponential",
+    def __init__(self, n_columns: int, *, alpha: float = DEFAULT_ALPHA, smoothing: str = "exponential",
                  grace_period: int = 200, memory_size: int = 100, seed: int | None = None) -> None:
         super().__init__(n_columns, alpha=alpha, smoothing=smoothing)
         from river import tree

@@ -78,8 +78,10 @@ from typing import Any
 
 import numpy as np
 
-from ipfi_cli.core.incremental import IPFIEstimator, loss_targets
+from ipfi_cli.core.incremental import IPFIEstimator
 from ipfi_cli.core.losses import Loss, Output, get_loss
+from ipfi_cli.core.micro_batch import PendingRows, add_losses
+from ipfi_cli.core.perturbed import as_predictions, loss_targets
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.sage_batch import SAGEResult, batch_sage
 from ipfi_cli.core.sage_game import (
@@ -88,6 +90,7 @@ from ipfi_cli.core.sage_game import (
     check_empty,
     check_loss,
     default_inner,
+    fill_chains,
     most_frequent,
     squared_loss_excess,
 )
@@ -195,7 +198,6 @@ class ISAGEEstimator(IPFIEstimator):
         imputed = self.empty == "imputed"  # the chain starts at the empty coalition, imputed too
         self._n_chain = len(self.names) - (0 if imputed else 1)
         self.block_rows = 1 + self.n_repeats * self._n_chain * self.n_inner
-        self._pair_cell = np.empty(0, dtype=np.intp)  # iPFI's lookup tables are not used
         self._order_base = np.tile(np.arange(len(self.names)), (self.n_repeats, 1))
         self._repeat_ids = np.arange(self.n_repeats)[:, None]
         self._one_column_players = player_of_column.tolist() == list(range(len(self.names)))
@@ -318,9 +320,7 @@ class ISAGEEstimator(IPFIEstimator):
         The marginal prediction is folded in here, row by row in stream order, and kept only
         when every row's losses could be computed.
         """
-        predicted = np.asarray(predicted)
-        if predicted.dtype.kind in "US":
-            predicted = predicted.astype(object)
+        predicted = as_predictions(predicted)
         n_steps, n_chain = len(targets), self.n_repeats * self._n_chain
         y = loss_targets(self.loss, targets, predicted.dtype.kind)
         predicted = predicted.reshape(n_steps, self.block_rows)
@@ -364,8 +364,8 @@ class ISAGEEstimator(IPFIEstimator):
         self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats)
         self._losses_tracker.update(losses[:2])
 
-    def _fold_block(self, losses: np.ndarray, orders: np.ndarray, out: np.ndarray,
-                   contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None) -> None:
+    def _fold_block(self, losses: np.ndarray, orders: np.ndarray, out: np.ndarray, contributions: np.ndarray,
+                    row_losses: np.ndarray) -> None:
         """:meth:`_fold` for consecutive rows' losses (``(T, 2 + M (G-1))``) and orderings
         (``(T, M, G)``) with array operations; the estimates after each row go to ``out``.
         The same operations on the same numbers as row by row: the smoothers' ``update_many``
@@ -383,56 +383,38 @@ class ISAGEEstimator(IPFIEstimator):
         self._losses_tracker.update_many(losses[:, :2])
         self.last_contributions = per_step[-1].copy()
         self.last_loss = float(losses[-1, 1])
-        total = self._loss_sum
-        for loss in losses[:, 1].tolist():  # summed in order, as row by row
-            total += loss
-        self._loss_sum = total
-        if contributions is not None and row_losses is not None:
-            contributions[...] = per_row
-            row_losses[...] = losses[:, 1]
+        add_losses(self, losses[:, 1])
+        contributions[...] = per_row
+        row_losses[...] = losses[:, 1]
 
-    def _fold_pending(self, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray | None,
-                      row_losses: np.ndarray | None) -> None:
-        orders = np.array([self._orders.popleft() for _ in range(len(losses))])
+    def _fold_pending(self, losses: np.ndarray, pending: PendingRows, out: np.ndarray, contributions: np.ndarray,
+                      row_losses: np.ndarray) -> None:
+        # the array path's orderings come with the pending rows; row by row's were queued by _fill_block
+        orders = pending.extra if pending.extra is not None else \
+            np.array([self._orders.popleft() for _ in range(len(losses))])
         self._fold_block(losses, orders, out, contributions, row_losses)
 
     # -- the micro-batch path: a static model, numbers, marginal removal -------------------------
     def _floats_stored(self) -> bool:
-        """:meth:`_explain_many_numeric` applies: marginal removal, a block predictor and a reservoir
+        """:meth:`_prepare_numeric` applies: marginal removal, a block predictor and a reservoir
         (if any yet) of floats. Conditional removal fills its blocks row by row (its draws depend
         on the sampler as it learns each row) and folds them at once."""
         return (self._remover is None and self.use_batch
                 and (self._sampler is None or self._sampler.rows.dtype == np.float64))
 
-    def _explain_many_numeric(self, rows: np.ndarray, targets: list[Any],
-                              contributions: np.ndarray | None = None, row_losses: np.ndarray | None = None
-                              ) -> np.ndarray:
-        """:meth:`explain_many` for rows of numbers, a micro-batch per model call.
-
-        Per model call, the rows' orderings are one ``permuted`` call and their reservoir draws
-        and insertions one request (:meth:`Reservoir.draw_integers`): the numbers of
+    def _prepare_numeric(self, rows: np.ndarray, targets: list[Any], begin: int, buffer: np.ndarray | None
+                         ) -> tuple[np.ndarray, Any]:
+        """The array path: the orderings of ``rows[begin:]`` are one ``permuted`` call and their reservoir
+        draws and insertions one request (:meth:`Reservoir.draw_integers`): the numbers of
         :meth:`explain_one` row by row. The donors and the reservoirs
         (:meth:`Reservoir.draw_insert_drawn`), the evaluation blocks, the losses and the folds
-        (:meth:`_fold_block`) are array operations over the micro-batch.
-        """
-        n_rows, n_columns, n_block = len(rows), len(self.columns), self.block_rows
-        out, begin = self._begin_micro_batch(rows)
-        if not n_rows:
-            return out
-        per_call = max(1, self.max_block_cells // (n_block * max(1, n_columns)))
-        buffer = np.empty((min(per_call, n_rows - begin), n_block, n_columns))
-        for start in range(begin, n_rows, per_call):
-            end = min(start + per_call, n_rows)
-            part = rows[start:end]
-            orders, table, sources = self._draw_many(part)
-            blocks = buffer[:len(part)]
-            self._fill_blocks(blocks, part, orders, table, sources)
-            part_targets = targets[start:end]
-            predicted = self._predict_block(blocks.reshape(len(part) * n_block, n_columns), part_targets)
-            self._fold_block(self._losses(predicted, part_targets), orders, out[start:end],
-                            None if contributions is None else contributions[start:end],
-                            None if row_losses is None else row_losses[start:end])
-        return out
+        (:meth:`_fold_block`) are array operations over the micro-batch."""
+        part = rows[begin:]
+        n_block, n_columns = self.block_rows, len(self.columns)
+        orders, table, sources = self._draw_many(part)
+        blocks = np.empty((len(part), n_block, n_columns)) if buffer is None else buffer[:len(part)]
+        self._fill_blocks(blocks, part, orders, table, sources)
+        return blocks.reshape(len(part) * n_block, n_columns), orders
 
     def _draw_many(self, part: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The orderings ``(T, M, G)`` and the donor rows (``table[sources]``, ``sources`` of shape
@@ -462,28 +444,12 @@ class ISAGEEstimator(IPFIEstimator):
         blocks[:, 0] = part
         if not self._n_chain:
             return
-        n_rows, n_columns = len(part), len(self.columns)
+        n_rows = len(part)
         rank = np.empty_like(orders)  # rank[t, m, g]: the step at which player g arrives
         np.put_along_axis(rank, orders, self._ranks, axis=2)
         column_rank = rank if self._one_column_players else rank[:, :, self._player_of_column]
-        later = column_rank[:, :, None, None, :]
-        steps = self._steps[:, :, :, None]
-        chains = blocks[:, 1:].reshape(n_rows, -1)  # per row, its chain's cells in a row
-        step = max(1, self.fill_cells // chains.shape[1])
-        for start in range(0, n_rows, step):
-            end = min(start + step, n_rows)
-            chain = chains[start:end]
-            chain.reshape(end - start, -1, n_columns)[...] = part[start:end, None, :]
-            absent = np.greater(later[start:end], steps)  # (t, M, G-1, 1, C)
-            if self.n_inner > 1:
-                absent = np.repeat(absent, self.n_inner, axis=3)
-            # the donor's cell where absent, bit for bit: x ^ ((x ^ donor) * absent); a masked copy
-            # (np.copyto with where) takes twice as long
-            bits = chain.view(np.uint64)
-            mixed = table.take(sources[start:end], axis=0).reshape(end - start, -1).view(np.uint64)
-            mixed ^= bits
-            mixed *= absent.reshape(end - start, -1).view(np.uint8)
-            bits ^= mixed
+        fill_chains(blocks[:, 1:].reshape(n_rows, -1), part, column_rank[:, :, None, None, :],
+                    self._steps[:, :, :, None], self.n_inner, table, sources, self.fill_cells)
 
     def _save_stream_state(self) -> tuple[Any, ...]:
         mine = copy.deepcopy((self._losses_tracker, self._marginal))

@@ -197,3 +197,26 @@ def squared_loss_excess(predictions: np.ndarray, pool: np.ndarray | None = None)
         excess = excess + np.divide(spread, pool - 1, out=np.zeros_like(spread), where=pool > 1)
     return cast(np.ndarray, excess)
 
+
+def fill_chains(chains: np.ndarray, rows: np.ndarray, later: np.ndarray, steps: np.ndarray, n_inner: int,
+                table: np.ndarray, sources: np.ndarray, fill_cells: int) -> None:
+    """Write consecutive rows' coalition chains: per row (``chains[t]``, its chain's cells in a row), each
+    step's copies of ``rows[t]`` with the donors' cells ``table[sources[t]]`` where the column arrives
+    ``later`` than the ``steps``; about ``fill_cells`` cells at a time, so the scratch arrays stay in the
+    processor's cache."""
+    n_rows, n_columns = rows.shape
+    step = max(1, fill_cells // chains.shape[1])
+    for start in range(0, n_rows, step):
+        end = min(start + step, n_rows)
+        chain = chains[start:end]
+        chain.reshape(end - start, -1, n_columns)[...] = rows[start:end, None, :]
+        absent = np.greater(later[start:end], steps)  # (t, M, G-1, 1, C)
+        if n_inner > 1:
+            absent = np.repeat(absent, n_inner, axis=3)
+        # the donor's cell where absent, bit for bit: x ^ ((x ^ donor) * absent); a masked copy
+        # (np.copyto with where) takes twice as long
+        bits = chain.view(np.uint64)
+        mixed = table.take(sources[start:end], axis=0).reshape(end - start, -1).view(np.uint64)
+        mixed ^= bits
+        mixed *= absent.reshape(end - start, -1).view(np.uint8)
+        bits ^= mixed

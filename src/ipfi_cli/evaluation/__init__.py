@@ -8,7 +8,9 @@ estimators (``IPFIEstimator``, ``batch_pfi``, ``IntervalPFIEstimator``, ``explai
 * :mod:`~ipfi_cli.evaluation.static`: Experiment A (static model, random orderings vs batch PFI);
 * :mod:`~ipfi_cli.evaluation.dynamic`: Experiment B (learning model, iPFI vs interval PFI);
 * :mod:`~ipfi_cli.evaluation.drift`: function and feature drift for experiment streams;
-* :mod:`~ipfi_cli.evaluation.changes`: streams with a known change of reliance, run through the change detector.
+* :mod:`~ipfi_cli.evaluation.changes`: streams with a known change of reliance, run through the change detector;
+* :mod:`~ipfi_cli.evaluation.command`: ``ipfi compare``'s run from its settings (the one module here that
+  reads and writes files).
 """
 
 from ipfi_cli.core.batch import as_block

@@ -28,6 +28,7 @@ import numpy as np
 
 from ipfi_cli.core.changes import ChangeDetector, ChangeEvent, RankingEvent
 from ipfi_cli.core.incremental import IPFIEstimator
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.evaluation.drift import agrawal_function_drift
 
 #: river's Agrawal columns, in its order
@@ -110,7 +111,7 @@ def scenario_stream(scenario: str, seed: int, n_rows: int = 20000, at: int = 100
 
 
 def change_scenario(scenario: str, *, seed: int = 0, n_repeats: int = 10, n_rows: int = 20000, at: int = 10000,
-                    alpha: float = 0.001, batch: int = 500, swap: Sequence[str] = ("salary", "age"),
+                    alpha: float = DEFAULT_ALPHA, batch: int = 500, swap: Sequence[str] = ("salary", "age"),
                     **detector_options: Any) -> ChangeRun:
     """Explain a scenario's stream with iPFI (``explain_many`` in micro-batches of ``batch`` rows,
     the model replaced at ``at``) and feed every row to a :class:`ChangeDetector`."""

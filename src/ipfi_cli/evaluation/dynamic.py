@@ -43,6 +43,7 @@ import numpy as np
 
 from ipfi_cli.core import ExponentialMean, IntervalPFIEstimator, IPFIEstimator, PFIResult, explain_then_learn
 from ipfi_cli.core.losses import Loss
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.evaluation.metrics import ErrorSummary, importance_error, summarise
 from ipfi_cli.evaluation.records import FeatureComparison, compare_vectors, sampling_slot
@@ -177,7 +178,7 @@ def compare_learning(
     *,
     interval: int,
     samplings: Sequence[str] = ("geometric",),
-    alphas: Sequence[float] = (0.001,),
+    alphas: Sequence[float] = (DEFAULT_ALPHA,),
     loss: str | Loss = "zero-one",
     n_repeats: int = 10,
     reservoir_size: int = 100,

@@ -37,6 +37,7 @@ from ipfi_cli.core import batch_pfi
 from ipfi_cli.core.batch import as_block
 from ipfi_cli.core.explainer import make_explainer
 from ipfi_cli.core.losses import Loss
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.evaluation.metrics import ErrorSummary, importance_error, summarise
 from ipfi_cli.evaluation.records import FeatureComparison, compare_vectors, sampling_slot
@@ -158,7 +159,7 @@ def compare_static(
     samplings: Sequence[str] = ("uniform", "geometric"),
     shuffle: bool = True,
     loss: str | Loss = "zero-one",
-    alpha: float = 0.001,
+    alpha: float = DEFAULT_ALPHA,
     n_repeats: int = 10,
     reservoir_size: int = 100,
     features: Sequence[str] | None = None,

@@ -14,16 +14,9 @@ depend on how many were in flight. Each request is sent once and its answer read
 (``Content-Length``, chunked, or to the connection's close), so a kept-alive connection is
 reused only when its previous answer is done.
 
-What happens when the model does not answer (the policy, see docs/models.md):
-
-* **the model is unreachable** (connection refused or reset, a timeout, 408, 429, 502, 503, 504):
-  the request is sent again after a pause (exponential from 0.25 s to 5 s; ``Retry-After`` is
-  honoured) for as long as ``model_wait`` seconds from the first failure. Meanwhile the run
-  reads no input (the producer upstream waits: nothing is dropped) and :attr:`on_notice`
-  hears a line every 30 s; when the model answers again the run goes on with the same
-  numbers. Past ``model_wait``: :class:`HttpModelError`.
-* **the server failed on the request** (500): tried again at most ``retries`` times.
-* **any other 4xx**: stops at once with one line naming the status and the server's message.
+What happens when the model does not answer (the outage policy, see docs/models.md) and the
+requests' counts are :mod:`ipfi_cli.models.http_policy`'s; any 4xx but 408 and 429 stops at once
+with one line naming the status and the server's message.
 
 Header values (``Authorization``...) and a URL's password or query are never shown: messages
 use :attr:`HttpOptions.display_url` and scrub header values from what the server says.
@@ -56,27 +49,19 @@ from ipfi_cli.models.adapters import predict_records_as_block
 from ipfi_cli.models.http_answers import EXPECTED, ServedAnswers, shown_answer
 from ipfi_cli.models.http_mlflow import MlflowProtocol
 from ipfi_cli.models.http_options import (
-    FIRST_PAUSE,
-    MAX_PAUSE,
+    MAX_REQUEST_VALUES,
     PROTOCOLS,
     RETRY_STATUSES,
     UNAVAILABLE_STATUSES,
     HttpModelError,
     HttpOptions,
-    format_duration,
     parse_header,
     resolve_protocol,
 )
+from ipfi_cli.models.http_policy import RequestLedger
 from ipfi_cli.models.http_v2 import V2Protocol
 
 __all__ = ["PROTOCOLS", "HttpModelError", "HttpOptions", "HttpPredictor", "parse_header", "resolve_protocol"]
-
-
-#: upper bounds (seconds) of the request latency histogram's buckets (Prometheus' defaults)
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-#: seconds of an outage before the first notice, and between two notices
-FIRST_NOTICE = 5.0
-NOTICE_EVERY = 30.0
 
 
 class _Late(Exception):
@@ -137,23 +122,8 @@ class HttpPredictor(ServedAnswers):
         #: the protocol's request bodies and answers
         self._wire: MlflowProtocol | V2Protocol = MlflowProtocol(options) if self.protocol == "mlflow" \
             else V2Protocol(options)
-        #: counters for --meta, the metrics, benchmarks and --verbose (changed under ``_count_lock``)
-        self.requests = 0
-        self.rows_sent = 0
-        self.seconds = 0.0
-        self.retried = 0
-        self.outcomes: dict[str, int] = {}  # tries by outcome: ok, unavailable, error, refused
-        self.latency_counts = [0] * (len(LATENCY_BUCKETS) + 1)  # answered requests by seconds taken
-        self.latency_sum = 0.0
-        self.waited = 0.0  # seconds spent waiting for an unreachable model
-        self.outages = 0
-        #: hears one line while the model is unreachable (every 30 s) and when it answers again
-        self.on_notice: Callable[[str], None] | None = None
-        #: hears ``True`` when the model becomes unreachable and ``False`` when it answers again
-        self.on_down: Callable[[bool], None] | None = None
-        self._count_lock = threading.Lock()
-        self._down_since: float | None = None
-        self._noticed_at: float | None = None
+        #: the requests' counts and the outage policy (--meta, the metrics, benchmarks and --verbose)
+        self.ledger = RequestLedger(options)
         self._pool: ThreadPoolExecutor | None = None
         self._last: tuple[bytes, bytes] | None = None  # the last request's body and answer
         self._remember = False
@@ -174,14 +144,15 @@ class HttpPredictor(ServedAnswers):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for name in ("_local", "_count_lock", "_pool", "on_notice", "on_down"):
+        for name in ("_local", "_pool"):
             state[name] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._local = threading.local()
-        self._count_lock = threading.Lock()
+        if "ledger" not in state:  # saved before the counts had a module of their own
+            self.ledger = RequestLedger(self.options)
 
     # -- transport ----------------------------------------------------------------------------------
     def _connection(self) -> http.client.HTTPConnection:
@@ -242,8 +213,7 @@ class HttpPredictor(ServedAnswers):
             return orjson.loads(last[1])
         data = self._answer(method, path, body)
         if rows:
-            with self._count_lock:
-                self.rows_sent += rows
+            self.ledger.sent(rows)
         try:
             answer = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -253,24 +223,11 @@ class HttpPredictor(ServedAnswers):
             self._last = (body, data)
         return answer
 
-    def _count(self, outcome: str, seconds: float | None = None) -> None:
-        with self._count_lock:
-            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-            if seconds is not None:
-                self.requests += 1
-                self.seconds += seconds
-                self.latency_sum += seconds
-                index = next((i for i, bound in enumerate(LATENCY_BUCKETS) if seconds <= bound),
-                             len(LATENCY_BUCKETS))
-                self.latency_counts[index] += 1
-
     def _answer(self, method: str, path: str, body: bytes | None) -> bytes:
         """The whole answer (2xx) to one request, after as many tries as the policy allows."""
-        where, options = self.options.display_url, self.options
-        tries = failures = 0
-        outage_began: float | None = None
+        where, ledger = self.options.display_url, self.ledger
+        tries = ledger.tries()
         while True:
-            tries += 1
             retry_after: float | None = None
             started = time.perf_counter()
             try:
@@ -278,93 +235,32 @@ class HttpPredictor(ServedAnswers):
                 status, reason, response, data = self._exchange(connection, method, path + self._query, body)
             except _AnswerTooLarge as error:
                 self._drop_connection()
-                self._count("refused")
+                ledger.count("refused")
                 raise HttpModelError(f"{where}: the answer is larger than {error.limit:,} bytes (--max-answer-mb); "
                                      "fewer rows per request (--max-request-rows) make smaller answers") from None
             except (OSError, http.client.HTTPException, _Late) as error:
                 self._drop_connection()
                 unavailable = True
                 if isinstance(error, _Late):
-                    problem = f"no complete answer within --timeout {options.timeout:g} s"
+                    problem = f"no complete answer within --timeout {self.options.timeout:g} s"
                 else:
                     problem = f"cannot reach the server ({self._scrub(failure_reason(error))})"
             else:
                 if 200 <= status < 300:
-                    self._count("ok", time.perf_counter() - started)
-                    if outage_began is not None:
-                        self._back(time.monotonic() - outage_began)
+                    tries.answered(time.perf_counter() - started)
                     return data
                 if status < 200:
-                    self._count("refused")
+                    ledger.count("refused")
                     raise HttpModelError(f"{where}: HTTP {status}: not an answer")
-                message = self._server_message(data)
-                problem = f"HTTP {status} {reason}: {message}"
+                problem = f"HTTP {status} {reason}: {self._server_message(data)}"
                 if status not in RETRY_STATUSES:
-                    self._count("refused")
+                    ledger.count("refused")
                     raise HttpModelError(f"{where}: {problem}")
                 unavailable = status in UNAVAILABLE_STATUSES
                 header = response.getheader("Retry-After")
                 if header and header.strip().isdigit():
                     retry_after = float(header.strip())
-            now = time.monotonic()
-            if unavailable:
-                self._count("unavailable")
-                if outage_began is None:
-                    outage_began = now
-                    self._down(now)
-                down = now - outage_began
-                if down >= options.model_wait:
-                    raise HttpModelError(f"{where}: the model did not answer for {format_duration(down)} "
-                                         f"(--model-wait {format_duration(options.model_wait)}): {problem}")
-                self._notice(down, problem)
-                pause = min(MAX_PAUSE, retry_after if retry_after is not None else FIRST_PAUSE * 2 ** (tries - 1),
-                            max(0.05, options.model_wait - down))
-            else:
-                self._count("error")
-                failures += 1
-                if failures > options.retries:
-                    raise HttpModelError(f"{where}: gave up after {tries} tr{'y' if tries == 1 else 'ies'} "
-                                         f"(--retries {options.retries}): {problem}")
-                pause = min(MAX_PAUSE, retry_after if retry_after is not None else FIRST_PAUSE * 2 ** (failures - 1))
-            time.sleep(pause)
-            with self._count_lock:
-                self.retried += 1
-                if unavailable:
-                    self.waited += pause
-
-    def _down(self, now: float) -> None:
-        with self._count_lock:
-            if self._down_since is not None:
-                return
-            self._down_since = now
-            self._noticed_at = None
-            self.outages += 1
-        if self.on_down is not None:
-            self.on_down(True)
-
-    def _notice(self, down: float, problem: str) -> None:
-        """A line after FIRST_NOTICE seconds of an outage, then every NOTICE_EVERY seconds (one for all
-        the requests in flight)."""
-        now = time.monotonic()
-        with self._count_lock:
-            since = self._down_since if self._down_since is not None else now - down
-            due = since + FIRST_NOTICE if self._noticed_at is None else self._noticed_at + NOTICE_EVERY
-            if now < due:
-                return
-            self._noticed_at = now
-        if self.on_notice is not None:
-            self.on_notice(f"model unreachable for {format_duration(now - since)}; waiting up to "
-                           f"{format_duration(self.options.model_wait)} (--model-wait): {problem}")
-
-    def _back(self, down: float) -> None:
-        with self._count_lock:
-            if self._down_since is None:
-                return
-            since, self._down_since = self._down_since, None
-        if self.on_down is not None:
-            self.on_down(False)
-        if self.on_notice is not None and time.monotonic() - since >= FIRST_NOTICE:
-            self.on_notice(f"the model answers again, after {format_duration(time.monotonic() - since)}")
+            tries.wait(problem, unavailable, retry_after)  # or HttpModelError when the policy gives up
 
     def _exchange(self, connection: http.client.HTTPConnection, method: str, path: str,
                   body: bytes | None) -> tuple[int, str, Any, bytes]:
@@ -417,26 +313,37 @@ class HttpPredictor(ServedAnswers):
             if late.is_set():
                 self._drop_connection()
 
+    # -- the requests' counts and the model's state (models/http_policy.py) ---------------------------
     def stats(self) -> dict[str, Any]:
-        """What the run asked of the server: requests answered, rows sent, seconds spent in requests,
-        tries repeated (``retried``: each a request sent again after a failure), tries by outcome,
-        outages and the seconds waited in them. ``--meta`` records it; the metrics export it."""
-        with self._count_lock:
-            return {"requests": self.requests, "rows_sent": self.rows_sent, "seconds": round(self.seconds, 3),
-                    "retried": self.retried, "outcomes": dict(sorted(self.outcomes.items())),
-                    "outages": self.outages, "waited_seconds": round(self.waited, 3),
-                    "concurrency": self.options.concurrency}
+        """What the run asked of the server (:meth:`RequestLedger.stats`): ``--meta`` records it."""
+        return self.ledger.stats()
 
     def latency(self) -> tuple[tuple[float, ...], list[int], float]:
-        """The latency histogram of answered requests: bucket bounds, counts per bucket (the last
-        above every bound), and the sum of seconds."""
-        with self._count_lock:
-            return LATENCY_BUCKETS, list(self.latency_counts), self.latency_sum
+        """The latency histogram of answered requests (:meth:`RequestLedger.latency`)."""
+        return self.ledger.latency()
 
     @property
     def is_down(self) -> bool:
         """Whether the model is unreachable now (a request is waiting for it)."""
-        return self._down_since is not None
+        return self.ledger.is_down
+
+    @property
+    def on_notice(self) -> Callable[[str], None] | None:
+        """Hears one line while the model is unreachable (every 30 s) and when it answers again."""
+        return self.ledger.on_notice
+
+    @on_notice.setter
+    def on_notice(self, hear: Callable[[str], None] | None) -> None:
+        self.ledger.on_notice = hear
+
+    @property
+    def on_down(self) -> Callable[[bool], None] | None:
+        """Hears ``True`` when the model becomes unreachable and ``False`` when it answers again."""
+        return self.ledger.on_down
+
+    @on_down.setter
+    def on_down(self, hear: Callable[[bool], None] | None) -> None:
+        self.ledger.on_down = hear
 
     def remember_answers(self, on: bool) -> None:
         """While on, every row's answer is kept, and the next request for a kept row (the same values,
@@ -446,8 +353,9 @@ class HttpPredictor(ServedAnswers):
         self._remember = on
 
     # -- prediction -------------------------------------------------------------------------------------
-    def _chunks(self, n_rows: int) -> list[slice]:
-        size = max(1, self.options.max_request_rows)
+    def _chunks(self, n_rows: int, n_columns: int) -> list[slice]:
+        """The block's requests: at most ``--max-request-rows`` rows and MAX_REQUEST_VALUES values each."""
+        size = max(1, min(self.options.max_request_rows, MAX_REQUEST_VALUES // max(1, n_columns)))
         return [slice(start, min(start + size, n_rows)) for start in range(0, n_rows, size)]
 
     @staticmethod
@@ -492,7 +400,7 @@ class HttpPredictor(ServedAnswers):
             if not known and not self._remember:
                 self._remembered.clear()
         asked = block if not known else block[[i for i in range(len(block)) if i not in known]]
-        parts = [asked[part] for part in self._chunks(len(asked))]
+        parts = [asked[part] for part in self._chunks(len(asked), block.shape[1])]
         if len(parts) > 1 and self.options.concurrency > 1:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.options.concurrency,

@@ -34,6 +34,16 @@ def _column_datatype(values: list[Any]) -> str:
     return "BYTES"
 
 
+#: the v2 datatype of a column whose numpy type says it (a number or bool column, as _column_datatype finds)
+_KIND_DATATYPE = {"f": "FP64", "i": "INT64", "u": "INT64", "b": "BOOL"}
+
+
+def _numbers(values: np.ndarray) -> np.ndarray:
+    """Values of a number or bool type as they are sent: serialized by orjson as Python's floats, ints
+    and bools would be (the same bytes), without a Python object per value."""
+    return np.ascontiguousarray(values, dtype=np.float64 if values.dtype.kind == "f" else None)
+
+
 def _plain(values: list[Any], datatype: str) -> list[Any]:
     if datatype == "FP64":
         return [None if v is None else float(v) for v in values]
@@ -96,22 +106,26 @@ class V2Protocol:
         if self.names is not None and list(columns) != self.names:
             index = {c: j for j, c in enumerate(columns)}
             block, columns = block[:, [index[c] for c in self.names]], self.names
-        types = [_column_datatype(block[:, j].tolist()) for j in range(block.shape[1])] \
-            if self.mode == "columns" else []
+        types = [_KIND_DATATYPE.get(block.dtype.kind) or _column_datatype(block[:, j].tolist())
+                 for j in range(block.shape[1])] if self.mode == "columns" else []
         return block, columns, types
 
     def payload(self, rows: np.ndarray, columns: Sequence[str], types: list[str], output: Output) -> dict[str, Any]:
         n = len(rows)
+        numeric = rows.dtype.kind in _KIND_DATATYPE  # flat "data" of numbers: what MLServer decodes fastest
         if self.mode == "tensor":
             name, datatype = self.input
-            data = rows.tolist()
-            inputs = [{"name": name, "datatype": datatype, "shape": [n, rows.shape[1]],
-                       "data": data if datatype == "BYTES" else [float(v) if v is not None else None
-                                                                  for row in data for v in row]}]
+            if numeric and datatype != "BYTES":
+                data: Any = _numbers(rows.astype(np.float64, copy=False)).ravel()
+            else:
+                listed = rows.tolist()
+                data = listed if datatype == "BYTES" else [float(v) if v is not None else None
+                                                           for row in listed for v in row]
+            inputs = [{"name": name, "datatype": datatype, "shape": [n, rows.shape[1]], "data": data}]
         else:
             inputs = []
             for j, column in enumerate(columns):
-                values = _plain(rows[:, j].tolist(), types[j])
+                values: Any = _numbers(rows[:, j]) if numeric else _plain(rows[:, j].tolist(), types[j])
                 item: dict[str, Any] = {"name": column, "datatype": types[j], "shape": [n], "data": values}
                 if types[j] == "BYTES":
                     item["parameters"] = {"content_type": "str"}

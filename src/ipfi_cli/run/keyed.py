@@ -1,16 +1,16 @@
 """``ipfi explain --by COLUMN[,COLUMN]``: one explainer (and change watch) per value of a key.
 
-:class:`KeyedSessionMixin` makes :class:`~ipfi_cli.run.explain.KeyedSession` (defined beside the
-session it extends, so the two modules do not import each other) an
-:class:`~ipfi_cli.run.explain.ExplainSession` whose explainer is a
-:class:`KeyedExplainer`: one :class:`KeyRun` per key (its explainer, change watch and counters),
-built when the key first comes with the run's settings and seed, and kept by
-:class:`~ipfi_cli.core.keyed.KeyedExplainers` (``max_keys``: the least recently seen saved as plain
-data and evicted, restored when they come back). Each key's rows are explained, numbered and
-written (``--every`` counts them) exactly as a run on that key's rows alone would, so its trace
-records equal that run's, byte for byte, but for the key columns that start them. A row's number
-in a key's trace is its place among that key's input rows (bad ones too: a row whose key can be
-read counts for that key); messages name the row by its place in the whole input.
+:class:`PerKeyExplainers` is the strategy (:class:`~ipfi_cli.run.explaining.Explaining`) an
+:class:`~ipfi_cli.run.explain.ExplainSession` is given with ``--by``: the run's explainer is a
+:class:`~ipfi_cli.run.key_runs.KeyedExplainer`, one :class:`~ipfi_cli.run.key_runs.KeyRun` per key
+(its explainer, change watch and counters), built when the key first comes with the run's settings
+and seed, and kept by :class:`~ipfi_cli.core.keyed.KeyedExplainers` (``max_keys``: the least
+recently seen saved as plain data and evicted, restored when they come back). Each key's rows
+are explained, numbered and written (``--every`` counts them) exactly as a run on that key's rows
+alone would, so its trace records equal that run's, byte for byte, but for the key columns that
+start them. A row's number in a key's trace is its place among that key's input rows (bad ones
+too: a row whose key can be read counts for that key); messages name the row by its place in the
+whole input.
 
 Rows are explained in the input's order: consecutive rows of one key go to its explainer
 together, and the records of all keys are written interleaved as their rows come. The last row
@@ -25,11 +25,13 @@ and the metrics exporter are refused before the first row.
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ipfi_cli.errors import InputError, IpfiError, RunError, UsageError
-from ipfi_cli.run.checks import check_output_names
+from ipfi_cli.run.building import check_saveable
+from ipfi_cli.run.checks import all_zero_warning, check_output_names, labels_match_nothing
+from ipfi_cli.run.explaining import Say
 from ipfi_cli.run.key_runs import Key, KeyedEvent, KeyedExplainer, KeyedWatch, KeyRun, KeyWriter, key_label, row_key
 from ipfi_cli.run.observers import Snapshot
 from ipfi_cli.run.settings import Progress, RunParts, RunStatus
@@ -38,10 +40,12 @@ from ipfi_cli.run.watch import ChangeWatch
 
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
+    from ipfi_cli.io.blocks import RowBlock
     from ipfi_cli.io.values import Row
-    from ipfi_cli.run.ending import RunEndMixin
     from ipfi_cli.run.plan import RunPlan
+    from ipfi_cli.run.resume import StateKeeper
     from ipfi_cli.run.rows import GoodRow, RowChecker
+    from ipfi_cli.run.settings import ExplainSettings
 
 
 class KeyedSteps(RowSteps):
@@ -62,70 +66,27 @@ class KeyedSteps(RowSteps):
         return super()._nonfinite_loss(self._located(row))
 
 
-if TYPE_CHECKING:
-    class _SessionBase(RunEndMixin):
-        """The type checker's view of the session the mixin extends (:class:`~ipfi_cli.run.explain.ExplainSession`,
-        not imported: it imports this module): what the mixin uses or overrides of it. Not a class at run time."""
+class PerKeyExplainers:
+    """One explainer per key: see the module docstring."""
 
-        def run(self) -> RunStatus: ...
+    blocks = False
 
-        def _make_parts(self, plan: RunPlan, checker: RowChecker) -> RunParts: ...
-
-        def _build_explainer(self, plan: RunPlan) -> Explainer: ...
-
-        @staticmethod
-        def _check_saveable(explainer: Explainer, option: str) -> None: ...
-
-        def _make_steps(self, plan: RunPlan, parts: RunParts) -> RowSteps: ...
-
-        def _explain_batch(self, batch: list[Row]) -> IpfiError | None: ...
-
-        def refresh_when_due(self) -> None: ...
-
-        def report_events(self, events: Sequence[Any]) -> None: ...
-else:
-    _SessionBase = object
-
-
-class KeyedSessionMixin(_SessionBase):
-    """What ``ipfi explain --by`` changes in a session: see the module docstring."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, settings: ExplainSettings, say: Say) -> None:
+        self.settings = settings
+        self.say = say
+        self.plan: RunPlan | None = None
+        self.parts: RunParts | None = None
+        self.steps: KeyedSteps | None = None
+        self._tell: Callable[[Sequence[Any]], None] = lambda events: None  # the session's observers hear events
         # a micro-batch's records (input row, key, key's row, values, bounds) and change events (input row,
         # event), written in the input's order once every key has explained its rows
         self._records: list[tuple[int, Key, int, Sequence[float], Sequence[float] | None]] = []
         self._events: list[tuple[int, KeyedEvent]] = []
-        #: every key's figures at the end (:meth:`_write_last` gathers them, restoring each evicted key once)
+        #: every key's figures at the end (:meth:`write_last` gathers them, restoring each evicted key once)
         self._finals: list[tuple[Key, Snapshot]] | None = None
 
-    def run(self) -> RunStatus:
-        self._refuse()  # before anything starts (the metrics server, the model, the input)
-        return super().run()
-
-    def _make_parts(self, plan: RunPlan, checker: RowChecker) -> RunParts:
-        s = self.settings
-        prototype = self._build_explainer(plan)
-        if s.state is not None or s.keys.max_keys is not None:
-            self._check_saveable(prototype, "--state" if s.state is not None else "--max-keys")
-        check_output_names(prototype.names, s.output.bounds, plan.source)
-        taken = {"row", "method", *prototype.names, *(f"{n}_bound" for n in prototype.names if s.output.bounds)}
-        clash = [c for c in plan.by if c in taken]
-        if clash:
-            raise InputError(f"the key column {clash[0]!r} has the name of a trace field (row, a feature or a bound) "
-                             "or of the method field of compare's traces, which `ipfi plot` reads: rename the column",
-                             source=plan.source)
-        watch = ChangeWatch(s.watch, prototype, plan.loss) if s.watch is not None else None
-
-        def factory(key: Hashable) -> KeyRun:
-            return KeyRun(self._build_explainer(plan), copy.deepcopy(watch) if watch is not None else None)
-
-        return RunParts(explainer=KeyedExplainer(prototype, factory, s.keys.max_keys),  # type: ignore[arg-type]
-                        progress=Progress(), checker=checker,
-                        watch=KeyedWatch(watch) if watch is not None else None)  # type: ignore[arg-type]
-
-    def _refuse(self) -> None:
-        """What ``--by`` cannot do yet, refused before the first row."""
+    def refuse(self) -> None:
+        """What ``--by`` cannot do yet, refused before anything starts (the metrics server, the model, the input)."""
         s = self.settings
         if s.model.learn:
             raise UsageError("cannot be used with --learn yet: one model would learn every key's rows, so a key's "
@@ -138,15 +99,42 @@ class KeyedSessionMixin(_SessionBase):
             raise UsageError("cannot be used with the metrics exporter or the webhook yet (they describe one "
                              "explainer, not one per key)", "--by")
 
-    def _make_steps(self, plan: RunPlan, parts: RunParts) -> RowSteps:
-        return KeyedSteps(plan, self.settings, parts, report_events=self.report_events, refresh=self.refresh_when_due)
+    def make_parts(self, plan: RunPlan, checker: RowChecker, build: Callable[[], Explainer]) -> RunParts:
+        s = self.settings
+        prototype = build()
+        if s.state is not None or s.keys.max_keys is not None:
+            check_saveable(prototype, "--state" if s.state is not None else "--max-keys")
+        check_output_names(prototype.names, s.output.bounds, plan.source)
+        taken = {"row", "method", *prototype.names, *(f"{n}_bound" for n in prototype.names if s.output.bounds)}
+        clash = [c for c in plan.by if c in taken]
+        if clash:
+            raise InputError(f"the key column {clash[0]!r} has the name of a trace field (row, a feature or a bound) "
+                             "or of the method field of compare's traces, which `ipfi plot` reads: rename the column",
+                             source=plan.source)
+        watch = ChangeWatch(s.watch, prototype, plan.loss) if s.watch is not None else None
+
+        def factory(key: Hashable) -> KeyRun:
+            return KeyRun(build(), copy.deepcopy(watch) if watch is not None else None)
+
+        return RunParts(explainer=KeyedExplainer(prototype, factory, s.keys.max_keys),  # type: ignore[arg-type]
+                        progress=Progress(), checker=checker,
+                        watch=KeyedWatch(watch) if watch is not None else None)  # type: ignore[arg-type]
+
+    def start(self, plan: RunPlan, parts: RunParts, *, report_events: Callable[[Sequence[Any]], None],
+              refresh: Callable[[], None]) -> RowSteps:
+        self.plan, self.parts, self._tell = plan, parts, report_events
+        self.steps = KeyedSteps(plan, self.settings, parts, report_events=self._keep_events, refresh=refresh)
+        return self.steps
 
     @property
     def keyed(self) -> KeyedExplainer:
         assert self.parts is not None
-        return cast(KeyedExplainer, self.parts.explainer)  # what _make_parts put there
+        return cast(KeyedExplainer, self.parts.explainer)  # what make_parts put there
 
-    def _explain_batch(self, batch: list[Row]) -> IpfiError | None:
+    def explain_block(self, batch: RowBlock) -> IpfiError | None:
+        return self.explain_batch(batch.rows())
+
+    def explain_batch(self, batch: list[Row]) -> IpfiError | None:
         """Number each row among its key's; explain each key's good rows of the micro-batch together (one
         model call for them where the model allows), then write the records and report the change events
         in the input's order.
@@ -154,7 +142,7 @@ class KeyedSessionMixin(_SessionBase):
         A row the model fails on stops the run after the rows before it; keys explained before its key in
         this micro-batch may have gone past it: each key's records are still those of a run on its rows."""
         parts, steps, plan = self.parts, self.steps, self.plan
-        assert parts is not None and isinstance(steps, KeyedSteps) and plan is not None
+        assert parts is not None and steps is not None and plan is not None
         keyed = self.keyed
         numbers: dict[int, tuple[Key, int]] = {}  # input row -> (its key, its number among the key's rows)
         for row in batch:
@@ -176,7 +164,7 @@ class KeyedSessionMixin(_SessionBase):
 
     def _explain_key(self, key: Key, rows: list[GoodRow], numbers: dict[int, tuple[Key, int]]) -> None:
         parts, steps = self.parts, self.steps
-        assert parts is not None and isinstance(steps, KeyedSteps)
+        assert parts is not None and steps is not None
         run = self.keyed.get(key)
         own = [row._replace(number=numbers[row.number][1]) for row in rows]
         steps.input_rows = {mine.number: row.number for mine, row in zip(own, rows)}
@@ -204,25 +192,27 @@ class KeyedSessionMixin(_SessionBase):
             found = [event for _, event in events]
             if isinstance(parts.watch, KeyedWatch):
                 parts.watch.events.extend(found)
-            super().report_events(found)
+            self._tell(found)
 
-    def report_events(self, events: Sequence[Any]) -> None:
+    def _keep_events(self, events: Sequence[Any]) -> None:
         """A key's change events, with the key, kept until the micro-batch's records are written."""
         plan, steps, key = self.plan, self.steps, self.keyed.current_key
-        assert plan is not None and isinstance(steps, KeyedSteps) and key is not None
+        assert plan is not None and steps is not None and key is not None
         for event in events:
             where = steps.input_rows.get(getattr(event, "row", 0), 0)
             self._events.append((where, KeyedEvent({"key": dict(zip(plan.by, key)), **event.to_dict()})))
 
-    def _write_last(self, parts: RunParts) -> None:
+    def input_ended(self) -> None:
+        pass
+
+    def write_last(self) -> None:
         """Every key ends with its last row's record (``every`` may have skipped it), as one run does.
 
         One pass over the keys, in the order they first came: an evicted key is restored once (and not
         kept: nothing is evicted or written for it), and what the end needs of it besides (the summary
         table, the checks, ``--meta``) is gathered then, not restored again."""
-        keyed, s = self.keyed, self.settings
-        plan = self.plan
-        assert plan is not None
+        keyed, s, plan, parts = self.keyed, self.settings, self.plan, self.parts
+        assert plan is not None and parts is not None
         finals: list[tuple[Key, Snapshot]] = []
         summaries: list[dict[str, Any]] = []
         for key in keyed.keys():
@@ -241,10 +231,9 @@ class KeyedSessionMixin(_SessionBase):
             keyed.final_summaries = summaries
 
     # -- display ----------------------------------------------------------------------------------
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, snapshot: Snapshot, final: bool) -> Snapshot:
         """The key last explained, and how many keys; at the end every key's figures too."""
         assert self.plan is not None
-        snapshot = super().snapshot()
         keyed, by = self.keyed, self.plan.by
         snapshot.n_keys = keyed.n_keys
         if keyed.current_key is not None and keyed.current is not None:
@@ -252,7 +241,7 @@ class KeyedSessionMixin(_SessionBase):
             snapshot.key_rows = keyed.current.progress.rows
             if keyed.current.watch is not None:
                 snapshot.marks = keyed.current.watch.marks()
-        if self.status not in (RunStatus.RUNNING, RunStatus.STARTING):
+        if final:
             finals = self._finals if self._finals is not None else [
                 (key, self._key_snapshot(keyed.peek(key))) for key in keyed.keys()]
             snapshot.per_key = [(key_label(by, key), figures) for key, figures in finals]
@@ -265,12 +254,13 @@ class KeyedSessionMixin(_SessionBase):
                         explained=explainer.n_explained, loss=explainer.mean_loss,
                         marks=run.watch.marks() if run.watch is not None else {})
 
-    def _report(self, plan: RunPlan, parts: RunParts) -> RunStatus:
+    def report(self, status: RunStatus, *, events_before: int, state: StateKeeper | None) -> RunStatus:
         """Each key's changes, then the checks of a finished run over every key."""
-        s, say, status, keyed = self.settings, self.reporter.message, self.status, self.keyed
+        s, say, keyed, plan, parts = self.settings, self.say, self.keyed, self.plan, self.parts
+        assert plan is not None and parts is not None
         if status in (RunStatus.BROKEN_PIPE, RunStatus.ERROR):
-            if self.state is not None:
-                self.state.report_kept(say)
+            if state is not None:
+                state.report_kept(say)
             return status
         if s.watch is not None:
             quiet_keys = 0
@@ -287,9 +277,9 @@ class KeyedSessionMixin(_SessionBase):
                     f"min change {s.watch.min_change})")
         watch = parts.watch
         if status is RunStatus.STOPPED_ON_CHANGE and isinstance(watch, KeyedWatch) \
-                and len(watch.events) > self.events_before:
-            first = watch.events[self.events_before].fields
-            which = "next" if self.events_before else "first"
+                and len(watch.events) > events_before:
+            first = watch.events[events_before].fields
+            which = "next" if events_before else "first"
             say(f"stopped at the {which} change (key {key_label(plan.by, tuple(first['key'].values()))}, its row "
                 f"{first.get('row', 0):,}); every record written is complete"
                 + (f"; the state is saved in {s.state.path}: run the same command again to continue"
@@ -306,7 +296,6 @@ class KeyedSessionMixin(_SessionBase):
         """A finished run: something explained, labels that match the model; keys that are unmeasurable
         or all zero are named (a warning: a run on their rows alone would fail or warn)."""
         from ipfi_cli.core.losses import unmeasurable
-        from ipfi_cli.run.checks import all_zero_warning, labels_match_nothing
 
         keyed, by = self.keyed, plan.by
         explained, loss_sum, unfit, zero = 0, 0.0, [], []
@@ -338,5 +327,5 @@ class KeyedSessionMixin(_SessionBase):
                            (zero, "every feature scored exactly 0 in them")):
             if keys:
                 shown = "; ".join(key_label(by, k) for k in keys[:3]) + ("; ..." if len(keys) > 3 else "")
-                self.reporter.message(f"{len(keys):,} key(s) ({shown}): {what}", "warning")
+                self.say(f"{len(keys):,} key(s) ({shown}): {what}", "warning")
 

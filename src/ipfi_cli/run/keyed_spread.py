@@ -26,16 +26,23 @@ from __future__ import annotations
 import dataclasses
 import os
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError, IpfiError, UsageError
-from ipfi_cli.run.explain import ExplainSession, KeyedSession
+from ipfi_cli.run.explain import ExplainSession
 from ipfi_cli.run.key_runs import Key, KeyedEvent, KeyRun, row_key
-from ipfi_cli.run.report import PlainReporter
+from ipfi_cli.run.keyed import PerKeyExplainers
+from ipfi_cli.run.observers import RunEnd, RunObserver
+from ipfi_cli.run.report import PlainReporter, Reporter
 from ipfi_cli.run.settings import ExplainSettings, RunParts, RunStatus
 from ipfi_cli.run.signals import hold_until_exit
+
+if TYPE_CHECKING:
+    from ipfi_cli.core.explainer import Explainer
+    from ipfi_cli.run.plan import RunPlan
+    from ipfi_cli.run.rows import RowChecker
 
 
 def shard_of(key: Key, shards: int) -> int:
@@ -80,27 +87,38 @@ class ShardResult:
     failure: tuple[int, IpfiError] | None = None
 
 
-class ShardSession(KeyedSession):
-    """A keyed session on one shard's rows, in a worker: it keeps its records instead of writing them."""
+class _ShardReporter(PlainReporter):
+    """A shard's reporter: errors and status lines only, and no end (the run in the ipfi process says it)."""
+
+    def on_end(self, end: RunEnd) -> None:
+        pass
+
+
+class ShardKeys(PerKeyExplainers):
+    """The keys of one shard's rows, in a worker: it keeps its records instead of writing them."""
 
     def __init__(self, settings: ExplainSettings, shard: int, shards: int) -> None:
-        super().__init__(settings, PlainReporter(quiet=True))
+        super().__init__(settings, lambda text, kind=None: None)
         self.shard, self.shards = shard, shards
         self.result = ShardResult()
         self._first: dict[Key, int] = {}
         self._last: dict[Key, int] = {}
+
+    def make_parts(self, plan: RunPlan, checker: RowChecker, build: Callable[[], Explainer]) -> RunParts:
+        checker.on_skip = self._on_skip
+        return super().make_parts(plan, checker, build)
 
     def _owns(self, values: dict[str, Any] | None) -> bool:
         assert self.plan is not None
         key = row_key(values, self.plan.by)
         return self.shard == 0 if key is None else shard_of(key, self.shards) == self.shard
 
-    def _explain_batch(self, batch: list[Any]) -> IpfiError | None:
+    def explain_batch(self, batch: list[Any]) -> IpfiError | None:
         self.result.input_rows += len(batch)
         mine = [row for row in batch if self._owns(row.values)]
         if not mine:
             return None
-        failure = super()._explain_batch(mine)
+        failure = super().explain_batch(mine)
         if failure is not None:
             self.result.failure = (getattr(failure, "row", None) or mine[0].number, failure)
         return failure
@@ -120,45 +138,43 @@ class ShardSession(KeyedSession):
         self._records.clear()
         self._events.clear()
 
-    def _write_last(self, parts: RunParts) -> None:
-        pass  # the run writes every key's last record, in the order the keys came over all shards
+    def write_last(self) -> None:
+        self._finals = []  # the run writes every key's last record, in the order the keys came over all shards
 
-    def _report(self, plan: Any, parts: RunParts) -> RunStatus:
-        return self.status  # the run checks the keys of all shards together
+    def report(self, status: RunStatus, *, events_before: int, state: Any) -> RunStatus:
+        return status  # the run checks the keys of all shards together
 
-    def _end(self, notes: Any) -> None:
-        pass
-
-    def finish(self) -> ShardResult:
-        """The result, once :meth:`run` returned or raised."""
-        result, keyed = self.result, self.keyed
+    def finish(self, plan: RunPlan | None) -> ShardResult:
+        """The result, once the session's run returned or raised."""
+        result = self.result
         if self.parts is not None:
-            checker = self.parts.checker
-            result.skipped = checker.skipped
+            keyed = self.keyed
+            result.skipped = self.parts.checker.skipped
             result.keys = [(self._first[key], key, keyed.peek(key), keyed.numbered.get(key, 0), self._last[key])
                            for key in keyed.keys()]
-        if self.plan is not None:
-            result.labels_matched = self.plan.labels.matched
-            result.labels_unknown = dict(self.plan.labels.unknown)
+        if plan is not None:
+            result.labels_matched = plan.labels.matched
+            result.labels_unknown = dict(plan.labels.unknown)
         return result
 
 
 def explain_shard(settings: ExplainSettings, shard: int, shards: int) -> ShardResult:
     """Explain the keys of ``shard`` (of ``shards``) with ``settings``: runs in a Dask worker."""
-    session = ShardSession(settings, shard, shards)
+    keys = ShardKeys(settings, shard, shards)
+    session = ExplainSession(settings, _ShardReporter(quiet=True), explaining=keys)
     try:
         session.run()
     except InputError as error:  # a bad row with --on-bad-row fail: the run decides which stops it
-        if session.result.failure is None:
-            session.result.failure = (error.row or 0, error)
-    return session.finish()
+        if keys.result.failure is None:
+            keys.result.failure = (error.row or 0, error)
+    return keys.finish(session.plan)
 
 
-class SpreadKeyedSession(KeyedSession):
-    """``ipfi explain --by`` with its keys spread over Dask workers; see the module docstring."""
+class SpreadKeys(PerKeyExplainers):
+    """The keys of a run spread over Dask workers, as the ipfi process holds them once the shards are done."""
 
-    def _refuse(self) -> None:
-        super()._refuse()
+    def refuse(self) -> None:
+        super().refuse()
         s = self.settings
         option = "--scheduler" if s.keys.scheduler else "--workers"
         if s.inputs.path in (None, "-"):
@@ -172,12 +188,21 @@ class SpreadKeyedSession(KeyedSession):
 
         check_dask_options(s.keys.workers, s.keys.scheduler)  # a malformed address before the model is loaded
 
+
+class SpreadKeyedSession(ExplainSession):
+    """``ipfi explain --by`` with its keys spread over Dask workers; see the module docstring. Its loop
+    hands the shards to the workers and writes what they send back."""
+
+    def __init__(self, settings: ExplainSettings, reporter: Reporter, observers: Sequence[RunObserver] = ()) -> None:
+        self.keys = SpreadKeys(settings, reporter.message)
+        super().__init__(settings, reporter, observers, explaining=self.keys)
+
     def _stream(self, reader: Any) -> RunStatus:
         from ipfi_cli.models.hashing import workers_must_hash_alike
         from ipfi_cli.run.distributed import dask_client, gather_tasks
 
-        plan, parts = self.plan, self.parts
-        assert plan is not None and parts is not None
+        plan, parts, ending = self.plan, self.parts, self.ending
+        assert plan is not None and parts is not None and ending is not None
         s = self.settings
         replace = dataclasses.replace
         shard_settings = replace(
@@ -187,6 +212,8 @@ class SpreadKeyedSession(KeyedSession):
             model=replace(s.model, path=_here(s.model.path), save_model=None))
         self.status = RunStatus.RUNNING
         failure: IpfiError | None = None
+        error_text: str | None = None
+        merged = False  # whether the shards' results came back (a run interrupted before has written no record)
         try:
             hashing = workers_must_hash_alike(s.model.path)
             with dask_client(s.keys.workers, s.keys.scheduler, hashing=hashing) as client:
@@ -198,10 +225,10 @@ class SpreadKeyedSession(KeyedSession):
                                                           hashing=hashing)
             _as_given(results, shard_settings.inputs.path, s.inputs.path)
             failure = self._merge(results, parts)
-            self._merged = True
+            merged = True
             self.refresh()  # the display hears of the rows (its summary shows what it last heard)
             if failure is None:
-                self._write_last(parts)
+                self.keys.write_last()
             parts.writer.flush()
             self.status = RunStatus.OK if failure is None else RunStatus.ERROR
         except KeyboardInterrupt:
@@ -210,25 +237,17 @@ class SpreadKeyedSession(KeyedSession):
             self.status = RunStatus.BROKEN_PIPE
         except BaseException as error:
             self.status = RunStatus.ERROR
-            self.error = str(error)
+            error_text = str(error)
             raise
         finally:
             hold_until_exit()  # in the ipfi process: the end (the records, --meta) is not cut short
-            self._close(plan, parts)
+            self.status = ending.close(
+                parts, self.status, error=error_text,
+                interrupted_note=None if merged else "interrupted before the Dask workers were done: no records "
+                "written (a run spread over workers writes them once every shard is done)")
         if failure is not None:
             raise failure
-        return self._settle(lambda: self._report(plan, parts))
-
-    #: whether the shards' results came back (a run interrupted before has written no record)
-    _merged = False
-
-    def _end_notes(self, plan: Any, parts: RunParts) -> list[tuple[str, str | None]]:
-        notes = super()._end_notes(plan, parts)
-        if self.status is RunStatus.INTERRUPTED and not self._merged:
-            notes = [(text, kind) for text, kind in notes if not (kind == "status" and text.startswith("interrupted"))]
-            notes.append(("interrupted before the Dask workers were done: no records written (a run spread over "
-                          "workers writes them once every shard is done)", "status"))
-        return notes
+        return ending.settle(parts, lambda: self.keys.report(self.status, events_before=0, state=None))
 
     def _merge(self, results: list[ShardResult], parts: RunParts) -> IpfiError | None:
         """Write the shards' records and events in the input's order, up to the first failing row; take
@@ -241,7 +260,7 @@ class SpreadKeyedSession(KeyedSession):
         for where, key, row, values, bounds in records:
             if stop_row is None or where < stop_row:
                 parts.writer.write(row, values, bounds, key=key)
-        keyed, latest = self.keyed, -1
+        keyed, latest = self.keys.keyed, -1
         for _, key, run, numbered, last in sorted((k for result in results for k in result.keys),
                                                   key=lambda k: k[0]):
             keyed.keyed.adopt(key, run)
@@ -264,7 +283,7 @@ class SpreadKeyedSession(KeyedSession):
         if found:
             if parts.watch is not None:
                 parts.watch.events.extend(found)
-            ExplainSession.report_events(self, found)
+            self.report_events(found)
         return failure
 
 

@@ -126,7 +126,7 @@ def _check_fields(path: str, state: dict[str, Any]) -> None:
     from ipfi_cli.core.mergeable import check_shard
     from ipfi_cli.core.state_fields import StateFieldError, within
     from ipfi_cli.io.run_state import StateFileError
-    from ipfi_cli.run.resume import check_state
+    from ipfi_cli.run.state_checks import check_state
 
     check_state(path, state)  # its parts, and the run's counters
     explainer = state["explainer"]

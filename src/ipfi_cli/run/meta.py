@@ -50,7 +50,7 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
                pushed: bool | None = None, counts: dict[str, Any] | None = None) -> None:
     """Write a run's ``--meta`` file (JSON, atomically) to ``path``; ``pushed``: whether the metrics
     reached ``--pushgateway`` (``None``: no push was asked for); ``counts``: what the run lost or left
-    out (``"labels"``, ``"webhook"``, ``"lost"``: see :meth:`~ipfi_cli.run.ending.RunEndMixin.lost_counts`)."""
+    out (``"labels"``, ``"webhook"``, ``"lost"``: see :meth:`~ipfi_cli.run.ending.RunEnding.lost_counts`)."""
     from ipfi_cli.io.targets import write_json
 
     s, explainer, progress = settings, parts.explainer, parts.progress

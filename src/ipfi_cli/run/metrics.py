@@ -59,7 +59,7 @@ import platform
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ipfi_cli.errors import UsageError
 from ipfi_cli.io.prometheus import Family, check_label_name
@@ -117,6 +117,33 @@ def build_families(command: str, loss: str | None, settings: Any) -> list[Family
     return families
 
 
+class SnapshotFigures(Protocol):
+    """What :meth:`StreamNumbers.of` reads of a run's snapshot (:class:`~ipfi_cli.run.observers.Snapshot`)."""
+
+    names: Sequence[str]
+    importances: Sequence[float]
+    bounds: Sequence[float]
+    rows: int
+    explained: int
+    skipped: int
+    loss_sum: float
+    model_calls: int
+    predictions: int
+
+
+class RankingReference(Protocol):
+    """``--reference`` (:class:`~ipfi_cli.run.observers.Ranking`): the importances, nDCG's k, the threshold."""
+
+    @property
+    def reference(self) -> Sequence[float]: ...
+
+    @property
+    def k(self) -> int: ...
+
+    @property
+    def threshold(self) -> float: ...
+
+
 @dataclass
 class StreamNumbers:
     """The numbers of an ``explain`` session at one moment (all read together)."""
@@ -136,26 +163,25 @@ class StreamNumbers:
     events: dict[tuple[str, str, str], int]
 
     @classmethod
-    def of(cls, snapshot: Any, session: Any, events: dict[tuple[str, str, str], int]) -> StreamNumbers:
-        """The numbers of ``snapshot`` (what the traces hold), with what the session adds: the model
-        calls, the reference ranking, the change events counted so far."""
+    def of(cls, snapshot: SnapshotFigures, events: dict[tuple[str, str, str], int],
+           ranking: RankingReference | None = None) -> StreamNumbers:
+        """The numbers of ``snapshot`` (what the traces hold, and the model calls), with the change
+        events counted so far and, with ``--reference`` (``ranking``), the ranking's nDCG@k."""
         importances = [float(v) for v in snapshot.importances]
         explained = int(snapshot.explained)
-        explainer = session.explainer
         ndcg = threshold = None
-        watch = getattr(session, "watch", None)
-        if watch is not None and watch.detector.reference is not None:
-            threshold = float(watch.detector.ndcg_threshold)
+        if ranking is not None:
+            threshold = float(ranking.threshold)
             if explained:
                 from ipfi_cli.core.ranking import ndcg_at_k
 
-                ndcg = float(ndcg_at_k(importances, watch.detector.reference, watch.detector.k))
+                ndcg = float(ndcg_at_k(importances, ranking.reference, ranking.k))
         # the explainer's running sum: mean * count can be 1 ulp below an earlier value, a counter reset
         loss_sum = float(snapshot.loss_sum) if explained else 0.0
         return cls(names=list(snapshot.names), importances=importances, bounds=[float(b) for b in snapshot.bounds],
                    loss_sum=loss_sum, explained=explained, rows_read=int(snapshot.rows) + int(snapshot.skipped),
-                   skipped=int(snapshot.skipped), model_calls=int(getattr(explainer, "n_model_calls", 0)),
-                   predictions=int(getattr(explainer, "n_predictions", 0)), last_row_time=None, ndcg=ndcg,
+                   skipped=int(snapshot.skipped), model_calls=int(snapshot.model_calls),
+                   predictions=int(snapshot.predictions), last_row_time=None, ndcg=ndcg,
                    ndcg_threshold=threshold, events=dict(events))
 
 

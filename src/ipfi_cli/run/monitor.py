@@ -1,6 +1,6 @@
 """A run in the monitoring stack: where its Prometheus metrics go, and the observers a session adds.
 
-:class:`MetricsExporter` turns the state of an ``ipfi explain`` session into Prometheus
+:class:`MetricsExporter` turns the snapshots of an ``ipfi explain`` run into Prometheus
 metrics (:func:`~ipfi_cli.run.metrics.stream_families`), served over HTTP while the stream runs
 (``--metrics-port``), written atomically to a textfile (``--metrics-textfile``, at every
 update and at the end) and pushed to a Pushgateway at the end of a finite run, replacing its group
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ipfi_cli.core.events import event_key
 from ipfi_cli.io.prometheus import Family, MetricSet
@@ -54,6 +54,10 @@ from ipfi_cli.run.webhook import (
     event_payload,
     event_text,
 )
+
+if TYPE_CHECKING:
+    from ipfi_cli.run.observers import Ranking, RunEnd, RunObserver, RunStart, Snapshot
+    from ipfi_cli.run.settings import ExplainSettings
 
 # the metric families' names (ipfi_cli.run.metrics) and the webhook's (ipfi_cli.run.webhook) stay importable from here
 __all__ = ["ALERT_NAMES", "OWN_LABELS", "MetricsExporter", "MonitorSettings", "StreamMonitor", "StreamNumbers",
@@ -91,18 +95,44 @@ class MonitorSettings:
         return self.metrics or bool(self.webhook)
 
 
-class MetricsExporter:
-    """A run observer that keeps a :class:`MetricSet` equal to the run's numbers and sends it where asked."""
+@runtime_checkable
+class ServedModel(Protocol):
+    """What the exporter reads of a served model (:class:`~ipfi_cli.models.http.HttpPredictor`)."""
 
-    def __init__(self, settings: MonitorSettings, command: str = "explain") -> None:
+    is_down: bool
+    on_down: Callable[[bool], None] | None
+
+    def stats(self) -> Any: ...
+
+    def latency(self) -> Any: ...
+
+
+@runtime_checkable
+class LabelCounts(Protocol):
+    """What the exporter reads of the late labels' join (:class:`~ipfi_cli.run.late_labels.JoinedReader`)."""
+
+    given_up: int  # rows given up waiting for their label
+    late: int  # labels that came after their row was given up
+
+
+class MetricsExporter:
+    """A run observer that keeps a :class:`MetricSet` equal to the run's numbers and sends it where asked.
+
+    It hears the run through the observer events (:class:`~ipfi_cli.run.observers.RunStart`: the loss,
+    change detection and the reference ranking; each :class:`~ipfi_cli.run.observers.Snapshot`; the
+    change events) and reads besides only what it is given: the run's settings (``run``), the served
+    model and the late labels' counts (:meth:`watch`), the webhook's notifier."""
+
+    def __init__(self, settings: MonitorSettings, run: ExplainSettings, command: str = "explain") -> None:
         self.settings = settings
+        self.run = run
         self.command = command
         self.metrics = MetricSet(settings.labels)
         self.server: Any = None
-        self.session: Any = None
         self.started = time.time()
         self._info: list[Family] = []
         self._events: dict[tuple[str, str, str], int] = {}
+        self._ranking: Ranking | None = None
         self._last_explained = -1
         self._last_row_time: float | None = None
         self._next = 0.0
@@ -110,40 +140,44 @@ class MetricsExporter:
         self._ended = self.metrics  # the last numbers with the run-end gauges (after a complete run)
         self._stream: list[Family] = []
         self._publish_lock = threading.RLock()
+        self.served: ServedModel | None = None  # a served model: its requests and outages (watch() sets it)
+        self.labels: LabelCounts | None = None  # the late labels' join (watch() sets it)
         self.notifier: WebhookNotifier | None = None  # its posts' outcomes are counted (StreamMonitor sets it)
 
-    def serve(self, session: Any) -> None:
+    def serve(self, say: Callable[..., None]) -> None:
         """Serve ``/metrics`` (``--metrics-port``) from the start: the build info until the run is set up."""
-        self.session = session
-        self._info = build_families(self.command, None, session.settings)
+        self._info = build_families(self.command, None, self.run)
         self.metrics.set(self._info)
         if self.settings.metrics_port is not None and self.server is None:
             from ipfi_cli.io.prometheus import MetricsServer
 
             self.server = MetricsServer(self.metrics, self.settings.metrics_port, self.settings.metrics_addr)
-            if self.settings.metrics_port == 0 or session.settings.verbose:
+            if self.settings.metrics_port == 0 or self.run.display.verbose:
                 addr = self.settings.metrics_addr
                 host = f"[{addr}]" if ":" in addr else addr  # an IPv6 address in a URL is in brackets
-                session.reporter.message(f"serving metrics on http://{host}:{self.server.port}/metrics", "note")
+                say(f"serving metrics on http://{host}:{self.server.port}/metrics", "note")
+
+    def watch(self, served: ServedModel | None, labels: LabelCounts | None) -> None:
+        """The run is set up: its served model (``None``: a model in this process) and its late labels' join."""
+        self.served, self.labels = served, labels
 
     # -- the observer ------------------------------------------------------------------------------
-    def on_start(self, start: Any) -> None:
+    def on_start(self, start: RunStart) -> None:
         """The run is set up: its loss is known; every change-event series starts at 0."""
-        session = self.session
-        self._info = build_families(self.command, session.plan.loss.name, session.settings)
-        watch = session.watch
-        if watch is not None:
+        self._info = build_families(self.command, start.loss, self.run)
+        self._ranking = start.ranking
+        if start.detect:
             # every series the run can count exists from the start at 0, so that an alert on
             # increase() sees the first event too (a series born at 1 has no increase)
             for name in start.names:
                 self._events[("importance", name, "up")] = self._events[("importance", name, "down")] = 0
             self._events[("loss", "", "up")] = self._events[("loss", "", "down")] = 0
-            if watch.detector.reference is not None:
+            if start.ranking is not None:
                 self._events[("ranking", "", "down")] = 0
         self._served()  # a served model's going down is published from now on
         self.metrics.set(self._info)
 
-    def on_snapshot(self, snapshot: Any) -> None:
+    def on_snapshot(self, snapshot: Snapshot) -> None:
         """The numbers as they are now, at most once per ``interval`` seconds (a few floats per feature)."""
         now = time.monotonic()
         if now < self._next:
@@ -156,7 +190,7 @@ class MetricsExporter:
             key = event_key(event)
             self._events[key] = self._events.get(key, 0) + 1
 
-    def on_end(self, end: Any) -> None:
+    def on_end(self, end: RunEnd) -> None:
         """The last numbers; after a complete run, with the run-end gauges
         (``ipfi_last_success_timestamp_seconds``, ``ipfi_duration_seconds``: the shipped rules tell an
         ended run from a stalled one by them) to the textfile and the Pushgateway; stop serving. A
@@ -178,15 +212,14 @@ class MetricsExporter:
             self.close()
 
     # -- the numbers ---------------------------------------------------------------------------------
-    def _update(self, snapshot: Any) -> None:
-        numbers = StreamNumbers.of(snapshot, self.session, self._events)
+    def _update(self, snapshot: Snapshot) -> None:
+        numbers = StreamNumbers.of(snapshot, self._events, self._ranking)
         if numbers.explained != self._last_explained:
             self._last_explained = numbers.explained
             if numbers.explained:
                 self._last_row_time = time.time()
         numbers.last_row_time = self._last_row_time
-        self._stream = stream_families(numbers, self.session.settings.delta, self.started,
-                                       self.session.settings.bounds_method)
+        self._stream = stream_families(numbers, self.run.output.delta, self.started, self.run.output.bounds_method)
         self._publish_now()
 
     def _publish_now(self) -> None:
@@ -210,18 +243,12 @@ class MetricsExporter:
         families: list[Family] = []
         if self.notifier is not None:
             families += webhook_families(self.notifier.sender.stats)
-        reader = getattr(self.session, "reader", None)
-        if reader is not None and hasattr(reader, "given_up"):  # a JoinedReader (late labels)
-            families += label_families(reader.given_up, reader.late)
+        if self.labels is not None:
+            families += label_families(self.labels.given_up, self.labels.late)
         return families
 
-    def _served(self) -> Any:
-        plan = getattr(self.session, "plan", None)
-        if plan is None:
-            return None
-        from ipfi_cli.run.setup import served_model
-
-        served = served_model(plan.loaded)
+    def _served(self) -> ServedModel | None:
+        served = self.served
         if served is not None and served.on_down is None:
             served.on_down = lambda down: self._publish_now()
         return served
@@ -252,28 +279,31 @@ def publish(settings: MonitorSettings, families: list[Family], started: float) -
 
 
 class StreamMonitor:
-    """The exporter and the notifier a session asked for (``settings.monitor``)."""
+    """The exporter and the notifier a run asked for (``run.monitor``, a :class:`MonitorSettings`)."""
 
-    def __init__(self, settings: MonitorSettings, command: str = "explain") -> None:
+    def __init__(self, run: ExplainSettings, command: str = "explain") -> None:
+        settings: MonitorSettings = run.monitor
         self.settings = settings
         self.command = command
-        self.exporter = MetricsExporter(settings, command) if settings.metrics else None
+        self.exporter = MetricsExporter(settings, run, command) if settings.metrics else None
         self.notifier: WebhookNotifier | None = None
 
-    def serve(self, session: Any) -> None:
+    def serve(self, say: Callable[..., None]) -> None:
         """Before the run is set up: ``/metrics`` answers (with the build info)."""
         if self.exporter is not None:
-            self.exporter.serve(session)
+            self.exporter.serve(say)
 
-    def observers(self, session: Any) -> list[Any]:
+    def observers(self, say: Callable[..., None], *, served: Any = None, reader: Any = None) -> list[RunObserver]:
         """The run observers: the webhook notifier, then the exporter (at the end, the notifier's queue
-        is drained first, so that the last metrics count every post's outcome)."""
-        out: list[Any] = []
+        is drained first, so that the last metrics count every post's outcome). ``served``: the served
+        model (:func:`~ipfi_cli.run.setup.served_model`); ``reader``: the input's (with ``--labels``, the
+        join whose counts are metrics)."""
+        out: list[RunObserver] = []
         if self.settings.webhook:
-            self.notifier = WebhookNotifier(self.settings, session.reporter.message, self.command)
+            self.notifier = WebhookNotifier(self.settings, say, self.command)
             out.append(self.notifier)
         if self.exporter is not None:
-            self.exporter.session = session
+            self.exporter.watch(served, reader if isinstance(reader, LabelCounts) else None)
             self.exporter.notifier = self.notifier
             out.append(self.exporter)
         return out

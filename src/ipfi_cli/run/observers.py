@@ -3,7 +3,7 @@
 A session (:class:`~ipfi_cli.run.explain.ExplainSession`) reports to a list of observers.
 Each receives, in this order:
 
-- ``on_start(start)`` once, before the first row is read (a :class:`RunStart`: title, names, seed);
+- ``on_start(start)`` once, before the first row is read (a :class:`RunStart`: title, names, seed, loss);
 - ``on_snapshot(snapshot)`` after every micro-batch once its records are written, and in between
   at most every :data:`SNAPSHOT_INTERVAL` seconds while a ``--learn`` micro-batch runs or the
   input is idle (a :class:`Snapshot`), whether or not a terminal is attached;
@@ -74,6 +74,18 @@ class Snapshot:
     key_rows: int = 0
     n_keys: int = 0
     per_key: Sequence[tuple[str, Snapshot]] = ()
+    model_calls: int = 0  # calls the explainer made to the model
+    predictions: int = 0  # rows the model predicted in those calls
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """``--reference``: the importances a run's ranking is compared with (nDCG@k), and the threshold
+    below which a ranking event is raised."""
+
+    reference: tuple[float, ...]
+    k: int
+    threshold: float
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,9 @@ class RunStart:
     method: str = "pfi"
     learning: bool = False
     source: str = ""  # the input's name
+    loss: str = ""  # the loss the importances are in
+    detect: bool = False  # change detection is on (--detect): its change events may come
+    ranking: Ranking | None = None  # --detect with --reference
 
 
 @dataclass(frozen=True)

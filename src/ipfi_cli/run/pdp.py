@@ -13,45 +13,51 @@ says how many at the end.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.errors import InputError, IpfiError, ModelCallError, RunError, ServiceError
+from ipfi_cli.run.plan import InputSpec
+from ipfi_cli.run.settings import ModelSpec, ReadSpec
 from ipfi_cli.text import quoted
 
 PDP_FIELDS = ["row", "feature", "grid", "pd"]
 
 
-@dataclass
-class PDPSettings:
-    """What ``ipfi pdp`` was asked to do."""
+@dataclass(frozen=True)
+class Curves:
+    """The Estimator panel: which features' curves, over which grid, smoothed how."""
 
-    model: str
-    features: list[str]
-    input: str | None = None
-    trust: list[str] | None = None
-    format: str | None = None
-    na_values: list[str] | None = None
-    no_default_na: bool = False
-    delimiter: str | None = None
-    decimal: str | None = None  # --decimal: the CSV numbers' decimal mark ("." when None)
-    text: list[str] | None = None  # CSV columns read as text (--text)
-    skip_initial_space: bool = False  # CSV: spaces after a separator are not the field's (--skip-initial-space)
-    target: str | None = None  # a column to leave out of the model's inputs (the curves need no label)
-    drop: list[str] | None = None  # more columns a model without named inputs does not take
-    target_class: Any = None
+    features: Sequence[str]
+    target_class: Any = None  # --class: a classifier's curve is this class's probability
     grid_size: int = 10
-    grid: dict[str, list[float]] | None = None  # fixed grids (--grid), the others follow the quantiles
-    alpha: float = 0.001
+    grid: Mapping[str, list[float]] | None = None  # fixed grids (--grid), the others follow the quantiles
+    alpha: float = DEFAULT_ALPHA
     smoothing: str = "exponential"
-    warm_up: int = 20
-    every: int = 1000
-    batch_size: int = 1000
-    on_bad_row: str = "fail"  # or "skip", as explain's --on-bad-row
+    warm_up: int = 20  # rows that only set the grid
 
 
-def _row_values(row: Any, columns: list[str], features: list[str], source: str) -> list[Any]:
+@dataclass(frozen=True)
+class PDPSettings:
+    """What ``ipfi pdp`` was asked to do, one value per help panel.
+
+    >>> settings = PDPSettings(ModelSpec("model.joblib"), InputSpec("rows.csv"), Curves(["age"], grid_size=5))
+    >>> settings.curves.grid_size, settings.every, settings.reading.on_bad_row
+    (5, 1000, 'fail')
+    """
+
+    model: ModelSpec  # its path and --trust
+    inputs: InputSpec
+    curves: Curves
+    target: str | None = None  # a column to leave out of the model's inputs (the curves need no label)
+    drop: Sequence[str] | None = None  # more columns a model without named inputs does not take
+    every: int = 1000  # the curves every this many rows (and after the last)
+    reading: ReadSpec = field(default_factory=ReadSpec)
+
+
+def _row_values(row: Any, columns: list[str], features: Sequence[str], source: str) -> list[Any]:
     """The row's model inputs: numbers as floats; a tracked feature's value a number (missing: NaN,
     left out of its grid as scikit-learn's ``partial_dependence`` does; the curve replaces it), any
     other column's text or missing value as read, for a model whose own pipeline encodes or imputes it
@@ -98,7 +104,7 @@ def _block(values: list[list[Any]]) -> Any:
 
 def _class(predictor: Any, settings: PDPSettings) -> Any:
     """The class whose probability the curve shows, as the model names it; ``None`` for a regressor."""
-    wanted = settings.target_class
+    wanted = settings.curves.target_class
     if wanted is None:
         if predictor.is_classifier:
             raise RunError("the model is a classifier: give --class LABEL (the curves show that class's probability)"
@@ -130,22 +136,19 @@ def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | 
     """
     from ipfi_cli.core.pdp import IPDPEstimator
     from ipfi_cli.models.loading import load_predictor
-    from ipfi_cli.run.plan import InputSpec
     from ipfi_cli.run.setup import check_readable, model_columns
 
     s = settings
-    loaded = load_predictor(s.model, trust=s.trust)
+    loaded = load_predictor(s.model.path, trust=s.model.trust)
     if say is not None:
         for line in loaded.warnings:
             say(line, "warning")
-    reader = InputSpec(path=s.input, format=s.format, na_values=s.na_values, no_default_na=s.no_default_na,
-                       delimiter=s.delimiter, decimal=s.decimal, text=s.text,
-                       skip_initial_space=s.skip_initial_space).open()
+    reader = s.inputs.open()
     try:
         source = reader.name
         if not reader.columns:  # no row gave columns: there is none, or only bad ones
             bad = [row.error for row in reader if row.error is not None]
-            if bad and s.on_bad_row == "fail":
+            if bad and s.reading.on_bad_row == "fail":
                 raise bad[0]
             raise RunError(f"{source}: no curve point: " + (f"all {len(bad):,} row(s) were bad; the first: {bad[0]}"
                                                              if bad else "the input has no rows"))
@@ -156,12 +159,15 @@ def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | 
             for note in notes:
                 say(note, "note")
         check_readable(reader, [*columns, s.target])
-        missing = [f for f in s.features if f not in columns]
+        missing = [f for f in s.curves.features if f not in columns]
         if missing:
             raise RunError(f"{source}: --feature {', '.join(missing)} is not among the model's inputs "
                            f"({', '.join(columns)})")
-        pdp = IPDPEstimator(loaded.predictor, columns, s.features, grid_size=s.grid_size, grid=s.grid, alpha=s.alpha,
-                             smoothing=s.smoothing, warm_up=s.warm_up, target_class=_class(loaded.predictor, s))
+        curves = s.curves
+        pdp = IPDPEstimator(loaded.predictor, columns, list(curves.features), grid_size=curves.grid_size,
+                            grid=None if curves.grid is None else dict(curves.grid), alpha=curves.alpha,
+                            smoothing=curves.smoothing, warm_up=curves.warm_up,
+                            target_class=_class(loaded.predictor, s))
     except BaseException:
         reader.close()
         raise
@@ -175,20 +181,20 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
 
     source = reader.name
     checker = RowChecker(source=source, target=s.target or "", columns=columns, to_label=lambda label: None,
-                         check_columns=False, learn=False, on_bad_row=s.on_bad_row)
+                         check_columns=False, learn=False, on_bad_row=s.reading.on_bad_row)
     last: tuple[int, Any, Any] | None = None  # the last row folded in: its number, grids and curves
     stop: tuple[InputError, BaseException | None] | None = None  # the bad row to stop at, and its cause
     try:
-        for batch in reader.batches(s.batch_size):
+        for batch in reader.batches(s.reading.batch_size):
             rows, bad = checker.check(batch)
             if bad is not None:
                 stop = (bad, None)
             good, values = [], []
             for row in rows:
                 try:
-                    values.append(_row_values(row, columns, s.features, source))
+                    values.append(_row_values(row, columns, s.curves.features, source))
                 except InputError as error:
-                    if s.on_bad_row == "fail":
+                    if s.reading.on_bad_row == "fail":
                         stop = (error, None)
                         break
                     checker.skip(error)
@@ -214,7 +220,7 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
                     last = (good[done - 1].number, grids[done - 1], curves[done - 1])
                 if failure is None:
                     break
-                if s.on_bad_row == "fail":
+                if s.reading.on_bad_row == "fail":
                     stop = (failure, cause)
                     break
                 checker.skip(failure)
@@ -222,7 +228,7 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
             if stop is not None:
                 break
         if last is not None and last[0] % s.every != 0 and pdp.n_explained:  # the last row's curves
-            yield from _records(last[0], s.features, last[1], last[2])
+            yield from _records(last[0], s.curves.features, last[1], last[2])
         if stop is not None:
             stopped, stopped_by = stop
             if stopped_by is not None:
@@ -232,11 +238,11 @@ def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
             seen = f"the input has {pdp.n_seen} row(s)" + (f" ({checker.skipped:,} bad ones skipped besides)"
                                                             if checker.skipped else "")
             raise RunError(f"{source}: no curve point: " + (
-                f"{seen}, the warm-up takes {s.warm_up}" if pdp.n_seen
+                f"{seen}, the warm-up takes {s.curves.warm_up}" if pdp.n_seen
                 else checker.all_bad() if checker.skipped else "the input has no rows"))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the curves after the last whole batch, as at the end
         if last is not None and last[0] % s.every != 0 and pdp.n_explained:
-            yield from _records(last[0], s.features, last[1], last[2])
+            yield from _records(last[0], s.curves.features, last[1], last[2])
         raise Interrupted(last[0] if last is not None else 0) from None
     finally:
         reader.close()
@@ -256,8 +262,8 @@ class Interrupted(KeyboardInterrupt):
 def _due(s: PDPSettings, rows: list[Any], curves: Any, grids: Any, n_seen: int) -> Iterator[dict[str, Any]]:
     """The records due after ``rows``, the last ``len(rows)`` of the ``n_seen`` rows folded in."""
     for i, row in enumerate(rows):
-        if row.number % s.every == 0 and n_seen - len(rows) + i + 1 > s.warm_up:
-            yield from _records(row.number, s.features, grids[i], curves[i])
+        if row.number % s.every == 0 and n_seen - len(rows) + i + 1 > s.curves.warm_up:
+            yield from _records(row.number, s.curves.features, grids[i], curves[i])
 
 
 def _failing_row(pdp: Any, good: list[Any], values: Any, columns: list[str], source: str,
@@ -280,7 +286,7 @@ def _failing_row(pdp: Any, good: list[Any], values: Any, columns: list[str], sou
     return None
 
 
-def _records(number: int, features: list[str], grids: Any, curves: Any) -> Iterator[dict[str, Any]]:
+def _records(number: int, features: Sequence[str], grids: Any, curves: Any) -> Iterator[dict[str, Any]]:
     for f, name in enumerate(features):
         for grid, value in zip(grids[f].tolist(), curves[f].tolist()):
             yield {"row": number, "feature": name, "grid": grid, "pd": value}

@@ -24,8 +24,8 @@ from typing import IO, Any, Protocol
 
 from ipfi_cli.run.observers import ENDED, RunEnd, RunStart, Snapshot
 
-__all__ = ["ENDED", "PROG", "RECENT_ROWS", "PlainReporter", "RateMeter", "RecentLoss", "Reporter", "RunEnd", "RunStart",
-           "Snapshot"]
+__all__ = ["ENDED", "PROG", "RECENT_ROWS", "PlainReporter", "RateMeter", "RecentLoss", "Reporter", "RunClock", "RunEnd",
+           "RunStart", "Snapshot"]
 
 PROG = "ipfi"
 
@@ -133,6 +133,21 @@ class RateMeter:
         rate = (rows - rows0) / (now - t0)
         self.rate = rate if self.rate != self.rate else 0.5 * self.rate + 0.5 * rate
         self._mark = (now, rows)
+
+
+class RunClock:
+    """A run's times: when it started (wall clock, ``--meta``'s), when its first row came (the elapsed
+    time is counted from it), its rate, and when the next snapshot is due."""
+
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.first_row: float | None = None  # time.monotonic() at the first micro-batch of rows
+        self.meter = RateMeter()
+        self.next_snapshot = 0.0  # time.monotonic() from which a snapshot is due
+
+    def elapsed(self) -> float:
+        """Seconds since the first row (0 before it)."""
+        return time.monotonic() - self.first_row if self.first_row is not None else 0.0
 
 
 class RecentLoss:

@@ -53,6 +53,7 @@ class ModelSpec:
     http: HttpOptions | None = None  # a served model (--model-url); --meta gets it without header values
     learn: bool = False  # --learn: explain each row, then learn it
     save_model: str | None = None  # --save-model: with learn, where the learned model goes at the end
+    instance: Any = None  # a model object (explain_stream), used instead of loading ``path``
 
 
 @dataclass(frozen=True)
@@ -159,20 +160,6 @@ class ExplainSettings:
     #: the command's options as ``--config`` tables (ipfi_cli.cli.config; the seed None when drawn): --meta's "config"
     config: dict[str, dict[str, Any]] | None = None
 
-    # the three flat names ipfi_cli.run.monitor reads through ``session.settings`` (typed Any there), kept
-    # while that module changes on another branch (issue 38); the grouped attributes are the ones to use
-    @property
-    def verbose(self) -> bool:
-        return self.display.verbose
-
-    @property
-    def delta(self) -> float:
-        return self.output.delta
-
-    @property
-    def bounds_method(self) -> str:
-        return self.output.bounds_method
-
     def flat(self) -> dict[str, Any]:
         """The settings under the one flat name per option that ``--meta``'s ``"settings"`` has
         always had (``http``, ``watch``, ``monitor`` as plain data; ``config`` apart)."""
@@ -254,3 +241,4 @@ class RunParts:
     watch: ChangeWatch | None = None  # change detection, with --detect
     writer: Any = None  # the trace writer
     events_file: EventsFile | None = None  # --events
+    reader: Any = None  # the input's reader (with --labels, the join that counts the late labels)

@@ -14,6 +14,7 @@ stops the run as unexpected, after the records already written, and is never ski
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -46,9 +47,33 @@ class RowSteps:
         self.columns = plan.columns
         self.output = plan.loss.output
         self.source = plan.source
+        self.loss, self.labels = plan.loss, plan.labels
+        self._mismatch_checked = False  # the labels were checked against the model's outputs
         self.failure: IpfiError | None = None  # a row the model failed on (on_bad_row "fail")
         self.reference: tuple[dict[str, Any], Any] | None = None  # a row the model took, and its label
         self.recent = RecentLoss()  # a learning model's loss on its last explained rows (the live view's)
+
+    def check_labels(self, say: Callable[..., None]) -> None:
+        """Once enough rows are explained: a zero-one loss of 1 on every one of them means the
+        labels and the model's outputs are probably of different kinds; say so (once)."""
+        from ipfi_cli.run.labels import MISMATCH_ROWS, mismatch_example
+
+        explainer, learn = self.parts.explainer, self.settings.model.learn
+        needed = MISMATCH_ROWS * (8 if learn else 1)  # a learning model starts out wrong
+        if self._mismatch_checked or explainer.n_explained < needed:
+            return
+        self._mismatch_checked = True
+        if self.loss.name == "zero-one" and explainer.mean_loss == 1.0:
+            example = mismatch_example(self.predictor, self.columns, self.reference)
+            say(f"every one of the first {explainer.n_explained:,} explained rows has a wrong prediction (loss 1): "
+                f"the labels probably do not match the model's outputs{example}; check --target and the "
+                "label values", "warning")
+        n_classes = len(self.labels.classes or [])
+        if self.loss.name == "log" and n_classes >= 2 and not learn and explainer.mean_loss > 3 * math.log(n_classes):
+            say(f"the model's mean log loss over the first {explainer.n_explained:,} explained rows is "
+                f"{explainer.mean_loss:.2f}, more than three times a uniform guess's (ln {n_classes} = "
+                f"{math.log(n_classes):.2f}): the labels may not match its probability columns (for a served "
+                "model, check that --classes lists the classes in the order of its outputs)", "warning")
 
     def explain(self, good: list[GoodRow]) -> None:
         """Explain (and with ``learn``, then learn) the good rows of one micro-batch."""
@@ -188,7 +213,7 @@ class RowSteps:
 
     def _bad_model_row(self, row: GoodRow, error: BaseException) -> None:
         """The model cannot take ``row``: name it (and its column); skip it or stop after the rows before it."""
-        from ipfi_cli.core.incremental import NeedsNumbersError
+        from ipfi_cli.core.row_values import NeedsNumbersError
         from ipfi_cli.run.failures import failing_column, failure_message
 
         text_column = error.column if isinstance(error, NeedsNumbersError) else None
