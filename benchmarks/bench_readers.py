@@ -23,6 +23,10 @@ rows (9 numbers and a 0/1 label) read as micro-batches of 1,000 with bulk blocks
 (``reader.batches(1000, blocks=True)``, the number columns' float arrays and the label column
 taken from each block, as the run takes them), as CSV and as JSONL, with pyarrow loaded as
 pandas loads it. Run it against two checkouts to compare (``PYTHONPATH=OTHER/src``).
+Measured (2 cores shared with four other workers, 100,000 rows, 5 rounds, medians, two runs
+each, old and new alternating): CSV 1.87-1.90 -> 0.75-0.76 us/row (bytes parsed by pyarrow in
+spans of up to 8,192 lines, instead of a Python string per line joined again per block), JSONL
+5.23-5.41 -> 2.58-2.80 us/row (objects with the same keys taken in bulk; before: row by row).
 """
 
 from __future__ import annotations
