@@ -18,11 +18,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from ipfi_cli.errors import InputError
-from ipfi_cli.io import sources
+from ipfi_cli.io import blocks
+from ipfi_cli.io import lines as line_buffer
 from ipfi_cli.io.readers import RowReader
 from ipfi_cli.io.values import DEFAULT_NA_VALUES, parse_value
 
@@ -55,13 +57,30 @@ class Chunked(io.RawIOBase):
         raise OSError("no descriptor")
 
 
+@pytest.fixture(scope="module", params=["rows", "blocks"], autouse=True)
+def reading(request):
+    """Every test reads each input twice over: row by row, and in micro-batches of 2 with CSV lines
+    parsed in bulk where they allow it (pyarrow's split even for a few lines, when installed): the
+    oracle holds for both."""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "blocks":
+            patch.setattr(blocks, "_ARROW_MIN_ROWS", 1)
+        READING[0] = request.param
+        yield request.param
+        READING[0] = "rows"
+
+
+READING = ["rows"]
+
+
 def read_all(data: bytes, sizes: list[int] | None = None, format: str | None = None) -> tuple[Any, list[Any]]:
     """``(columns, rows)`` with rows as ``(number, line, values | error)``; or ``(InputError, [])``."""
     stream = Chunked(data, sizes) if sizes is not None else io.BytesIO(data)
     reader = RowReader(stream, name="in", format=format, delimiter=",")  # sniffing: tests/io
     try:
         columns = reader.columns
-        rows = [(r.number, r.line, r.values if r.error is None else r.error) for r in reader]
+        read = reader if READING[0] == "rows" else (row for part in reader.batches(2, blocks=True) for row in part)
+        rows = [(r.number, r.line, r.values if r.error is None else r.error) for r in read]
     except InputError as error:
         return error, []
     return columns, rows
@@ -417,7 +436,7 @@ def test_bom_split_across_reads_is_still_removed(n_rows, sizes):
 
 
 def test_a_line_without_end_is_refused_beyond_the_cap(monkeypatch):
-    monkeypatch.setattr(sources, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(line_buffer, "MAX_LINE_BYTES", 1000)
     columns, rows = read_all(b"a,b\n1,2\n" + b"9" * 5000)
     assert columns == ["a", "b"] and len(rows) == 2 and rows[0][2] == {"a": 1, "b": 2}
     assert isinstance(rows[1][2], InputError) and "longer than" in str(rows[1][2])

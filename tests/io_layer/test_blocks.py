@@ -7,6 +7,7 @@ agree with it on every input, taking the lines itself only where they hold nothi
 from __future__ import annotations
 
 import io
+import json
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from ipfi_cli.io import blocks
 from ipfi_cli.io.blocks import RowBlock, parse_block
 from ipfi_cli.io.readers import RowReader
-from ipfi_cli.io.values import DEFAULT_NA_VALUES, na_tokens
+from ipfi_cli.io.values import DEFAULT_NA_VALUES, Nested, na_tokens
 
 ORIGINAL_ARROW_FLOATS = blocks._arrow_floats
 
@@ -28,6 +29,8 @@ def _key(value):
         return ("nan",)
     if isinstance(value, float) and value == 0:
         return (float, math.copysign(1.0, value))
+    if isinstance(value, Nested):  # a JSON object or array, compared by its text
+        return ("Nested", str(value))
     return (type(value).__name__, value)
 
 
@@ -183,7 +186,8 @@ def test_parse_block_refuses_what_needs_the_row_reader():
     names, kinds, convert = ["a", "b"], [1, 1], [None, None]
 
     def parse(*lines):
-        return parse_block(list(lines), names, kinds, convert, ",", DEFAULT_NA_VALUES, first_number=1, first_line=2)
+        return parse_block("".join(lines).encode(), len(lines), names, kinds, convert, ",", DEFAULT_NA_VALUES,
+                           first_number=1, first_line=2)
 
     assert isinstance(parse("1,2\n", "3,4\n"), RowBlock)
     for odd in ('"1",2\n', "1,2\r3\n", "1\n", "1,2,3\n", "\n", "1,inf\n", "1,1e400\n", "1,-0\n", "1,NA\n", "1,1_0\n",
@@ -227,3 +231,192 @@ def test_long_blocks_with_text_columns_and_missing_fields_at_each_delimiter(deli
     data = (delimiter.join(["id", "x", "label", "y"]) + "\n" + "\n".join(lines) + "\n").encode()
     kinds = _same(data, batch=100, delimiter=delimiter)
     assert kinds.count("RowBlock") >= 3
+
+
+def test_lines_waiting_in_a_file_are_parsed_a_span_at_a_time(monkeypatch):
+    """Once the kinds are known, the lines available are parsed by pyarrow a span of up to
+    SPAN_ROWS lines per call (its fixed cost is about 0.3 ms a call) and handed out a micro-batch at
+    a time; the first micro-batch's rows after the first come from that span too."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    calls = []
+    original = blocks._parse_with_arrow
+
+    def counted(data, n_lines, *args, **kwargs):
+        calls.append(n_lines)
+        return original(data, n_lines, *args, **kwargs)
+
+    monkeypatch.setattr(blocks, "_parse_with_arrow", counted)
+    rng = np.random.default_rng(5)
+    lines = [f"{x!r},{k},{'ab'[k % 2]}" for x, k in zip(rng.normal(size=5000).tolist(),
+                                                       rng.integers(0, 9, 5000).tolist())]
+    data = ("x,k,label\n" + "\n".join(lines) + "\n").encode()
+    reader = RowReader(io.BytesIO(data), name="t.csv")
+    sizes = [(type(part).__name__, len(part)) for part in reader.batches(100, blocks=True)]
+    assert calls == [4999]  # one call: every line after the first, which fixes the kinds
+    assert sizes == [("list", 100)] + [("RowBlock", 100)] * 49
+    _same(data, batch=100)
+
+
+def test_tokens_of_a_span_are_counted_only_as_its_rows_are_handed_out():
+    """A text column's '?' (read as missing, and counted for the note) is counted when its row is
+    handed out, not when the span ahead of it is parsed: a run that stops early says the row reader's count."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    data = ("a,b\n" + "".join(f"{i},{'?' if i % 7 == 0 else 'x'}\n" for i in range(2000))).encode()
+    for taken in (1, 3, 7):
+        by_rows = RowReader(io.BytesIO(data), name="t.csv")
+        in_blocks = RowReader(io.BytesIO(data), name="t.csv")
+        parts = in_blocks.batches(100, blocks=True)
+        rows = sum(len(next(parts)) for _ in range(taken))
+        assert rows == 100 * taken
+        for _ in zip(range(rows), by_rows):
+            pass
+        assert in_blocks.noted_missing == by_rows.noted_missing
+        assert in_blocks.noted_missing["b"]["?"] == len(range(0, rows, 7))
+
+
+def test_a_pipe_s_lines_are_parsed_as_they_arrive_never_waiting_for_more(tmp_path):
+    """Through a real pipe, the lines already written are handed out (in bulk) while the writer
+    waits for them to be read: nothing holds a slow stream back."""
+    import os
+    import threading
+
+    read_fd, write_fd = os.pipe()
+    first = ("x,y\n" + "".join(f"{i},{i / 4}\n" for i in range(3000))).encode()
+    got_them = threading.Event()
+
+    def writer():
+        with os.fdopen(write_fd, "wb") as out:
+            out.write(first)
+            out.flush()
+            assert got_them.wait(10), "the reader waited for more lines than were written"
+            out.write(b"3000,0.5\n")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen, kinds = 0, []
+    try:
+        for part in RowReader(read_fd, name="pipe").batches(1000, blocks=True):
+            seen += len(part)
+            kinds.append(type(part).__name__)
+            if seen == 3000:
+                got_them.set()
+    finally:
+        got_them.set()
+        thread.join()
+    assert seen == 3001 and "RowBlock" in kinds
+
+
+JSON_VALUES = st.one_of(st.integers(-5, 5), st.floats(-1e6, 1e6, allow_nan=False), st.none(),
+                        st.sampled_from([2**70, 10**308, 10**400, 1.5e308, -0.0, True, "x", "?", " ? ", "NA", "",
+                                         "  ", "07", [1], {"k": 1}]))
+
+
+@st.composite
+def jsonl_text(draw):
+    keys = ["a", "b", "c"][:draw(st.integers(1, 3))]
+    lines = []
+    for _ in range(draw(st.integers(1, 30))):
+        kind = draw(st.integers(0, 40))
+        obj = {k: draw(st.one_of(JSON_VALUES, st.integers(0, 9), st.sampled_from(["u", "v"]))) for k in keys}
+        if kind == 0:
+            lines.append("")  # blank line
+        elif kind == 1:
+            lines.append("{not json")
+        elif kind == 2:
+            lines.append(json.dumps(dict(reversed(list(obj.items())))))  # the keys in another order
+        elif kind == 3:
+            lines.append(json.dumps(obj)[:-1] + ', "a": 1}')  # a key given twice
+        elif kind == 4:
+            lines.append(json.dumps({**obj, "z": 1}))  # a key the first row lacks
+        elif kind == 5:
+            lines.append(json.dumps(obj).replace('":', '" :'))
+        else:
+            lines.append(json.dumps(obj))
+    ending = draw(st.sampled_from(["\n", "\r\n"]))
+    return (ending.join(lines) + draw(st.sampled_from(["", ending]))).encode()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jsonl_text(), st.integers(1, 6))
+def test_jsonl_blocks_agree_with_the_row_reader_on_any_input(data, batch):
+    """JSONL objects read in bulk (same keys in the same order, each value of its key's kind) give the
+    row reader's rows, values, kinds, tokens and errors; anything else is left to it."""
+    def rows(blocks: bool):
+        reader = RowReader(io.BytesIO(data), name="t.jsonl", format="jsonl")
+        out = []
+        for part in reader.batches(batch, blocks=blocks):
+            if isinstance(part, RowBlock):
+                for name, values in part.floats.items():
+                    expected = np.array([float(row.values[name]) for row in part], dtype=np.float64)
+                    assert values.tobytes() == expected.tobytes(), name
+            out += [(row.number, row.line, None if row.values is None else
+                     [(k, _key(v)) for k, v in row.values.items()], None if row.error is None else str(row.error))
+                    for row in part]
+        return out, reader.noted_missing, reader.column_kinds()
+
+    assert rows(True) == rows(False)
+
+
+def test_a_regular_jsonl_file_is_read_in_blocks():
+    rng = np.random.default_rng(2)
+    pairs = zip(rng.normal(size=400).tolist(), rng.integers(0, 9, 400).tolist())
+    lines = [json.dumps({"x": float(x), "n": int(k), "label": "yes" if k % 2 else "no",
+                         "note": None if k == 3 else "?" if k < 5 else "a"}) for x, k in pairs]
+    data = ("\n".join(lines) + "\n").encode()
+    reader = RowReader(io.BytesIO(data), name="t.jsonl")
+    parts = list(reader.batches(50, blocks=True))
+    assert [type(p).__name__ for p in parts] == ["list"] + ["RowBlock"] * 7
+    assert reader.noted_missing["note"]["?"] == sum(1 for line in lines if '"?"' in line)
+
+
+def _arrow_lines(monkeypatch) -> list[int]:
+    """The number of lines of each call to pyarrow's split, as they happen."""
+    calls: list[int] = []
+    original = blocks._parse_with_arrow
+
+    def counted(data, n_lines, *args, **kwargs):
+        calls.append(n_lines)
+        return original(data, n_lines, *args, **kwargs)
+
+    monkeypatch.setattr(blocks, "_parse_with_arrow", counted)
+    return calls
+
+
+def test_an_odd_row_ahead_does_not_have_every_span_parsed_again(monkeypatch):
+    """A span that needs the row reader somewhere is parsed again a micro-batch at a time up to its
+    end, not tried whole again at every micro-batch before the odd row: the lines parsed stay in
+    proportion to the file."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    calls = _arrow_lines(monkeypatch)
+    lines = [f"{i},{i}.5" for i in range(20_000)]
+    lines[6000] = "6000,NA"  # a token the bulk parser leaves to the row reader
+    data = ("a,b\n" + "\n".join(lines) + "\n").encode()
+    kinds = _same(data, batch=100)
+    assert kinds.count("RowBlock") >= 190
+    assert sum(calls) < 3 * len(lines)
+
+
+def test_spans_of_long_lines_are_cut_at_a_few_megabytes(monkeypatch):
+    """Memory: a span holds up to SPAN_BYTES of lines (but never fewer lines than a micro-batch)."""
+    pytest.importorskip("pyarrow")
+    import pyarrow  # noqa: F401 - loaded, so blocks may use it
+
+    from ipfi_cli.io import batching
+
+    monkeypatch.setattr(batching, "SPAN_BYTES", 1 << 18)
+    calls = _arrow_lines(monkeypatch)
+    width = 100
+    lines = [",".join(f"{(i * width + j) % 997}.25" for j in range(width)) for i in range(3000)]
+    data = (",".join(f"c{j}" for j in range(width)) + "\n" + "\n".join(lines) + "\n").encode()
+    line_bytes = len(lines[0]) + 1
+    _same(data, batch=50)
+    assert len(calls) >= 5 and max(calls) * line_bytes <= batching.SPAN_BYTES + line_bytes
+    calls.clear()
+    _same(data, batch=1000)  # a micro-batch longer than SPAN_BYTES: its lines in one call
+    assert max(calls) >= 1000 - 1

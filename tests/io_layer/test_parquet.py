@@ -13,7 +13,8 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from ipfi_cli.errors import InputError, UsageError  # noqa: E402
-from ipfi_cli.io.parquet import ParquetRowReader, is_parquet_input  # noqa: E402
+from ipfi_cli.io.parquet import ParquetRowReader  # noqa: E402
+from ipfi_cli.io.parquet_files import is_parquet_input  # noqa: E402
 from ipfi_cli.io.readers import RowReader, open_rows  # noqa: E402
 
 

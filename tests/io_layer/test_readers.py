@@ -11,17 +11,39 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ipfi_cli.errors import InputError
+from ipfi_cli.io import blocks
 from ipfi_cli.io.readers import RowReader, open_rows
 from ipfi_cli.io.values import MISSING, detect_format, parse_value
 
 
+def pytest_generate_tests(metafunc):
+    """The tests that read through :func:`read` run twice: row by row, and in micro-batches of 2
+    with CSV lines parsed in bulk where they allow it (pyarrow's split even for a few lines)."""
+    if "read" in metafunc.function.__code__.co_names:
+        metafunc.parametrize("reading", ["rows", "blocks"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def reading(request, monkeypatch):
+    path = getattr(request, "param", "rows")
+    if path == "blocks":
+        monkeypatch.setattr(blocks, "_ARROW_MIN_ROWS", 1)
+    monkeypatch.setitem(READING, "path", path)
+    return path
+
+
+READING = {"path": "rows"}
+
+
 def read(data: bytes, **kw):
     reader = RowReader(io.BytesIO(data), name="t.csv", **kw)
-    return reader, list(reader)
+    if READING["path"] == "rows":
+        return reader, list(reader)
+    return reader, [row for part in reader.batches(2, blocks=True) for row in part]
 
 
 def good(rows):
@@ -119,7 +141,7 @@ def test_a_header_field_without_a_name_is_named_as_pandas_names_it():
     assert next(iter(reader)).values == {"Unnamed: 0": 0, "a": 1, "Unnamed: 2": 2, "b": 3}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(st.text(alphabet='ab ,"\n\r', min_size=1, max_size=6), min_size=3, max_size=3),
                 min_size=1, max_size=8))
 def test_csv_round_trip_of_quoted_text(table):
@@ -357,7 +379,7 @@ def test_a_named_pipe_is_read_from_its_first_byte(tmp_path):
     """A named pipe (or bash's `<(command)`, a /dev/fd path) is not sniffed for Parquet's magic bytes:
     reading them would take the header's first 4 bytes (the header came out as `Unnamed: 0, 13, ...`),
     and a second open blocks once the writer has gone."""
-    from ipfi_cli.io.parquet import is_parquet_input
+    from ipfi_cli.io.parquet_files import is_parquet_input
 
     fifo = tmp_path / "rows.fifo"
     os.mkfifo(fifo)

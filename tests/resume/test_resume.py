@@ -14,7 +14,8 @@ import pytest
 
 from ipfi_cli.errors import StateError
 from ipfi_cli.io import run_state
-from ipfi_cli.io.run_state import MAGIC, TrackedOutput, load_state, reopen_traces, save_state
+from ipfi_cli.io.run_state import MAGIC, load_state, save_state
+from ipfi_cli.io.trace_output import TrackedOutput, reopen_traces
 
 from .conftest import head
 

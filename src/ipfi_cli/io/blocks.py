@@ -18,7 +18,7 @@ A :class:`RowBlock` is a sequence of :class:`~ipfi_cli.io.values.Row`: code that
 nothing of blocks iterates it and gets the row reader's rows; code that does uses
 :attr:`RowBlock.floats` (the numeric columns as float64 arrays) and :meth:`RowBlock.column`.
 
->>> block = parse_block(["1,x,2.5\\n", "3,y,\\n"], ["a", "b", "c"], [1, 2, 1],
+>>> block = parse_block(b"1,x,2.5\\n3,y,\\n", 2, ["a", "b", "c"], [1, 2, 1],
 ...                     [None, str, None], ",", frozenset({""}), first_number=1, first_line=2)
 >>> block.floats["c"].tolist(), block.column("b")
 ([2.5, nan], ['x', 'y'])
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ipfi_cli.io.values import NUMBER, Row
+from ipfi_cli.io.values import NOT_PANDAS_NA, NUMBER, Row
 
 #: characters a plain decimal number field is made of (one field per line of the scanned text)
 _NOT_PLAIN = re.compile(r"[^0-9.eE+\-\n]")
@@ -53,14 +53,17 @@ class RowBlock:
     (missing: NaN). Rows are numbered ``first_number, first_number + 1, ...`` and start on
     lines ``first_line, first_line + 1, ...`` (a block has no blank or multi-line rows;
     Parquet has no lines: ``None``). ``number_of`` turns a number column's field into the
-    row's value (CSV: its text's parser; Parquet: the value itself).
+    row's value (CSV: its text's parser; Parquet: the value itself). ``converters[i]`` turns a
+    text column's field, given as a pyarrow array of texts, into its value when the block is
+    taken (:meth:`convert_texts`), so a token it counts is counted then.
     """
 
-    def __init__(self, names: Sequence[str], fields: list[list[Any]], floats: dict[str, np.ndarray],
+    def __init__(self, names: Sequence[str], fields: list[Any], floats: dict[str, np.ndarray],
                  number_of: Callable[[Any], Any], kinds: Sequence[int], first_number: int,
-                 first_line: int | None) -> None:
+                 first_line: int | None, converters: Sequence[Callable[[str], Any] | None] | None = None) -> None:
         self.names = list(names)
         self._fields = fields
+        self._converters = converters
         self.floats = floats
         self._number_of = number_of
         self._kinds = list(kinds)
@@ -72,11 +75,24 @@ class RowBlock:
         return len(self._fields[0]) if self._fields else 0
 
     def _field(self, i: int) -> list[Any]:
-        """Column ``i``'s fields as a list (a pyarrow array of texts is converted once)."""
+        """Column ``i``'s fields as a list (texts not converted yet are converted once)."""
         fields = self._fields[i]
-        if not isinstance(fields, list):
-            fields = self._fields[i] = fields.to_pylist()
-        return fields
+        if isinstance(fields, list):
+            return fields
+        # texts as a tuple (Python's split) or a pyarrow array
+        convert = self._converters[i] if self._converters is not None else None
+        texts: list[Any] = list(fields) if isinstance(fields, tuple) else fields.to_pylist()
+        if convert is not None and self._kinds[i] != NUMBER:
+            texts = _converted(texts, convert)
+        self._fields[i] = texts
+        return texts
+
+    def convert_texts(self) -> RowBlock:
+        """Convert the text columns' fields now (the block is taken: their tokens are counted)."""
+        for i, kind in enumerate(self._kinds):
+            if kind != NUMBER:
+                self._field(i)
+        return self
 
     @property
     def numbers(self) -> range:
@@ -114,7 +130,7 @@ class RowBlock:
         return RowBlock(self.names, [f[begin:end] for f in self._fields],
                         {name: values[begin:end] for name, values in self.floats.items()}, self._number_of,
                         self._kinds, self.first_number + begin,
-                        None if self.first_line is None else self.first_line + begin)
+                        None if self.first_line is None else self.first_line + begin, self._converters)
 
     @staticmethod
     def join(blocks: Sequence[RowBlock]) -> RowBlock | None:
@@ -180,43 +196,55 @@ def _floats(texts: list[str], empty_is_missing: bool, number_tokens: frozenset[s
     return values
 
 
-def parse_block(lines: Sequence[str], names: Sequence[str], kinds: Sequence[int],
+def parse_block(data: bytes, n_lines: int, names: Sequence[str], kinds: Sequence[int],
                 text_converters: Sequence[Callable[[str], Any] | None], delimiter: str,
                 na_values: frozenset[str], *, first_number: int, first_line: int,
-                number_of: Callable[[str], Any] | None = None, number_tokens: frozenset[str] = frozenset()
-                ) -> RowBlock | None:
-    """``lines`` (with their line ends) as a :class:`RowBlock`, or ``None`` if any of them needs
-    the row reader (see the module docstring). Text columns go through ``text_converters[i]``
-    only when the block is taken (they count missing-value tokens as they go).
+                number_of: Callable[[str], Any] | None = None, number_tokens: frozenset[str] = frozenset(),
+                convert: bool = True) -> RowBlock | None:
+    """``n_lines`` complete lines, as the input's bytes (the last line may lack its line end), as a
+    :class:`RowBlock`, or ``None`` if any of them needs the row reader (see the module docstring).
+    Text columns go through ``text_converters[i]`` only when the block is taken (they count
+    missing-value tokens as they go): here, or with ``convert=False`` (pyarrow's split) at
+    :meth:`RowBlock.convert_texts` of the block or of its slices.
 
-    ``number_tokens``: the missing-value tokens made of number characters only (``-999``);
+    The checks are scans of the bytes, so no line becomes a Python object: a quote, a NUL, a
+    carriage return not followed by a line end, a blank line or one of separators only, bytes that
+    are not UTF-8, or a line longer than the csv module's field limit leave the lines to the row
+    reader. ``number_tokens``: the missing-value tokens made of number characters only (``-999``);
     a column holding one is left to the row reader.
     """
-    if not lines or max(map(len, lines)) > csv.field_size_limit():  # the row reader names a field that long
+    if not n_lines or b'"' in data or b"\x00" in data:
         return None
-    text = "".join(lines)
-    if '"' in text or "\x00" in text:
-        return None
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-        if "\r" in text:
+    if b"\r" in data:
+        if data.count(b"\r") != data.count(b"\r\n"):  # a carriage return inside a line
             return None
-    if text.startswith("\n") or "\n\n" in text:  # a blank line
-        return None
+        data = data.replace(b"\r\n", b"\n")
     n_fields = len(names)
-    if n_fields > 1 and f"\n{delimiter * (n_fields - 1)}\n" in f"\n{text}\n":  # ',,,,': the row reader skips it
+    # a blank line (with more than one column, pyarrow's split finds it: a line of one field)
+    if n_fields == 1 and (data.startswith(b"\n") or b"\n\n" in data):
         return None
-    if text.endswith("\n"):
-        text = text[:-1]
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:  # the row reader names the line
+            return None
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    if n_lines >= _ARROW_MIN_ROWS and sys.modules.get("pyarrow") is not None:
+        block = _parse_with_arrow(data, n_lines, names, kinds, text_converters, delimiter, na_values,
+                                  first_number=first_number, first_line=first_line, number_of=number_of,
+                                  number_tokens=number_tokens)
+        return block.convert_texts() if block is not None and convert else block
+    text = data.decode("utf-8")
+    if text.startswith("\n") or "\n\n" in text or max(map(len, text.split("\n"))) > csv.field_size_limit():
+        return None  # a blank line, or a field longer than the row reader reads
+    if n_fields > 1 and f"\n{delimiter * (n_fields - 1)}\n" in f"\n{text}\n":
+        return None  # ',,,,': the row reader skips it as a blank line
     empty_is_missing = "" in na_values
-    if len(lines) >= _ARROW_MIN_ROWS and sys.modules.get("pyarrow") is not None:
-        return _parse_with_arrow(text, len(lines), names, kinds, text_converters, delimiter, na_values,
-                                 first_number=first_number, first_line=first_line, number_of=number_of,
-                                 number_tokens=number_tokens)
     split = [line.split(delimiter) for line in text.split("\n")]
-    if any(len(fields) != n_fields for fields in split):
+    if len(split) != n_lines or any(len(fields) != n_fields for fields in split):
         return None
-    columns = [list(c) for c in zip(*split)]
+    columns: list[Any] = [list(c) if kind == NUMBER else c for kind, c in zip(kinds, zip(*split))]
     floats: dict[str, np.ndarray] = {}
     for name, kind, texts in zip(names, kinds, columns):
         if kind == NUMBER:
@@ -224,25 +252,23 @@ def parse_block(lines: Sequence[str], names: Sequence[str], kinds: Sequence[int]
             if values is None:
                 return None
             floats[name] = values
-    for i, (kind, convert) in enumerate(zip(kinds, text_converters)):
-        if kind != NUMBER:
-            assert convert is not None
-            columns[i] = list(map(convert, columns[i]))
     from ipfi_cli.io.values import number_parser
 
-    return RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line)
+    block = RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line,
+                     text_converters)
+    return block.convert_texts() if convert else block
 
 
 #: blocks of at least this many lines are split and converted by pyarrow when it is loaded
 _ARROW_MIN_ROWS = 64
 
 
-def _parse_with_arrow(text: str, n_lines: int, names: Sequence[str], kinds: Sequence[int],
+def _parse_with_arrow(data: bytes, n_lines: int, names: Sequence[str], kinds: Sequence[int],
                       text_converters: Sequence[Callable[[str], Any] | None], delimiter: str,
                       na_values: frozenset[str], *, first_number: int, first_line: int,
                       number_of: Callable[[str], Any] | None, number_tokens: frozenset[str]) -> RowBlock | None:
-    """:func:`parse_block`'s work on checked ``text`` (no quote, NUL, carriage return or blank
-    line; its last line end removed) done by pyarrow: its CSV reader splits the lines into
+    """:func:`parse_block`'s work on checked ``data`` (no quote, NUL, carriage return or blank
+    line; UTF-8; its last line end removed) done by pyarrow: its CSV reader splits the lines into
     columns of texts (quoting off: every character but the delimiter and ``\\n`` is a field's),
     and each number column is checked and converted with array operations, by the rules of
     :func:`_floats` (plain decimal numbers, the same tokens, lengths and missing fields), so the
@@ -254,11 +280,11 @@ def _parse_with_arrow(text: str, n_lines: int, names: Sequence[str], kinds: Sequ
 
     n_fields = len(names)
     all_numbers = all(kind == NUMBER for kind in kinds)
-    if all_numbers and re.search(f"[^0-9.eE+\\-\n{re.escape(delimiter)}]", text) is not None:
+    if all_numbers and data.translate(None, _NUMBER_BYTES + delimiter.encode() + b"\n"):
         return None  # one scan of the whole text instead of one per column
     try:
         table = pa_csv.read_csv(
-            pa.BufferReader(text.encode("utf-8")),  # not a Python file: pyarrow 14 can hang on one after an error
+            pa.BufferReader(data),  # not a Python file: pyarrow 14 can hang on one after an error
             read_options=pa_csv.ReadOptions(autogenerate_column_names=True, use_threads=False),
             parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
                                               escape_char=False, newlines_in_values=False, ignore_empty_lines=False),
@@ -270,17 +296,21 @@ def _parse_with_arrow(text: str, n_lines: int, names: Sequence[str], kinds: Sequ
     if table.num_columns != n_fields or table.num_rows != n_lines:
         return None
     columns: list[Any] = [table.column(i).combine_chunks() for i in range(n_fields)]
+    lengths = [np.diff(_offsets(texts)) for texts in columns]
+    if max(int(n.max()) for n in lengths) > csv.field_size_limit():  # the row reader names a field that long
+        return None  # (its limit counts characters: a field of fewer but more bytes is left to it too)
+    if n_fields > 1 and all(int(n.min()) == 0 for n in lengths) and not np.logical_or.reduce(lengths).all():
+        return None  # ',,,,': a line of separators only, which the row reader skips as a blank line
     floats: dict[str, np.ndarray] = {}
     empty_is_missing = "" in na_values
     digits = sys.get_int_max_str_digits()
     tokens = pa.array(sorted(number_tokens), type=pa.string()) if number_tokens else None
-    for name, kind, texts in zip(names, kinds, columns):
+    for name, kind, texts, length in zip(names, kinds, columns, lengths):
         if kind != NUMBER:
             continue
-        if not all_numbers and pc.any(pc.match_substring_regex(texts, r"[^0-9.eE+\-]")).as_py():
+        if not all_numbers and _joined(texts).translate(None, _NUMBER_BYTES):
             return None
-        lengths = pc.binary_length(texts)
-        shortest, longest = (scalar.as_py() for scalar in pc.min_max(lengths).values())
+        shortest, longest = int(length.min()), int(length.max())
         if digits and longest > digits:  # int() refuses that many digits: the row reader says so
             return None
         if tokens is not None and pc.any(pc.is_in(texts, value_set=tokens)).as_py():
@@ -289,19 +319,52 @@ def _parse_with_arrow(text: str, n_lines: int, names: Sequence[str], kinds: Sequ
         if shortest == 0:  # an empty field: missing, or the row reader's to refuse
             if not empty_is_missing:
                 return None
-            parsed = pc.if_else(pc.equal(lengths, 0), "nan", texts)
+            parsed = pc.if_else(pc.equal(pc.binary_length(texts), 0), "nan", texts)
         try:
             values = np.asarray(parsed.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
         except pa.ArrowInvalid:  # "1e", "+-", "." ...: the row reader refuses them
             return None
-        finite = values[values == values]
-        if finite.size and (np.abs(finite).max() >= 1e308 or (np.signbit(finite) & (finite == 0)).any()):
+        if not _plain_floats(values):
             return None
         floats[name] = values
-    for i, (kind, convert) in enumerate(zip(kinds, text_converters)):
-        if kind != NUMBER:
-            assert convert is not None
-            columns[i] = list(map(convert, columns[i].to_pylist()))
     from ipfi_cli.io.values import number_parser
 
-    return RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line)
+    return RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line,
+                    text_converters)
+
+
+#: the bytes a plain decimal number is written with
+_NUMBER_BYTES = b"0123456789.eE+-"
+
+
+def _offsets(texts: Any) -> np.ndarray:
+    """A pyarrow string array's offsets: where each text starts in its data, and where the last ends."""
+    return np.frombuffer(texts.buffers()[1], dtype=np.int32, count=len(texts) + 1, offset=texts.offset * 4)
+
+
+def _joined(texts: Any) -> bytes:
+    """A pyarrow string array's texts joined, as bytes."""
+    offsets, data = _offsets(texts), texts.buffers()[2]
+    return bytes(memoryview(data)[int(offsets[0]):int(offsets[-1])]) if data is not None else b""
+
+
+def _plain_floats(values: np.ndarray) -> bool:
+    """No value too large for a float (the row reader names it) and no -0 (it reads ``-0`` as the int 0)."""
+    with np.errstate(invalid="ignore"):
+        big = np.abs(values) >= 1e308  # NaN compares False
+    return not big.any() and not (np.signbit(values) & (values == 0)).any()
+
+
+def _converted(texts: list[str], convert: Callable[[str], Any]) -> list[Any]:
+    """A text column's fields through its converter, called once per distinct text where the same
+    texts repeat (a category column), as often as each occurs where it counts them (``?``)."""
+    distinct = dict.fromkeys(texts)
+    if len(distinct) * 4 > len(texts):
+        return list(map(convert, texts))
+    for text in distinct:
+        distinct[text] = convert(text)
+    counted = [t for t, v in distinct.items() if v != v and t.strip() in NOT_PANDAS_NA]
+    for text in counted:  # counted once above; the rest of its occurrences
+        for _ in range(texts.count(text) - 1):
+            convert(text)
+    return [distinct[t] for t in texts]

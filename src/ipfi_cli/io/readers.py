@@ -23,9 +23,8 @@ with the file as a whole (cannot be opened, no header, duplicate column names) r
 :class:`~ipfi_cli.errors.InputError`.
 
 :meth:`RowReader.batches` groups rows into micro-batches of *whatever is already
-available*: it blocks for the first row, then takes more rows only while they can be
-read without waiting, so a fast pipe gives large batches and a slow writer's row is
-handed on at once.
+available*, and hands regular CSV lines on as blocks parsed in bulk
+(:mod:`ipfi_cli.io.batching`); JSONL rows are read by :mod:`ipfi_cli.io.jsonl`.
 
 >>> import io
 >>> reader = RowReader(io.BytesIO(b"a,b,label\\n1,x,yes\\n2.5,,no\\n"), name="demo.csv")
@@ -40,20 +39,20 @@ from __future__ import annotations
 import collections
 import csv
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ipfi_cli.errors import InputError, UsageError
-from ipfi_cli.io.sources import ByteSource, LineBuffer, stdin_is_tty
+from ipfi_cli.io.batching import MicroBatches
+from ipfi_cli.io.jsonl import JsonlRows
+from ipfi_cli.io.lines import LineBuffer
+from ipfi_cli.io.sources import ByteSource, stdin_is_tty
 from ipfi_cli.io.values import (
     DEFAULT_NA_VALUES,
-    MISSING,
     NOT_PANDAS_NA,
     NUMBER,
     STRING,
-    Nested,
     NotANumber,
     Row,
     decimal_comma_hint,
@@ -86,7 +85,7 @@ def _csv_problem(error: csv.Error) -> str:
     return text
 
 
-class RowReader:
+class RowReader(JsonlRows, MicroBatches):
     """Rows of one CSV or JSONL input. See the module docstring.
 
     Parameters
@@ -129,6 +128,9 @@ class RowReader:
         self._csv_converters: list[Callable[[str], Any]] | None = None  # once every CSV column's kind is known
         self._csv_strings: list[Callable[[str], Any]] = []
         self._block_lines = 0  # lines not read by the csv reader: an Excel `sep=` line, those read_block parsed
+        self._span: RowBlock | None = None  # lines parsed in bulk ahead, handed out by read_block
+        self._span_at = 0
+        self._small_until = 0  # a span ahead needed the row reader: micro-batch spans until this line
         self._number_tokens: frozenset[str] | None = None  # missing-value tokens that look like numbers
         self._rows_started = False
         self._peeked: collections.deque[Row] = collections.deque()
@@ -272,6 +274,8 @@ class RowReader:
             return decimal_point_hint(text) if decimal == "," else None
         as_strings = self._csv_strings = [string_parser(na_values, noted.setdefault(h, {})) for h in header]
         while True:
+            if self._span is not None:  # parsed in bulk ahead: they come first, as rows
+                yield from self.read_block(len(self._span))  # type: ignore[misc]
             # lines taken by read_block are not the csv reader's: it counts only its own
             line = reader.line_num + self._block_lines + 1
             try:
@@ -354,73 +358,6 @@ class RowReader:
             self.rows_read += 1
             yield Row(self.rows_read, line, values)
 
-    def _jsonl_rows(self) -> Iterator[Row]:
-        import orjson
-
-        lines = self._lines
-        kinds = self._kinds
-        na_values = self.na_values
-        while True:
-            text = lines.readline()
-            if not text:
-                return
-            line = lines.lines_read
-            if line in lines.bad_lines:
-                message = lines.bad_lines.pop(line)
-                yield self._bad(message, line)
-                continue
-            if not text.strip():
-                continue
-            try:
-                obj = orjson.loads(text)
-            except orjson.JSONDecodeError as error:
-                # the parser's own "line 2 column 1" would count lines of this one line (its newline)
-                yield self._bad(f"not valid JSON ({error.msg} at character {error.pos + 1} of the line)", line)
-                continue
-            if type(obj) is not dict:
-                yield self._bad(f"expected a JSON object, got {type(obj).__name__ if obj is not None else 'null'}",
-                                line)
-                continue
-            # a key given twice would leave its last value silently (as json and pandas do): one `":` per
-            # key is the usual line; any other line is parsed again to find a repeated key exactly
-            if (text.count('":') != len(obj) or " :" in text or "\t:" in text) and (key := _repeated_key(text)):
-                yield self._bad(f"the key {quoted(key)} is given twice in this object (which value is meant?)", line,
-                                key)
-                continue
-            problem = None
-            learned = []  # (key, kind) fixed by this row, kept only if the row is good
-            for key, value in obj.items():
-                if value is None:
-                    obj[key] = MISSING
-                    continue
-                kind = kinds.get(key, 0)
-                is_text = type(value) is str
-                if is_text and (value in na_values or (value.strip() or "\x00") in na_values):
-                    obj[key] = MISSING
-                    if value.strip() in NOT_PANDAS_NA:
-                        counts = self.noted_missing.setdefault(key, {})
-                        counts[value.strip()] = counts.get(value.strip(), 0) + 1
-                    continue
-                if isinstance(value, (dict, list)):  # kept: refused only where the run uses the key
-                    obj[key] = Nested(value)
-                    continue
-                if kind == NUMBER and is_text:
-                    problem = (f"expected a number (the column held numbers before), got {quoted(value)}", key)
-                    break
-                if kind == STRING and not is_text:
-                    problem = (f"expected a string (the column held strings before), got {quoted(value)}", key)
-                    break
-                if kind == 0:
-                    learned.append((key, STRING if is_text else NUMBER))
-            if problem:
-                yield self._bad(problem[0], line, problem[1])
-                continue
-            kinds.update(learned)
-            self.rows_read += 1
-            if self._columns is None:
-                self._columns = list(obj)
-            yield Row(self.rows_read, line, obj)
-
     def noted_missing_summary(self) -> str | None:
         """One line about values read as missing through a token pandas keeps as text (``?``),
         or ``None``: a model trained on data pandas read may have learned them as a category."""
@@ -460,89 +397,6 @@ class RowReader:
         self._kinds.update({name: NUMBER if kind == "number" else STRING for name, kind in kinds.items()})
 
     # -- micro-batches ----------------------------------------------------------------------
-    def ready(self, timeout: float = 0.0) -> bool:
-        """True when the next row (or the end) can be read without waiting.
-
-        (A quoted CSV field spanning lines may still wait for its closing line.)
-        """
-        return bool(self._peeked) or self._lines.ready(timeout)
-
-    def read_block(self, max_rows: int) -> RowBlock | None:
-        """Up to ``max_rows`` CSV rows that are available now, parsed in bulk, or ``None`` when
-        they need the row reader (see :mod:`ipfi_cli.io.blocks`; nothing is consumed then).
-
-        Only once every column's kind is known (rows read one at a time fix them)."""
-        from ipfi_cli.io.blocks import BLOCK_DELIMITERS, parse_block
-
-        converters, header = self._csv_converters, self._columns
-        if (converters is None or header is None or self._peeked or self.decimal != "."
-                or self.delimiter not in BLOCK_DELIMITERS or self.skip_initial_space):
-            return None
-        lines = self._lines.take_ready(max_rows)
-        if not lines:
-            return None
-        first_line = self._lines.lines_read - len(lines) + 1
-        last_line = self._lines.lines_read
-        block = None
-        if not any(n <= last_line for n in self._lines.bad_lines):
-            kinds = self._csv_kinds or []
-            if self._number_tokens is None:
-                plain = re.compile(r"[0-9.eE+\-]+")
-                self._number_tokens = frozenset(t for t in self.na_values if plain.fullmatch(t))
-            block = parse_block(lines, header, kinds,
-                                [None if k == NUMBER else self._csv_strings[i] for i, k in enumerate(kinds)],
-                                self.delimiter, self.na_values, first_number=self.rows_read + 1,
-                                first_line=first_line, number_of=number_parser(self.na_values, self.decimal),
-                                number_tokens=self._number_tokens)
-        if block is None:
-            self._lines.give_back(lines)
-            return None
-        self._block_lines += len(lines)
-        self.rows_read += len(block)
-        return block
-
-    def batches(self, max_rows: int = 1000, *, idle: Callable[[], None] | None = None,
-                idle_interval: float = 0.25, blocks: bool = False) -> Iterator[list[Row] | RowBlock]:
-        """Lists of rows: wait for one row, then add rows while more are available at once.
-
-        ``idle`` is called about every ``idle_interval`` seconds while waiting for input
-        (e.g. to refresh a display). A batch never holds more than ``max_rows`` rows.
-        With ``blocks``, a batch of a CSV may be a :class:`~ipfi_cli.io.blocks.RowBlock`
-        (parsed in bulk; it iterates as the same rows): after a batch that needed the row
-        reader, blocks are tried again after 1, 2, 4, ... up to 64 batches.
-        """
-        if max_rows < 1:
-            raise ValueError(f"max_rows must be at least 1, got {max_rows}")
-        rows = iter(self)
-        blocks = blocks and self.format == "csv"
-        wait, backoff = 0, 1
-        while True:
-            if idle is not None:
-                while not self.ready(idle_interval):
-                    idle()
-            if blocks and wait == 0 and self._csv_converters is not None:
-                block = self.read_block(max_rows)
-                if block is not None:
-                    backoff = 1
-                    yield block
-                    continue
-                wait, backoff = backoff, min(64, 2 * backoff)
-            wait = max(0, wait - 1)
-            try:
-                batch = [next(rows)]
-            except StopIteration:
-                return
-            while len(batch) < max_rows and self.ready():
-                try:
-                    batch.append(next(rows))
-                except StopIteration:
-                    yield batch
-                    return
-                except InputError:  # the input ended in error (a gzip cut short): the rows before it first
-                    yield batch
-                    raise
-            yield batch
-
     def close(self) -> None:
         self._source.close()
 
@@ -564,7 +418,8 @@ def open_rows(path: str | None, *, format: str | None = None, hint: bool = True,
     :class:`~ipfi_cli.io.parquet.ParquetRowReader`, which has the same interface
     (``delimiter``, ``decimal`` and ``skip_initial_space`` do not apply to its typed columns).
     """
-    from ipfi_cli.io.parquet import is_parquet_input, open_parquet
+    from ipfi_cli.io.parquet import open_parquet
+    from ipfi_cli.io.parquet_files import is_parquet_input
 
     if is_parquet_input(path, format):
         return open_parquet(path, na_values=na_values)  # type: ignore[return-value]
@@ -606,22 +461,3 @@ def excel_separator(line: str | None) -> str | None:
     if len(text) == 5 and text[:4].lower() == "sep=" and text[4] not in "\"\r\n":
         return text[4]
     return None
-
-
-def _repeated_key(text: str) -> str | None:
-    """The first key any object of the JSON ``text`` gives twice, or ``None``."""
-    import json
-
-    repeated: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
-        for key, _ in items:
-            if key in seen and not repeated:
-                repeated.append(key)
-            seen.add(key)
-        return dict(items)
-
-    json.loads(text, object_pairs_hook=pairs)
-    return repeated[0] if repeated else None
-

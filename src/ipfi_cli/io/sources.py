@@ -5,24 +5,17 @@ hides already-buffered data from it) and decompresses gzip, bz2 and xz on the fl
 their magic bytes, whatever the file's name); a zip archive, zstd data, UTF-16 text, a Parquet file
 (on a pipe), binary data (a NUL byte in the first KiB) or a file named ``.gz``/``.bz2``/``.xz``
 whose data is not compressed so is refused at its first bytes, naming what it is and how to read
-it (:class:`NotReadable`); :class:`LineBuffer`
-decodes complete UTF-8 lines, drops a byte-order mark and marks lines that are not UTF-8
-or longer than :data:`MAX_LINE_BYTES`. Memory is constant: one chunk and the current line.
+it (:class:`NotReadable`). :class:`~ipfi_cli.io.lines.LineBuffer` makes lines of the bytes.
 """
 
 from __future__ import annotations
 
 import bz2
-import codecs
-import collections
 import lzma
 import os
 import select
-import shlex
 import sys
-import time
 import zlib
-from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from ipfi_cli.errors import InputError
@@ -57,7 +50,6 @@ _NOT_READABLE = {
 _BINARY_PROBE = 1024
 #: the file-name endings that say the data is compressed, and the format each says
 _SUFFIXES = {".gz": "gzip", ".tgz": "gzip", ".bz2": "bz2", ".xz": "xz"}
-_BOM = codecs.BOM_UTF8
 
 
 class NotReadable(InputError):
@@ -142,11 +134,6 @@ class _Decompressor:
                 self._pending = rest
             self.started = False
         return bytes(out)
-#: a line longer than this (no line end in sight) is a bad row and its bytes are dropped,
-#: so a stream without line ends cannot fill memory
-MAX_LINE_BYTES = 1 << 25
-
-
 class ByteSource:
     """Chunks of bytes from a file descriptor (polled with ``select``) or a file object.
 
@@ -240,198 +227,6 @@ class ByteSource:
     def close(self) -> None:
         if self._close and not isinstance(self._stream, int):
             self._stream.close()
-
-
-# -- lines --------------------------------------------------------------------------------------
-class LineBuffer:
-    """Complete decoded lines (with their ``\\n``) taken from a byte source as they arrive."""
-
-    def __init__(self, source: ByteSource, name: str | None = None) -> None:
-        self._source = source
-        self._name = name  # the input's name, for an error it ends with
-        self._lines: collections.deque[str] = collections.deque()
-        self._partial = b""
-        self._start = True
-        self._eof = False
-        self.lines_read = 0  # lines handed out so far
-        self._next_line = 1  # number of the next line to enter the buffer
-        #: line number -> message, for lines that were not valid UTF-8 or too long
-        self.bad_lines: dict[int, str] = {}
-        self._skipping = False  # dropping the rest of a line longer than MAX_LINE_BYTES
-        self._error: InputError | None = None  # the input ended in error (a gzip cut short)
-
-    def _read(self, wait: bool) -> bytes | None:
-        """The source's next bytes. When it ends in error (a truncated gzip), the input ends there:
-        the complete lines before it are handed out first, the line it cut is dropped, and the error
-        is raised when a line past them is asked for."""
-        try:
-            return self._source.read(wait=wait)
-        except InputError as error:
-            if isinstance(error, NotReadable):  # about the input as a whole
-                error.source = error.source or self._name
-                named = self._name if self._name and not self._name.startswith("<") else None
-                error.message = error.message.replace("{input}", shlex.quote(named) if named else "FILE")
-            elif error.source is None and error.line is None:  # where it ended: the line it cut
-                error.source, error.line = self._name, self._next_line
-            self._error = error
-            self._partial = b""
-            self._skipping = False
-            return b""
-
-    def _at_end(self) -> None:
-        """The end of input: raise the error it ended with, if any."""
-        if self._error is not None:
-            raise self._error
-
-    def _take(self, chunk: bytes) -> None:
-        if self._start:
-            head = self._partial + chunk
-            if chunk and len(head) < len(_BOM) and _BOM.startswith(head):
-                self._partial = head  # perhaps a byte-order mark split across reads: wait for more
-                return
-            self._start = False
-            self._partial = b""
-            if head.startswith(_BOM):
-                head = head[len(_BOM):]
-            if not chunk:
-                self._partial = head  # end of input, handled below
-            elif not head:
-                return
-            else:
-                chunk = head
-        if not chunk:  # end of input: the last line may lack its newline
-            self._eof = True
-            if self._partial:
-                self._add(self._partial)
-                self._partial = b""
-            return
-        if self._skipping:
-            end = chunk.find(b"\n")
-            if end < 0:
-                return
-            self._skipping = False
-            chunk = chunk[end + 1:]
-            if not chunk:
-                return
-        data = self._partial + chunk if self._partial else chunk
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            self._partial = data
-        else:
-            self._partial = data[cut:]
-            self._add(data[:cut])
-        if len(self._partial) > MAX_LINE_BYTES:
-            self._too_long()
-
-    def _too_long(self) -> None:
-        """The current line passed MAX_LINE_BYTES: mark it bad, hand on a stand-in, drop the rest."""
-        self.bad_lines[self._next_line] = (f"the line is longer than {MAX_LINE_BYTES:,} bytes without a line end "
-                                           "(is the input really CSV or JSONL?)")
-        self._partial = b""
-        self._lines.append("\x00\n")  # a non-blank stand-in, so the line becomes a (bad) row
-        self._next_line += 1
-        self._skipping = True
-
-    def _add(self, data: bytes) -> None:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            self._add_slowly(data)
-            return
-        parts = text.split("\n")
-        last = parts.pop()
-        lines = self._lines
-        for part in parts:
-            lines.append(part + "\n")
-        if last:
-            lines.append(last)
-        self._next_line += len(parts) + (1 if last else 0)
-
-    def _add_slowly(self, data: bytes) -> None:
-        """Decode line by line, noting the lines that are not UTF-8 (decoded with U+FFFD)."""
-        for raw in data.splitlines(keepends=True) if b"\r" not in data else split_newlines(data):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                bad = raw[error.start:error.start + 1]
-                self.bad_lines[self._next_line] = (
-                    f"not valid UTF-8 (byte 0x{bad.hex()} at position {error.start + 1})")
-                text = raw.decode("utf-8", errors="replace")
-            self._lines.append(text)
-            self._next_line += 1
-
-    def ready(self, timeout: float = 0.0) -> bool:
-        """True when :meth:`readline` returns without blocking (a line, or the end).
-
-        Waits up to ``timeout`` seconds for input to arrive.
-        """
-        deadline = time.monotonic() + timeout
-        while not self._lines and not self._eof:
-            chunk = self._read(wait=False)
-            if chunk is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._source.ready(remaining):
-                    return False
-                continue
-            self._take(chunk)
-        return True
-
-    def peek_nonblank(self) -> str | None:
-        """The first non-blank line, without consuming anything; ``None`` if there is none."""
-        while True:
-            for text in self._lines:
-                if text.strip():
-                    return text
-            if self._eof:
-                self._at_end()
-                return None
-            self._take(self._read(wait=True) or b"")
-
-    def readline(self) -> str:
-        """The next line with its newline; ``''`` at the end of input. Blocks if needed."""
-        lines = self._lines
-        while not lines:
-            if self._eof:
-                self._at_end()
-                return ""
-            self._take(self._read(wait=True) or b"")
-        self.lines_read += 1
-        return lines.popleft()
-
-    def take_ready(self, max_lines: int) -> list[str]:
-        """Up to ``max_lines`` lines that are available without waiting (perhaps none)."""
-        lines = self._lines
-        taken: list[str] = []
-        while len(taken) < max_lines and self.ready():
-            if not lines:  # the end of input
-                break
-            count = min(max_lines - len(taken), len(lines))
-            taken.extend(lines.popleft() for _ in range(count))
-        self.lines_read += len(taken)
-        return taken
-
-    def give_back(self, lines: list[str]) -> None:
-        """Put lines taken by :meth:`take_ready` back, to be read again in order."""
-        self._lines.extendleft(reversed(lines))
-        self.lines_read -= len(lines)
-
-    def __iter__(self) -> Iterator[str]:
-        readline = self.readline
-        while True:
-            line = readline()
-            if not line:
-                return
-            yield line
-
-
-def split_newlines(data: bytes) -> list[bytes]:
-    parts = data.split(b"\n")
-    last = parts.pop()
-    out = [p + b"\n" for p in parts]
-    if last:
-        out.append(last)
-    return out
-
 
 
 def stdin_is_tty() -> bool:

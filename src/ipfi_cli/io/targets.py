@@ -115,7 +115,7 @@ def data_files(path: str | None) -> list[str]:
         return []
     if os.path.isdir(path) or (not os.path.exists(path) and _GLOB_CHARS & set(path)):
         from ipfi_cli.errors import InputError
-        from ipfi_cli.io.parquet import parquet_files
+        from ipfi_cli.io.parquet_files import parquet_files
 
         try:
             return [name for name, _ in parquet_files(path)]

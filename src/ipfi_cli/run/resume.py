@@ -185,12 +185,12 @@ class StateKeeper:
         return replace(parts, explainer=explainer, progress=progress, watch=watch)
 
     def open_writer(self, plan: RunPlan, s: ExplainSettings, parts: RunParts) -> Any:
-        """The trace writer on a :class:`~ipfi_cli.io.run_state.TrackedOutput`: a new file, stdout,
+        """The trace writer on a :class:`~ipfi_cli.io.trace_output.TrackedOutput`: a new file, stdout,
         or (continuing) the traces file cut back to where the state says it ends."""
         import sys
 
         from ipfi_cli.errors import OutputError
-        from ipfi_cli.io.run_state import TrackedOutput, reopen_traces
+        from ipfi_cli.io.trace_output import TrackedOutput, reopen_traces
         from ipfi_cli.io.writers import WRITERS, output_format_for
 
         path = s.output.path if s.output.path and s.output.path != "-" else None
@@ -200,7 +200,7 @@ class StateKeeper:
                 if path is not None:
                     tracked = reopen_traces(path, output["size"], output["crc"])
                 else:  # stdout: the continuation, for appending to the earlier output (cut back when a file)
-                    from ipfi_cli.io.run_state import continue_stdout_traces
+                    from ipfi_cli.io.trace_output import continue_stdout_traces
                     from ipfi_cli.io.writers import trace_header
 
                     sys.stdout.flush()
