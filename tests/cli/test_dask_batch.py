@@ -255,8 +255,8 @@ def test_explain_by_spread_names_a_relative_input_as_given(run, scheduler, tmp_p
 
 
 # -- a cluster without workers; Ctrl-C and SIGTERM --------------------------------------------------------
-#: ``ipfi`` with the wait for a worker cut to 3 s (30 s in a real run)
-IPFI_WAITING_3_S = [sys.executable, "-c", "import sys, ipfi_cli.run.distributed as d; d.WORKER_WAIT = 3; "
+#: ``ipfi`` with the wait for a worker cut to 1 s (30 s in a real run)
+IPFI_WAITING_1_S = [sys.executable, "-c", "import sys, ipfi_cli.run.distributed as d; d.WORKER_WAIT = 1; "
                     "from ipfi_cli.cli.app import app; app(prog_name='ipfi')"]
 
 
@@ -292,7 +292,7 @@ def lonely_scheduler(tmp_path):
         process.wait(timeout=20)
 
 
-@pytest.mark.slow  # a scheduler, a worker killed mid-run and three waits of 3 s: about 40 s
+@pytest.mark.slow  # a scheduler, a worker killed mid-run and three waits of 1 s: about 30 s
 def test_a_cluster_without_workers_is_one_line_after_a_bounded_wait(tmp_path, hgb, agrawal_small, lonely_scheduler):
     """No worker at the start (batch said "unexpected TimeoutError: No valid workers found"; explain --by
     waited for ever), or none left mid-run (both waited for ever): one line naming the scheduler, exit 1."""
@@ -302,11 +302,11 @@ def test_a_cluster_without_workers_is_one_line_after_a_bounded_wait(tmp_path, hg
     for command in (["batch", str(agrawal_small), "-m", hgb, "-t", "class", "-M", "2", "-q"],
                     keyed_command(ELEC, "-q")):
         start = time.monotonic()
-        result = subprocess.run([*IPFI_WAITING_3_S, *command, "--scheduler", address],
+        result = subprocess.run([*IPFI_WAITING_1_S, *command, "--scheduler", address],
                                 capture_output=True, text=True, env=env, timeout=120)
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1 and len(lines) == 1, result.stderr
-        assert lines[0] == (f"ipfi: error: the scheduler at {address} has no workers (waited 3 s): start one with "
+        assert lines[0] == (f"ipfi: error: the scheduler at {address} has no workers (waited 1 s): start one with "
                             f"`dask worker {address}`")
         assert time.monotonic() - start < 60
     worker = subprocess.Popen([*dask_command(), "worker", "--scheduler-file", str(info), "--no-nanny", "--nthreads",
@@ -315,7 +315,7 @@ def test_a_cluster_without_workers_is_one_line_after_a_bounded_wait(tmp_path, hg
     try:
         with Client(scheduler_file=str(info), timeout=30) as client:
             client.wait_for_workers(1, timeout=90)
-            run = subprocess.Popen([*IPFI_WAITING_3_S, *keyed_command(long_keyed_input(tmp_path), "-q"),
+            run = subprocess.Popen([*IPFI_WAITING_1_S, *keyed_command(long_keyed_input(tmp_path), "-q"),
                                     "--scheduler", address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, env=env)
             deadline = time.monotonic() + 120
@@ -328,7 +328,7 @@ def test_a_cluster_without_workers_is_one_line_after_a_bounded_wait(tmp_path, hg
         worker.kill()
         worker.wait(timeout=20)
     assert run.returncode == 1 and err.strip().splitlines() == [
-        f"ipfi: error: the scheduler at {address} has no workers (waited 3 s): start one with "
+        f"ipfi: error: the scheduler at {address} has no workers (waited 1 s): start one with "
         f"`dask worker {address}`"], err
     assert out.count("\n") == 1  # the traces' header: no record is written before every shard is done
 

@@ -60,7 +60,9 @@ def test_river_model_takes_public_names():
         river_model("tree.NoSuchTree", {})
 
 
-def test_hgb_sample_model_predicts_the_static_stream(cache):
+def test_hgb_sample_model_predicts_the_static_stream():
+    """The recipe's model, from the test run's cache (tests/conftest.py): fitted once per run, by the
+    first test that loads the sample (its fit and its cache have tests of their own below)."""
     model = joblib.load(SAMPLE / "agrawal_hgb.joblib")
     assert list(model.feature_names_in_) == FEATURES
     test = pd.read_csv(SAMPLE / "agrawal_static.csv")
