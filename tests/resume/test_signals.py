@@ -160,6 +160,10 @@ def test_a_signal_at_any_moment_of_a_resume_ends_in_one_line_and_exit_130(tmp_pa
         _, stderr = run.communicate(timeout=120)
         if run.returncode == 0:  # on a fast machine the run may end first
             continue
+        if "Traceback" in stderr and "ipfi_cli" not in stderr:
+            # on a busy machine the signal may come while Python itself starts, before any of ipfi's code
+            # (site, runpy): nothing ipfi can handle; a moment in ipfi's code shows in the traceback
+            continue
         assert run.returncode == 130, (delay, stderr)
         assert "Traceback" not in stderr, (delay, stderr)
         said = [line for line in stderr.splitlines() if line.startswith("ipfi: ")
