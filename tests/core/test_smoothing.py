@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ipfi_cli.core import ExponentialMean, IPFIEstimator
+from ipfi_cli.core import ExponentialMean, IPFIEstimator, RunningMean
 from ipfi_cli.models import FunctionPredictor
 
 
@@ -136,3 +136,47 @@ def test_a_tracker_pickled_before_it_had_a_history_still_updates():
     del tracker.__dict__["history"]  # as an earlier version pickled it
     old = pickle.loads(pickle.dumps(tracker))
     np.testing.assert_allclose(old.update(np.array([3.0, 4.0])), [(0.5 * 1 + 3) / 1.5, (0.5 * 2 + 4) / 1.5])
+
+
+def test_the_mean_is_the_decayed_sum_over_the_decayed_weight_to_the_bit():
+    """Issue 41: ``S_t = alpha x_t + (1 - alpha) S_{t-1}``, ``W_t = alpha + (1 - alpha) W_{t-1}``, mean
+    ``S_t / W_t``, computed here in Python floats (the bias-corrected update of before gave 7/3 one ulp
+    low for the first case); any split of the rows into update_many calls gives these bits."""
+    rng = np.random.default_rng(41)
+    for alpha, values in [(0.5, np.array([[1.0], [3.0]])), (0.01, rng.normal(size=(300, 2))),
+                          (0.3, rng.normal(size=(50, 3)) * 1e3)]:
+        decay = 1.0 - alpha
+        expected = []
+        total, weight = [0.0] * values.shape[1], 0.0
+        for row in values.tolist():
+            total = [alpha * x + decay * s for x, s in zip(row, total)]
+            weight = alpha + decay * weight
+            expected.append([s / weight for s in total])
+        for cuts in ([0, len(values)], [0, 1, len(values) // 2, len(values)]):
+            tracker = ExponentialMean(alpha, values.shape[1])
+            got = np.concatenate([tracker.update_many(values[a:b]) for a, b in zip(cuts, cuts[1:])])
+            assert got.tolist() == expected
+    assert [ExponentialMean(0.5, 1).update_many(np.array([[1.0], [3.0]]))[-1, 0]] == [7 / 3]
+
+
+def test_running_mean_is_the_running_sum_over_the_count_to_the_bit():
+    values = np.random.default_rng(3).normal(size=(200, 2))
+    expected, total = [], [0.0, 0.0]
+    for count, row in enumerate(values.tolist(), start=1):
+        total = [x + s for x, s in zip(row, total)]
+        expected.append([s / count for s in total])
+    tracker = RunningMean(2)
+    got = np.concatenate([tracker.update_many(values[:7]), [tracker.update(v).copy() for v in values[7:9]],
+                          tracker.update_many(values[9:])])
+    assert got.tolist() == expected
+
+
+def test_a_state_saved_before_the_decayed_sum_continues_from_mean_times_weight():
+    values = np.random.default_rng(5).normal(size=(40, 2))
+    saved = ExponentialMean(0.1, 2)
+    saved.update_many(values[:20])
+    state = saved.state_dict()
+    del state["sum"]   # as an earlier ipfi saved it
+    loaded = ExponentialMean(0.1, 2)
+    loaded.load_state_dict(state)
+    np.testing.assert_allclose(loaded.update_many(values[20:]), saved.update_many(values[20:]), rtol=1e-13)

@@ -66,7 +66,10 @@ from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.removal import ConditionalSampler, make_conditional_sampler
 from ipfi_cli.core.row_values import row_values
 from ipfi_cli.core.samplers import Reservoir
-from ipfi_cli.core.smoothing import ExponentialMean, make_smoother
+from ipfi_cli.core.smoothing import ExponentialMean, RunningMean, make_smoother
+
+#: the trackers whose update_many folds a micro-batch to update's bits
+_ARRAY_TRACKERS = (ExponentialMean, RunningMean)
 
 
 class IPFIEstimator:
@@ -314,7 +317,7 @@ class IPFIEstimator:
                       row_losses: np.ndarray) -> None:
         """Fold consecutive rows' losses: as arrays (:func:`fold_many`) for the exponential smoothing,
         else row by row with :meth:`_fold` (a subclass may fold otherwise, to the same bits)."""
-        array_fold = type(self._tracker) is ExponentialMean and type(self)._fold is IPFIEstimator._fold
+        array_fold = type(self._tracker) in _ARRAY_TRACKERS and type(self)._fold is IPFIEstimator._fold
         (fold_many if array_fold else fold_rows)(self, losses, out, contributions, row_losses)
 
     @property
@@ -336,10 +339,10 @@ class IPFIEstimator:
     _array_path: ClassVar[bool] = True
 
     def _floats_stored(self) -> bool:
-        """The array path applies: the plain estimator (marginal removal, exponential smoothing), a
+        """The array path applies: the plain estimator (marginal removal, exponential or mean smoothing), a
         block predictor, and the reservoir (if any yet) holds floats."""
         return (self._array_path and self._remover is None
-                and type(self._tracker) is ExponentialMean
+                and type(self._tracker) in _ARRAY_TRACKERS
                 and self.use_batch and (self._sampler is None or self._sampler.rows.dtype == np.float64))
 
     # -- results ----------------------------------------------------------------------------

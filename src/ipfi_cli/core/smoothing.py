@@ -9,7 +9,10 @@ it starts matters for the first ``~1/alpha`` rows:
   (40 % low after 500 rows at ``alpha = 0.001``).
 
 Here every row's weight is ``alpha * (1 - alpha) ** age`` as in the paper, and the sum
-is divided by the sum of the weights. The result is a convex combination of the
+is divided by the sum of the weights: the decayed sum
+``S_t = (1 - alpha) S_{t-1} + alpha x_t`` over the decayed weight ``W_t = (1 - alpha) W_{t-1} + alpha``,
+two linear recursions that a micro-batch runs as :func:`scipy.signal.lfilter` calls, to the bits of
+row by row. The result is a convex combination of the
 per-row contributions, so it is unbiased for a static model from the first explained
 row, no row weighs more than a recent one, and after ``~3/alpha`` rows it equals
 the paper's estimator. The variance is the weighted variance of the contributions
@@ -21,8 +24,8 @@ estimate itself, if the contributions were independent, is
 >>> m = ExponentialMean(alpha=0.5, n=1)
 >>> for value in (1.0, 3.0):
 ...     _ = m.update(np.array([value]))
->>> m.mean.tolist()   # (0.25 * 1 + 0.5 * 3) / 0.75
-[2.333333333333333]
+>>> m.mean.tolist()   # (0.25 * 1 + 0.5 * 3) / 0.75 = 7/3
+[2.3333333333333335]
 """
 
 from __future__ import annotations
@@ -78,11 +81,18 @@ class WeightedMoments:
 
 
 class ExponentialMean(WeightedMoments):
-    """Bias-corrected exponentially weighted mean and variance of ``n`` parallel series."""
+    """Exponentially weighted mean and variance of ``n`` parallel series, as a decayed sum over a
+    decayed weight.
 
-    #: up to this many series :meth:`update_many` runs each series' recursion in Python
-    #: floats (the same IEEE operations as numpy's); beyond it, one row of vectors at a time
-    few_series: int = 16
+    Each series keeps the decayed sum ``S_t = (1 - alpha) S_{t-1} + alpha x_t``, the weight
+    ``W_t = (1 - alpha) W_{t-1} + alpha`` and ``sum_sq_weights`` likewise; the mean is ``S_t / W_t``
+    (the bias-corrected mean of the module docstring). The weighted sum of squared deviations
+    follows West's update, ``M_t = (1 - alpha) M_{t-1} + alpha (x_t - mean_{t-1}) (x_t - mean_t)``.
+    Every one of these is a first-order linear recursion: :meth:`update_many` runs them over a
+    micro-batch with :func:`scipy.signal.lfilter`, whose operations are :meth:`update`'s, so any
+    split of the rows into calls gives the same bits.
+    """
+
     #: when a list, every update appends the moments after each value it folds (see
     #: :meth:`moments_history`); ``None`` here too, for a tracker pickled before there was a history
     history: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None
@@ -93,6 +103,7 @@ class ExponentialMean(WeightedMoments):
         self.alpha = float(alpha)
         self._decay = 1.0 - self.alpha
         self.mean = np.full(n, np.nan)
+        self._sum = np.zeros(n)  # the decayed sum of the values
         self._sum_sq_dev = np.zeros(n)  # weighted sum of squared deviations
         self.weight = 0.0  # sum of the weights
         self.sum_sq_weights = 0.0  # sum of the squared weights
@@ -100,18 +111,16 @@ class ExponentialMean(WeightedMoments):
         self.history = None
 
     def update(self, values: np.ndarray) -> np.ndarray:
-        """Fold one value per series in; returns the new means (a view, do not modify)."""
-        alpha = self.alpha
-        if self.count == 0:
-            self.mean = np.array(values, dtype=np.float64)
-            self.weight = alpha
-            self.sum_sq_weights = alpha * alpha
-        else:
-            self.weight = self.weight * self._decay + alpha
-            self.sum_sq_weights = self.sum_sq_weights * self._decay * self._decay + alpha * alpha
-            delta = values - self.mean
-            self.mean = self.mean + (alpha / self.weight) * delta
-            self._sum_sq_dev = self._sum_sq_dev * self._decay + alpha * delta * (values - self.mean)
+        """Fold one value per series in; returns the new means (a view, do not modify): the operations of
+        :meth:`update_many`'s recursions on one row."""
+        values = np.asarray(values, dtype=np.float64)
+        alpha, decay = self.alpha, self._decay
+        self.weight = alpha + decay * self.weight
+        self.sum_sq_weights = alpha * alpha + (decay * decay) * self.sum_sq_weights
+        self._sum = alpha * values + decay * self._sum
+        previous = values if self.count == 0 else self.mean
+        self.mean = self._sum / self.weight
+        self._sum_sq_dev = (alpha * (values - previous)) * (values - self.mean) + decay * self._sum_sq_dev
         self.count += 1
         if self.history is not None:
             self.history.append((self._sum_sq_dev[None, :].copy(), np.array([self.weight]),
@@ -131,13 +140,8 @@ class ExponentialMean(WeightedMoments):
 
     def update_many(self, values: np.ndarray) -> np.ndarray:
         """Fold the rows of ``values`` (shape ``(T, n)``) in, in order; returns the means after
-        each row, shape ``(T, n)``.
-
-        Exactly :meth:`update` row by row, to the last bit: the same operations on the same
-        numbers in the same order (a closed form over the block, with weights ``(1 - alpha)
-        ** k``, rounds differently, and its result would depend on where the blocks begin).
-        Only the recursion itself runs per row (per series in Python floats when there are
-        few, else as a few vector operations per row); the rest is done for the whole block.
+        each row, shape ``(T, n)``: :meth:`update` row by row, to the last bit, whatever the rows'
+        grouping into calls (each recursion is one :func:`scipy.signal.lfilter` over the rows).
 
         >>> a, b = ExponentialMean(0.3, 2), ExponentialMean(0.3, 2)
         >>> values = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.25]])
@@ -145,94 +149,52 @@ class ExponentialMean(WeightedMoments):
         True
         """
         values = np.asarray(values, dtype=np.float64)
-        means = np.empty_like(values)
         if not len(values):
-            return means
+            return np.empty_like(values)
         alpha, decay = self.alpha, self._decay
-        start = 0
-        if self.count == 0:
-            means[0] = self.update(values[0])
-            start = 1
-        weight, sum_sq_weights = self.weight, self.sum_sq_weights
-        rates = []
-        record = self.history is not None
-        weights: list[float] = []
-        squares: list[float] = []
-        for _ in range(start, len(values)):
-            weight = weight * decay + alpha
-            sum_sq_weights = sum_sq_weights * decay * decay + alpha * alpha
-            rates.append(alpha / weight)
-            if record:
-                weights.append(weight)
-                squares.append(sum_sq_weights)
-        if len(self.mean) <= self.few_series:  # per series, in Python floats: fewer calls
-            for g, column in enumerate(values[start:].T.tolist()):
-                series_mean = float(self.mean[g])
-                out: list[float] = []
-                append = out.append
-                for value, rate in zip(column, rates):
-                    series_mean = series_mean + rate * (value - series_mean)
-                    append(series_mean)
-                means[start:, g] = out
-        else:  # per row, as vectors
-            mean, step = self.mean, np.empty_like(self.mean)
-            subtract, multiply, add = np.subtract, np.multiply, np.add
-            for value, rate, new_mean in zip(values[start:], rates, means[start:]):
-                subtract(value, mean, out=step)
-                multiply(rate, step, out=step)
-                add(mean, step, out=new_mean)
-                mean = new_mean
-        if start < len(values):
-            previous = np.concatenate([self.mean[None, :], means[start:-1]]) if start == 0 else means[:-1]
-            increments = (alpha * (values[start:] - previous)) * (values[start:] - means[start:])
-            steps = np.empty_like(increments) if record else None  # the sums after each row
-            if len(self.mean) <= self.few_series:
-                sums = []
-                for g, column in enumerate(increments.T.tolist()):
-                    total = float(self._sum_sq_dev[g])
-                    if steps is None:
-                        for increment in column:
-                            total = total * decay + increment
-                    else:
-                        after: list[float] = []
-                        for increment in column:
-                            total = total * decay + increment
-                            after.append(total)
-                        steps[:, g] = after
-                    sums.append(total)
-                self._sum_sq_dev = np.array(sums)
-            else:
-                sum_sq_dev = self._sum_sq_dev
-                for t, increment in enumerate(increments):
-                    sum_sq_dev = sum_sq_dev * decay + increment
-                    if steps is not None:
-                        steps[t] = sum_sq_dev
-                self._sum_sq_dev = sum_sq_dev
-            if steps is not None and self.history is not None:
-                self.history.append((steps, np.array(weights), np.array(squares),
-                                     np.arange(self.count + 1, self.count + 1 + len(steps))))
-            self.mean = means[-1].copy()
-            self.weight, self.sum_sq_weights = weight, sum_sq_weights
-            self.count += len(values) - start
+        steps = len(values)
+        ones = np.ones(steps)
+        weights = _recursion(decay, alpha * ones, self.weight)
+        squares = _recursion(decay * decay, (alpha * alpha) * ones, self.sum_sq_weights)
+        sums = _recursion(decay, alpha * values, self._sum)
+        means: np.ndarray = sums / weights[:, None]
+        previous = np.empty_like(values)
+        previous[0] = values[0] if self.count == 0 else self.mean
+        previous[1:] = means[:-1]
+        increments = (alpha * (values - previous)) * (values - means)
+        sum_sq_dev = _recursion(decay, increments, self._sum_sq_dev)
+        if self.history is not None:
+            self.history.append((sum_sq_dev, weights, squares, np.arange(self.count + 1, self.count + 1 + steps)))
+        self.mean, self._sum, self._sum_sq_dev = means[-1].copy(), sums[-1].copy(), sum_sq_dev[-1].copy()
+        self.weight, self.sum_sq_weights = float(weights[-1]), float(squares[-1])
+        self.count += steps
         return means
 
     # -- state as plain data ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, object]:
         """The whole state as plain data (numbers and arrays), for :meth:`load_state_dict`."""
-        return {"alpha": self.alpha, "mean": self.mean.copy(), "sum_sq_dev": self._sum_sq_dev.copy(),
-                "weight": self.weight, "sum_sq_weights": self.sum_sq_weights, "count": self.count}
+        return {"alpha": self.alpha, "mean": self.mean.copy(), "sum": self._sum.copy(),
+                "sum_sq_dev": self._sum_sq_dev.copy(), "weight": self.weight, "sum_sq_weights": self.sum_sq_weights,
+                "count": self.count}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
-        """Continue from :meth:`state_dict`'s data (the same ``alpha`` and number of series)."""
+        """Continue from :meth:`state_dict`'s data (the same ``alpha`` and number of series). A state
+        saved before the decayed sum was kept continues from ``mean * weight``."""
         alpha, count = number(state, "alpha"), integer(state, "count")
         if alpha != self.alpha:
             raise ValueError(f"the state is of alpha {alpha}, not {self.alpha}")
         mean = array(state, "mean", self.mean.shape, finite=count > 0)  # NaN before the first value
         sum_sq_dev = array(state, "sum_sq_dev", self.mean.shape, low=0.0)
-        self.weight = number(state, "weight", low=0.0)
+        weight = number(state, "weight", low=0.0)
+        if "sum" in state:
+            decayed = array(state, "sum", self.mean.shape).astype(np.float64)
+        else:
+            decayed = mean.astype(np.float64) * weight if count else np.zeros(self.mean.shape)
+        self.weight = weight
         self.sum_sq_weights = number(state, "sum_sq_weights", low=0.0)
         self.count = count
         self.mean, self._sum_sq_dev = mean.astype(np.float64), sum_sq_dev.astype(np.float64)
+        self._sum = decayed
 
 
 class RunningMean(WeightedMoments):
@@ -256,6 +218,7 @@ class RunningMean(WeightedMoments):
 
     def __init__(self, n: int) -> None:
         self.mean = np.full(n, np.nan)
+        self._sum = np.zeros(n)  # the sum of the values
         self._sum_sq_dev = np.zeros(n)
         self.count = 0
 
@@ -268,21 +231,21 @@ class RunningMean(WeightedMoments):
         return float(self.count)
 
     def update(self, values: np.ndarray) -> np.ndarray:
-        """Fold one value per series in; returns the new means (a view, do not modify)."""
+        """Fold one value per series in; returns the new means (a view, do not modify): the operations of
+        :meth:`update_many` on one row."""
+        values = np.asarray(values, dtype=np.float64)
         self.count += 1
-        if self.count == 1:
-            self.mean = np.array(values, dtype=np.float64)
-        else:
-            delta = values - self.mean
-            self.mean = self.mean + delta / self.count
-            self._sum_sq_dev = self._sum_sq_dev + delta * (values - self.mean)
+        self._sum = values + self._sum
+        previous = values if self.count == 1 else self.mean
+        self.mean = self._sum / float(self.count)
+        self._sum_sq_dev = (values - previous) * (values - self.mean) + self._sum_sq_dev
         return self.mean
 
     def update_many(self, values: np.ndarray) -> np.ndarray:
         """Fold the rows of ``values`` (shape ``(T, n)``) in, in order; returns the means after
-        each row, shape ``(T, n)``: exactly :meth:`update` row by row (the same operations on
-        the same numbers, per series in Python floats when there are few series, as
-        :meth:`ExponentialMean.update_many` does).
+        each row, shape ``(T, n)``: the running sum over the count, and Welford's sum of squared
+        deviations, each a running sum (:func:`scipy.signal.lfilter`): :meth:`update` row by row to the
+        bit, whatever the rows' grouping into calls.
 
         >>> a, b = RunningMean(2), RunningMean(2)
         >>> values = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.25]])
@@ -290,46 +253,25 @@ class RunningMean(WeightedMoments):
         True
         """
         values = np.asarray(values, dtype=np.float64)
-        means = np.empty_like(values)
         if not len(values):
-            return means
-        start = 0
-        if self.count == 0:
-            means[0] = self.update(values[0])
-            start = 1
-        if start == len(values):
-            return means
-        counts = range(self.count + 1, self.count + 1 + len(values) - start)
-        if len(self.mean) <= ExponentialMean.few_series:
-            sums = []
-            for g, column in enumerate(values[start:].T.tolist()):
-                mean, total = float(self.mean[g]), float(self._sum_sq_dev[g])
-                out: list[float] = []
-                append = out.append
-                for value, count in zip(column, counts):
-                    delta = value - mean
-                    mean = mean + delta / count
-                    total = total + delta * (value - mean)
-                    append(mean)
-                means[start:, g] = out
-                sums.append(total)
-            self._sum_sq_dev = np.array(sums)
-        else:
-            previous, sum_sq_dev = self.mean, self._sum_sq_dev
-            for value, count, new_mean in zip(values[start:], counts, means[start:]):
-                deviation = value - previous
-                np.add(previous, deviation / count, out=new_mean)
-                sum_sq_dev = sum_sq_dev + deviation * (value - new_mean)
-                previous = new_mean
-            self._sum_sq_dev = sum_sq_dev
-        self.mean = means[-1].copy()
-        self.count += len(values) - start
+            return np.empty_like(values)
+        steps = len(values)
+        sums = _recursion(1.0, values, self._sum)
+        counts = np.arange(self.count + 1, self.count + 1 + steps, dtype=np.float64)
+        means = sums / counts[:, None]
+        previous = np.empty_like(values)
+        previous[0] = values[0] if self.count == 0 else self.mean
+        previous[1:] = means[:-1]
+        sum_sq_dev = _recursion(1.0, (values - previous) * (values - means), self._sum_sq_dev)
+        self.mean, self._sum, self._sum_sq_dev = means[-1].copy(), sums[-1].copy(), sum_sq_dev[-1].copy()
+        self.count += steps
         return means
 
     # -- state as plain data ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, object]:
         """The whole state as plain data (numbers and arrays), for :meth:`load_state_dict`."""
-        return {"kind": "mean", "mean": self.mean.copy(), "sum_sq_dev": self._sum_sq_dev.copy(), "count": self.count}
+        return {"kind": "mean", "mean": self.mean.copy(), "sum": self._sum.copy(),
+                "sum_sq_dev": self._sum_sq_dev.copy(), "count": self.count}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         """Continue from :meth:`state_dict`'s data (the same number of series)."""
@@ -339,6 +281,9 @@ class RunningMean(WeightedMoments):
         sum_sq_dev = array(state, "sum_sq_dev", self.mean.shape, low=0.0)
         self.count = count
         self.mean, self._sum_sq_dev = mean.astype(np.float64), sum_sq_dev.astype(np.float64)
+        # a state saved before the sum was kept continues from mean * count
+        self._sum = (array(state, "sum", self.mean.shape).astype(np.float64) if "sum" in state
+                     else self.mean * float(count) if count else np.zeros(self.mean.shape))
 
 
 #: the smoothing strategies by name: ``exponential`` forgets (follows a changing model), ``mean``
@@ -353,3 +298,16 @@ def make_smoother(name: str, alpha: float, n: int) -> ExponentialMean | RunningM
     if name == "mean":
         return RunningMean(n)
     raise ValueError(f"unknown smoothing {name!r}; choose one of {', '.join(SMOOTHINGS)}")
+
+
+def _recursion(decay: float, inputs: np.ndarray, start: np.ndarray | float) -> np.ndarray:
+    """``y_t = inputs_t + decay * y_{t-1}`` from ``y_{-1} = start`` along the first axis, every ``y_t``
+    (:func:`scipy.signal.lfilter`: ``decay * y`` and one addition per step, the same bits at any split)."""
+    from scipy.signal import lfilter
+
+    initial = np.asarray(decay * np.asarray(start, dtype=np.float64), dtype=np.float64)
+    if inputs.ndim == 1:
+        out, _ = lfilter([1.0], [1.0, -decay], inputs, zi=initial.reshape(1))
+    else:
+        out, _ = lfilter([1.0], [1.0, -decay], inputs, axis=0, zi=initial.reshape(1, -1))
+    return np.asarray(out, dtype=np.float64)
