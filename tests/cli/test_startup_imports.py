@@ -20,7 +20,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 
 #: modules a plain run on a model file must not import: each belongs to an option it did not use
 NOT_NEEDED = [
-    "prometheus_client", "dask", "distributed", "matplotlib", "mlflow", "onnxruntime", "skops", "http.client",
+    "prometheus_client", "scipy.signal", "dask", "distributed", "matplotlib", "mlflow", "onnxruntime", "skops",
+    "http.client",
     "ipfi_cli.models.http", "ipfi_cli.run.metrics", "ipfi_cli.run.webhook", "ipfi_cli.run.keyed_spread",
     "ipfi_cli.run.distributed", "ipfi_cli.io.spill", "ipfi_cli.core.sage", "ipfi_cli.core.pdp", "ipfi_cli.run.pdp",
     "ipfi_cli.run.batch", "ipfi_cli.evaluation", "ipfi_cli.plotting", "ipfi_cli.run.late_labels",

@@ -180,3 +180,22 @@ def test_a_state_saved_before_the_decayed_sum_continues_from_mean_times_weight()
     loaded = ExponentialMean(0.1, 2)
     loaded.load_state_dict(state)
     np.testing.assert_allclose(loaded.update_many(values[20:]), saved.update_many(values[20:]), rtol=1e-13)
+
+
+@pytest.mark.parametrize("shape", [(63,), (63, 7), (1, 3), (0, 4)])
+def test_the_short_loop_and_lfilter_give_the_same_bits(shape):
+    """Under LOOP_ROWS rows the recursion is a loop (no scipy.signal import for short runs); its
+    numbers are lfilter's to the bit, on values of every magnitude (fixed seed)."""
+    from scipy.signal import lfilter
+
+    from ipfi_cli.core import smoothing
+
+    rng = np.random.default_rng(41)
+    inputs = rng.standard_normal(shape) * 10.0 ** rng.integers(-12, 12, size=shape)
+    start = rng.standard_normal(shape[1:]) if len(shape) > 1 else 0.37
+    for decay in (0.999, 0.5, 1.0, 1e-3):
+        looped = smoothing._recursion(decay, inputs, start)
+        initial = np.asarray(decay * np.asarray(start, dtype=np.float64)).reshape(1, *shape[1:])
+        filtered, _ = lfilter([1.0], [1.0, -decay], inputs, axis=0, zi=initial)
+        assert looped.shape == filtered.shape
+        assert np.array_equal(looped.view(np.uint64), np.asarray(filtered, dtype=np.float64).view(np.uint64))
