@@ -20,7 +20,7 @@ from ipfi_cli.core.samplers import SAMPLERS, make_sampler
 from ipfi_cli.core.state_fields import array, fields, generator_state, integer, number, within
 
 if TYPE_CHECKING:
-    from ipfi_cli.core.incremental import IPFIEstimator
+    from ipfi_cli.core.ipfi_parts import EstimatorParts
 
 #: settings :func:`settings_dict` leaves out at these values (states of the paper's iPFI stay as they
 #: were); named in messages as they are
@@ -48,7 +48,7 @@ def check_options(n_repeats: int, sampling: str, reservoir_size: int, removal: s
         check_bounds_alpha(float(alpha))
 
 
-def params(e: IPFIEstimator) -> dict[str, Any]:
+def params(e: EstimatorParts) -> dict[str, Any]:
     """The settings a resumed run must share, as plain data; smoothing and removal only where they are
     not the paper's (so that older state files still match)."""
     out = {"method": "pfi", "columns": list(e.columns), "names": list(e.names),
@@ -63,7 +63,7 @@ def params(e: IPFIEstimator) -> dict[str, Any]:
     return out
 
 
-def settings_dict(explainer: IPFIEstimator) -> dict[str, Any]:
+def settings_dict(explainer: EstimatorParts) -> dict[str, Any]:
     """What an explainer's state depends on: explainers with equal settings can exchange states."""
     settings = {"columns": list(explainer.columns), "groups": {name: [int(c) for c in cols]
                                                                for name, cols in explainer.groups.items()},
@@ -80,7 +80,7 @@ def settings_dict(explainer: IPFIEstimator) -> dict[str, Any]:
     return settings
 
 
-def state_dict(explainer: IPFIEstimator) -> dict[str, Any]:
+def state_dict(explainer: EstimatorParts) -> dict[str, Any]:
     """The explainer's state as plain data (see :meth:`IPFIEstimator.state_dict`)."""
     e = explainer
     state = {"explainer": e._state_kind, "settings": e.settings_dict(), "rng": e._rng.bit_generator.state,
@@ -95,7 +95,7 @@ def state_dict(explainer: IPFIEstimator) -> dict[str, Any]:
     return state
 
 
-def check_settings(explainer: IPFIEstimator, state: Mapping[str, Any]) -> None:
+def check_settings(explainer: EstimatorParts, state: Mapping[str, Any]) -> None:
     """A :class:`ValueError` unless ``state`` is of the explainer's kind and settings (naming the first
     that differs)."""
     if state.get("explainer") != explainer._state_kind:
@@ -113,7 +113,7 @@ def check_settings(explainer: IPFIEstimator, state: Mapping[str, Any]) -> None:
                          f"{theirs.get(key, default)!r}, here {mine.get(key, default)!r})")
 
 
-def load_state_dict(explainer: IPFIEstimator, state: Mapping[str, Any]) -> None:
+def load_state_dict(explainer: EstimatorParts, state: Mapping[str, Any]) -> None:
     """Continue from :func:`state_dict`'s data (see :meth:`IPFIEstimator.load_state_dict`)."""
     e = explainer
     state = fields(state)

@@ -19,16 +19,16 @@ from ipfi_cli.core.row_values import all_numbers, check_finite_numbers
 from ipfi_cli.core.samplers import make_sampler
 
 if TYPE_CHECKING:
-    from ipfi_cli.core.incremental import IPFIEstimator
+    from ipfi_cli.core.ipfi_parts import EstimatorParts
 
 
-def check_removable(e: IPFIEstimator, values: Sequence[Any]) -> None:
+def check_removable(e: EstimatorParts, values: Sequence[Any]) -> None:
     """Conditional removal takes finite numbers only (see :func:`~ipfi_cli.core.row_values.check_finite_numbers`)."""
     if e._remover is not None:
         check_finite_numbers(e.columns, values)
 
 
-def ensure_sampler(e: IPFIEstimator, values: Sequence[Any]) -> None:
+def ensure_sampler(e: EstimatorParts, values: Sequence[Any]) -> None:
     """Make the reservoirs at the first row; objects from the first value that is not a number."""
     if e._sampler is not None and e._sampler.rows.dtype == object:
         return
@@ -41,7 +41,7 @@ def ensure_sampler(e: IPFIEstimator, values: Sequence[Any]) -> None:
         e._sampler.as_dtype(object)
 
 
-def store(e: IPFIEstimator, values: Sequence[Any] | np.ndarray) -> None:
+def store(e: EstimatorParts, values: Sequence[Any] | np.ndarray) -> None:
     """Store a row (after it was explained, if it was)."""
     reservoir = e._reservoir
     written = reservoir.insert(e._rng, np.asarray(values, dtype=reservoir.rows.dtype))
@@ -52,7 +52,7 @@ def store(e: IPFIEstimator, values: Sequence[Any] | np.ndarray) -> None:
     e.n_seen += 1
 
 
-def draw_replacements(e: IPFIEstimator) -> np.ndarray:
+def draw_replacements(e: EstimatorParts) -> np.ndarray:
     """Draw one earlier row per (realisation, group); return the value of every replaced cell."""
     slots = e._reservoir.draw(e._rng, len(e.names))
     if e._spread is not None:
@@ -60,7 +60,7 @@ def draw_replacements(e: IPFIEstimator) -> np.ndarray:
     return e.layout.replaced_values(e._reservoir.rows, slots)
 
 
-def draw_conditional(e: IPFIEstimator, row: np.ndarray) -> np.ndarray:
+def draw_conditional(e: EstimatorParts, row: np.ndarray) -> np.ndarray:
     """Conditional removal: every replaced cell drawn given the row's other columns."""
     assert e._remover is not None
     if e._spread is not None:
@@ -68,7 +68,7 @@ def draw_conditional(e: IPFIEstimator, row: np.ndarray) -> np.ndarray:
     return e._remover.draw_groups(e._rng, row, e._group_columns, e.n_repeats).reshape(-1)
 
 
-def save_stream(e: IPFIEstimator) -> tuple[Any, ...]:
+def save_stream(e: EstimatorParts) -> tuple[Any, ...]:
     """A copy of the explainer's stream state, for :func:`restore_stream`."""
     rows = e._sampler
     sampler_state = None if rows is None else (rows.rows.copy(), rows.filled, rows.n_seen)
@@ -77,7 +77,7 @@ def save_stream(e: IPFIEstimator) -> tuple[Any, ...]:
     return e._rng.bit_generator.state, sampler_state, e.n_seen, results
 
 
-def restore_stream(e: IPFIEstimator, saved: tuple[Any, ...]) -> None:
+def restore_stream(e: EstimatorParts, saved: tuple[Any, ...]) -> None:
     """Put back the stream state :func:`save_stream` copied."""
     rng_state, sampler_state, n_seen, results = saved
     e._tracker, e._spread, e.last_contributions, e.last_loss, e._loss_sum, e._remover = results

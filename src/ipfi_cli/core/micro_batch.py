@@ -14,18 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from ipfi_cli.core.bounds import MAX_BOUNDS_ALPHA, check_delta, row_bounds
+from ipfi_cli.core.ipfi_parts import EstimatorParts
 from ipfi_cli.core.ipfi_stream import check_removable, ensure_sampler, store
 from ipfi_cli.core.losses import Output
 from ipfi_cli.core.row_values import all_rows_numbers
 from ipfi_cli.core.smoothing import ExponentialMean
-
-if TYPE_CHECKING:
-    from ipfi_cli.core.incremental import IPFIEstimator
 
 
 @dataclass
@@ -60,7 +58,31 @@ class Traces(NamedTuple):
     losses: np.ndarray
 
 
-def prepare_numeric(explainer: IPFIEstimator, rows: np.ndarray, targets: list[Any], begin: int,
+class MicroBatchEstimator(EstimatorParts, Protocol):
+    """An estimator these functions run a micro-batch for: :class:`~ipfi_cli.core.ipfi_parts.EstimatorParts`
+    and the steps of :class:`~ipfi_cli.core.incremental.IPFIEstimator` that take a :class:`PendingRows`."""
+
+    def prepare(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray
+                ) -> PendingRows: ...
+
+    def predict(self, pending: PendingRows) -> np.ndarray: ...
+
+    def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray, *,
+                     return_contributions: bool = False, bounds_delta: float | None = None) -> Any: ...
+
+    def _prepare(self, rows: np.ndarray | list[list[Any]], targets: list[Any], buffer: np.ndarray | None
+                 ) -> PendingRows: ...
+
+    def _prepare_numeric(self, rows: np.ndarray, targets: list[Any], begin: int, buffer: np.ndarray | None
+                         ) -> tuple[np.ndarray, Any]: ...
+
+    def _finish(self, pending: PendingRows, predictions: Any) -> Traces: ...
+
+    def _fold_pending(self, losses: np.ndarray, pending: PendingRows, out: np.ndarray, contributions: np.ndarray,
+                      row_losses: np.ndarray) -> None: ...
+
+
+def prepare_numeric(explainer: MicroBatchEstimator, rows: np.ndarray, targets: list[Any], begin: int,
                     buffer: np.ndarray | None) -> tuple[np.ndarray, Any]:
     """The evaluation blocks of the float ``rows[begin:]`` (``(T * block_rows, C)``, written into
     ``buffer`` when given), after drawing and storing them with
@@ -78,7 +100,7 @@ def prepare_numeric(explainer: IPFIEstimator, rows: np.ndarray, targets: list[An
     return blocks.reshape(len(part) * e.block_rows, len(e.columns)), None
 
 
-def fold_many(explainer: IPFIEstimator, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray,
+def fold_many(explainer: MicroBatchEstimator, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray,
               row_losses: np.ndarray) -> None:
     """:meth:`~ipfi_cli.core.incremental.IPFIEstimator._fold` for the losses of consecutive time
     steps (shape ``(T, block_rows)``); the estimates, contributions and unperturbed losses after
@@ -99,7 +121,7 @@ def fold_many(explainer: IPFIEstimator, losses: np.ndarray, out: np.ndarray, con
     row_losses[...] = unperturbed
 
 
-def fold_rows(e: IPFIEstimator, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray,
+def fold_rows(e: MicroBatchEstimator, losses: np.ndarray, out: np.ndarray, contributions: np.ndarray,
               row_losses: np.ndarray) -> None:
     """:func:`fold_many` row by row with ``e._fold`` (another smoothing, or a subclass's own fold)."""
     for t, step in enumerate(losses):
@@ -108,7 +130,7 @@ def fold_rows(e: IPFIEstimator, losses: np.ndarray, out: np.ndarray, contributio
         contributions[t], row_losses[t] = e.last_contribution, e.last_loss
 
 
-def add_losses(e: IPFIEstimator, losses: np.ndarray) -> None:
+def add_losses(e: MicroBatchEstimator, losses: np.ndarray) -> None:
     """Add consecutive rows' unperturbed losses to the loss sum, in order (as row by row)."""
     total = e._loss_sum
     for loss in losses.tolist():
@@ -116,7 +138,7 @@ def add_losses(e: IPFIEstimator, losses: np.ndarray) -> None:
     e._loss_sum = total
 
 
-def as_rows(e: IPFIEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray
+def as_rows(e: MicroBatchEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray
             ) -> tuple[np.ndarray | None, list[list[Any]], int]:
     """The rows as floats (when all are numbers and the array path applies), else as value lists."""
     numeric: np.ndarray | None = None
@@ -135,7 +157,7 @@ def as_rows(e: IPFIEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarray, ta
     return (None if numeric is None else np.asarray(numeric, dtype=np.float64)), value_rows, n_rows
 
 
-def explain_rows(e: IPFIEstimator, value_rows: list[list[Any]], targets: list[Any]) -> Traces:
+def explain_rows(e: MicroBatchEstimator, value_rows: list[list[Any]], targets: list[Any]) -> Traces:
     """``explain_many`` row by row with ``explain_one`` (a records model)."""
     traces = Traces(np.full((len(value_rows), len(e.names)), np.nan),
                     np.full((len(value_rows), len(e.names)), np.nan), np.full(len(value_rows), np.nan))
@@ -147,7 +169,7 @@ def explain_rows(e: IPFIEstimator, value_rows: list[list[Any]], targets: list[An
     return traces
 
 
-def prepare_rows(e: IPFIEstimator, rows: np.ndarray | list[list[Any]], targets: list[Any],
+def prepare_rows(e: MicroBatchEstimator, rows: np.ndarray | list[list[Any]], targets: list[Any],
                  buffer: np.ndarray | None) -> PendingRows:
     """``prepare`` for float ``rows`` (the array path: ``e._prepare_numeric``) or value lists (row by row:
     ``e._fill_block``); ``buffer`` for the float blocks, to reuse."""
@@ -187,7 +209,7 @@ def prepare_rows(e: IPFIEstimator, rows: np.ndarray | list[list[Any]], targets: 
                        begin, before, extra)
 
 
-def finish_rows(e: IPFIEstimator, pending: PendingRows, predictions: Any) -> Traces:
+def finish_rows(e: MicroBatchEstimator, pending: PendingRows, predictions: Any) -> Traces:
     """``finish``: the losses of the predictions of ``pending.block``, folded in by ``e._fold_pending``."""
     n_rows, first = pending.n_rows, pending.first
     traces = Traces(np.full((n_rows, len(e.names)), np.nan), np.full((n_rows, len(e.names)), np.nan),
@@ -200,8 +222,8 @@ def finish_rows(e: IPFIEstimator, pending: PendingRows, predictions: Any) -> Tra
     return traces
 
 
-def explain_many(e: IPFIEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray,
-                 return_contributions: bool, bounds_delta: float | None) -> Any:
+def explain_many(e: MicroBatchEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarray,
+                 targets: Sequence[Any] | np.ndarray, return_contributions: bool, bounds_delta: float | None) -> Any:
     """``e.explain_many``: all or nothing (a failure restores the stream state before the call)."""
     if bounds_delta is not None and not e.bounds_per_row:
         raise ValueError(f"bounds after each row are kept for the chebyshev and normal bounds of iPFI with "
@@ -235,7 +257,7 @@ def explain_many(e: IPFIEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarra
     return tuple(traces) if return_contributions else traces.estimates
 
 
-def explain_blocks(e: IPFIEstimator, numeric: np.ndarray | None, value_rows: list[list[Any]], targets: list[Any]
+def explain_blocks(e: MicroBatchEstimator, numeric: np.ndarray | None, value_rows: list[list[Any]], targets: list[Any]
                    ) -> Traces:
     """Consecutive rows through ``_prepare``, ``predict`` and ``_finish``, in model calls of at most
     ``max_block_cells`` cells (at least one row's block), so memory stays bounded whatever the width;
@@ -256,7 +278,7 @@ def explain_blocks(e: IPFIEstimator, numeric: np.ndarray | None, value_rows: lis
     return Traces(*(np.concatenate(arrays) for arrays in zip(*parts)))
 
 
-def prepare(e: IPFIEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray
+def prepare(e: MicroBatchEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray
             ) -> PendingRows:
     """``e.prepare``: the pending rows keep the stream state before them (``saved``)."""
     if not e.use_batch:
