@@ -163,6 +163,8 @@ class PerKeyExplainers:
         joint = not self.settings.output.bounds
         group = (keyed.keyed.max_keys or len(by_key)) if joint else 1
         items = list(by_key.items())
+        if joint:
+            self._joint.probe({key: rows[0] for key, rows in items if not keyed.keyed.seen(key)})
         try:
             for start in range(0, len(items), max(1, group)):
                 new = [key for key, _ in items[start:start + group] if not keyed.keyed.seen(key)]

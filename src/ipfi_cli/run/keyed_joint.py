@@ -60,7 +60,8 @@ class JointKeys:
         self.steps = steps
         self.one_key = one_key
         self.emitting = emitting
-        self.model_calls = 0  # the joint calls made (the tests count them)
+        self.model_calls = 0  # the joint calls made
+        self.probed: set[Key] = set()  # the micro-batch's new keys whose first row the model takes
 
     def explain(self, parts: list[KeyPart]) -> None:
         """Explain the keys' parts, in their order; stops after a key with the run's failure."""
@@ -75,22 +76,26 @@ class JointKeys:
                     pending.append((part, None))
                     continue
                 pending.append((part, explainer.prepare([r.values for r in part[2]], [r.label for r in part[2]])))
-        except ServiceError:
+        except IpfiError as error:  # a value the explainer cannot take: found row by row
             self._cancel(pending)
-            raise
-        except IpfiError:  # a value the explainer cannot take: found row by row
-            self._cancel(pending)
+            if isinstance(error, ServiceError):
+                raise
             self._one_by_one(parts)
             return
+        except BaseException:
+            self._cancel(pending)
+            raise
         try:
             predictions = self._predict([p for _, p in pending if p is not None and len(p.targets)])
-        except ServiceError:
+        except IpfiError as error:  # the model failed on a row of some key: each finds its own
             self._cancel(pending)
-            raise
-        except IpfiError:  # the model failed on a row of some key: each finds its own
-            self._cancel(pending)
+            if isinstance(error, ServiceError):  # the model cannot be reached: about no row
+                raise
             self._one_by_one(parts)
             return
+        except BaseException:
+            self._cancel(pending)
+            raise
         self._finish(pending, predictions)
 
     def _finish(self, pending: list[tuple[KeyPart, PendingRows | None]], predictions: dict[int, Any]) -> None:
@@ -181,20 +186,27 @@ class JointKeys:
                 None if row_targets is None else row_targets[start:start + per_call])))
         return found[0] if len(found) == 1 else np.concatenate(found)
 
+    def probe(self, firsts: dict[Key, GoodRow]) -> None:
+        """Check the first rows of the micro-batch's new keys together (before they are split into groups
+        of ``--max-keys``): the keys whose first row the model takes are not probed again."""
+        self.probed = set(firsts) if firsts and self._takes(list(firsts.values())) else set()
+
     def _probe_first_rows(self, parts: list[KeyPart]) -> bool:
         """Whether the model takes the first row of every key that has none yet (one call per label:
         the run asks the model for the label's probability); ``False`` sends the keys one by one,
         where each first row is probed alone and named if the model refuses it."""
+        return self._takes([own[0] for key, run, own, _ in parts
+                            if run.explainer.n_seen == 0 and own and key not in self.probed])
+
+    def _takes(self, rows: list[GoodRow]) -> bool:
         steps = self.steps
         firsts: dict[Any, list[dict[str, Any]]] = {}
-        for _, run, own, _ in parts:
-            if run.explainer.n_seen == 0 and own:
-                label = own[0].label
-                try:
-                    hash(label)
-                except TypeError:
-                    return False
-                firsts.setdefault(label, []).append({c: own[0].values[c] for c in steps.columns})
+        for row in rows:
+            try:
+                hash(row.label)
+            except TypeError:
+                return False
+            firsts.setdefault(row.label, []).append({c: row.values[c] for c in steps.columns})
         for label, records in firsts.items():
             try:
                 steps.predictor.predict_records(records, steps.output, label)
