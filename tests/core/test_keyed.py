@@ -68,3 +68,65 @@ def test_state_of_every_key_round_trips(keyed_stream, agrawal_rule, agrawal_colu
         assert np.array_equal(estimates, uninterrupted[key][-len(estimates):], equal_nan=True), key
     with pytest.raises(ValueError, match="max_keys must be at least 1"):
         KeyedExplainers(make, max_keys=0)
+
+
+class _Counter:
+    """A stand-in explainer: its state is a count; it says when its state changed (``state_version``)
+    and counts how often it was serialised."""
+
+    serialised = 0
+
+    def __init__(self, versioned: bool = True) -> None:
+        self.count = 0
+        if not versioned:
+            self.state_version = None
+
+    def state_version(self):
+        return self.count
+
+    def state_dict(self):
+        _Counter.serialised += 1
+        return {"count": self.count}
+
+    def load_state_dict(self, state):
+        self.count = int(state["count"])
+
+
+class _CountedStore(dict):
+    writes = 0
+
+    def __setitem__(self, key, value):
+        _CountedStore.writes += 1
+        super().__setitem__(key, value)
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+def test_a_key_restored_and_evicted_unchanged_is_not_serialised_again(versioned):
+    """max_keys 1, keys a and b taking turns: a key brought back and evicted without a row in between keeps
+    the bytes it came from (no state_dict, no write); one fed in between is saved anew, and restored with
+    what it was fed (the bytes kept are never stale). Without a state_version it is saved every time."""
+    _Counter.serialised = _CountedStore.writes = 0
+    store = _CountedStore()
+    keyed = KeyedExplainers(lambda key: _Counter(versioned), max_keys=1, saved=store)
+    keyed.get("a").count += 1
+    keyed.get("b").count += 5  # a evicted: saved
+    assert (_Counter.serialised, store.writes) == (1, 1)
+    keyed.get("a")  # b evicted (saved); a restored, not fed
+    keyed.get("b")  # a evicted unchanged
+    assert (_Counter.serialised, store.writes) == ((2, 2) if versioned else (3, 3))
+    keyed.get("b").count += 1
+    keyed.get("a").count += 10  # b evicted, changed: saved anew
+    keyed.get("b")  # a evicted, changed
+    assert keyed.get("a").count == 11 and keyed.state("b") == {"count": 6}
+    assert keyed.state_dict()["keys"] == [["a", {"count": 11}], ["b", {"count": 6}]]
+
+
+def test_forget_drops_a_new_key_only():
+    keyed = KeyedExplainers(lambda key: _Counter(), max_keys=1)
+    keyed.get("a").count += 1
+    keyed.get("b")
+    keyed.forget("b")
+    assert keyed.keys() == ["a"] and not keyed.seen("b") and keyed.n_live == 0
+    keyed.get("a")  # restored: it has saved bytes
+    with pytest.raises(ValueError, match="saved state"):
+        keyed.forget("a")

@@ -4,7 +4,9 @@
 comes. With ``max_keys`` at most that many are live: when one more is needed, the least recently
 seen is saved as plain data (its :meth:`state_dict`, encoded by :mod:`ipfi_cli.core.plain_state`
 into bytes) and dropped; when its key comes back it is rebuilt by the factory and continues from
-that state. The state round trip is exact, so a run with eviction gives the numbers of a run
+that state. A key restored and evicted again unchanged (its explainer's ``state_version()`` the
+same) keeps the bytes it was restored from: it is neither serialised nor written again. The state
+round trip is exact, so a run with eviction gives the numbers of a run
 without it, and each key's numbers are those of an explainer that saw only that key's rows.
 
 >>> from ipfi_cli.core import IPFIEstimator
@@ -50,6 +52,9 @@ class KeyedExplainers:
         # every key seen, in the order it first came (a dict keeps it; no value: one entry per key, which a
         # run with --max-keys holds for every evicted key too)
         self._order: dict[Hashable, None] = {}
+        # live keys restored from saved bytes that are still kept: the explainer's state_version then (a key
+        # not in it, live, has no saved bytes; one in it is evicted without being serialised if unchanged)
+        self._clean: dict[Hashable, Any] = {}
         self.evictions = 0
 
     def get(self, key: Hashable) -> Any:
@@ -59,11 +64,16 @@ class KeyedExplainers:
             self._live.move_to_end(key)
             return explainer
         explainer = self.factory(key)
-        saved = self._saved.pop(key, None)
+        saved = self._saved.get(key)
         if saved is not None:
             from ipfi_cli.core.plain_state import loads
 
             explainer.load_state_dict(loads(saved))
+            version = _version(explainer)
+            if version is None:
+                del self._saved[key]
+            else:  # its saved bytes stay: evicted again unchanged, it is not serialised nor written again
+                self._clean[key] = version
         self._order.setdefault(key, None)
         self._live[key] = explainer
         if self.max_keys is not None:
@@ -87,6 +97,7 @@ class KeyedExplainers:
     def adopt(self, key: Hashable, explainer: Any) -> None:
         """Take ``explainer``, fed elsewhere (another process), as ``key``'s; it is the most recent."""
         self._saved.pop(key, None)
+        self._clean.pop(key, None)
         self._order.setdefault(key, None)
         self._live[key] = explainer
         self._live.move_to_end(key)
@@ -98,8 +109,21 @@ class KeyedExplainers:
         from ipfi_cli.core.plain_state import dumps
 
         key, explainer = self._live.popitem(last=False)
-        self._saved[key] = dumps(explainer.state_dict())
+        loaded = self._clean.pop(key, None)
+        if loaded is None or loaded != _version(explainer) or key not in self._saved:
+            self._saved[key] = dumps(explainer.state_dict())
         self.evictions += 1
+
+    def seen(self, key: Hashable) -> bool:
+        """Whether ``key`` has come (live or saved)."""
+        return key in self._order
+
+    def forget(self, key: Hashable) -> None:
+        """Drop ``key``, which :meth:`get` made new and nothing fed: as if it never came."""
+        if key in self._saved or key in self._clean:
+            raise ValueError(f"key {key!r} has a saved state: it is not new")
+        self._live.pop(key, None)
+        self._order.pop(key, None)
 
     @property
     def n_live(self) -> int:
@@ -127,10 +151,17 @@ class KeyedExplainers:
 
         self._live.clear()
         self._saved.clear()
+        self._clean.clear()
         for key, value in state["keys"]:
             self._saved[_key(key)] = dumps(value)
         self._order = dict.fromkeys(_key(key) for key, _ in state["keys"])
         self.evictions = int(state.get("evictions", 0))
+
+
+def _version(explainer: Any) -> Any:
+    """What changes whenever ``explainer``'s state does (its ``state_version``), or ``None`` if it does not say."""
+    version = getattr(explainer, "state_version", None)
+    return version() if callable(version) else None
 
 
 def _key(key: Any) -> Hashable:

@@ -52,6 +52,17 @@ class KeyRun:
         self.watch = watch
         self.progress = Progress()
 
+    def state_version(self) -> tuple[Any, ...] | None:
+        """What changes whenever the key's state does: the rows its explainer has taken and the model calls
+        it counts (a call that failed too), and its counters (``None``: an explainer that does not count
+        its rows, which is serialised at every eviction)."""
+        e, p = self.explainer, self.progress
+        seen = getattr(e, "n_seen", None)
+        if not isinstance(seen, int):
+            return None
+        return (seen, getattr(e, "n_model_calls", None), getattr(e, "n_predictions", None), p.rows, p.last_written,
+                p.last is None, None if self.watch is None else len(self.watch.events))
+
     def state_dict(self) -> dict[str, Any]:
         p = self.progress
         return {"explainer": self.explainer.state_dict(),

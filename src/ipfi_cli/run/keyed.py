@@ -33,6 +33,7 @@ from ipfi_cli.run.building import check_saveable
 from ipfi_cli.run.checks import all_zero_warning, check_output_names, labels_match_nothing
 from ipfi_cli.run.explaining import Say
 from ipfi_cli.run.key_runs import Key, KeyedEvent, KeyedExplainer, KeyedWatch, KeyRun, KeyWriter, key_label, row_key
+from ipfi_cli.run.keyed_joint import JointKeys, KeyPart
 from ipfi_cli.run.observers import Snapshot
 from ipfi_cli.run.settings import Progress, RunParts, RunStatus
 from ipfi_cli.run.steps import RowSteps
@@ -84,6 +85,9 @@ class PerKeyExplainers:
         self._events: list[tuple[int, KeyedEvent]] = []
         #: every key's figures at the end (:meth:`write_last` gathers them, restoring each evicted key once)
         self._finals: list[tuple[Key, Snapshot]] | None = None
+        self._joint_keys: JointKeys | None = None  # every key's rows of a micro-batch in one model call
+        self._entered: set[Key] = set()  # the keys of the micro-batch's group whose rows were taken up
+        self._entered_last: tuple[Key, KeyRun] | None = None
 
     def refuse(self) -> None:
         """What ``--by`` cannot do yet, refused before anything starts (the metrics server, the model, the input)."""
@@ -123,6 +127,7 @@ class PerKeyExplainers:
     def start(self, plan: RunPlan, parts: RunParts, *, report_events: Callable[[Sequence[Any]], None],
               refresh: Callable[[], None]) -> RowSteps:
         self.plan, self.parts, self._tell = plan, parts, report_events
+        self._joint_keys = None
         self.steps = KeyedSteps(plan, self.settings, parts, report_events=self._keep_events, refresh=refresh)
         return self.steps
 
@@ -135,9 +140,9 @@ class PerKeyExplainers:
         return self.explain_batch(batch.rows())
 
     def explain_batch(self, batch: list[Row]) -> IpfiError | None:
-        """Number each row among its key's; explain each key's good rows of the micro-batch together (one
-        model call for them where the model allows), then write the records and report the change events
-        in the input's order.
+        """Number each row among its key's; explain every key's good rows of the micro-batch together (one
+        model call for all the keys where their explainers allow: :class:`~ipfi_cli.run.keyed_joint.JointKeys`),
+        then write the records and report the change events in the input's order.
 
         A row the model fails on stops the run after the rows before it; keys explained before its key in
         this micro-batch may have gone past it: each key's records are still those of a run on its rows."""
@@ -153,29 +158,77 @@ class PerKeyExplainers:
         by_key: dict[Key, list[GoodRow]] = {}
         for good_row in good:
             by_key.setdefault(numbers[good_row.number][0], []).append(good_row)
+        # one model call for every key (in groups of at most --max-keys, all live while pending); with
+        # --bounds a record needs the bounds after its own row: one key at a time, cut at records
+        joint = not self.settings.output.bounds
+        group = (keyed.keyed.max_keys or len(by_key)) if joint else 1
+        items = list(by_key.items())
+        if joint:
+            self._joint.probe({key: rows[0] for key, rows in items if not keyed.keyed.seen(key)})
         try:
-            for key, rows in by_key.items():
-                self._explain_key(key, rows, numbers)
+            for start in range(0, len(items), max(1, group)):
+                new = [key for key, _ in items[start:start + group] if not keyed.keyed.seen(key)]
+                key_parts: list[KeyPart] = [
+                    (key, keyed.get(key), [row._replace(number=numbers[row.number][1]) for row in rows], rows)
+                    for key, rows in items[start:start + group]]
+                self._entered.clear()
+                stopped = True
+                try:
+                    if joint:
+                        self._joint.explain(key_parts)
+                    else:
+                        self._explain_key(key_parts[0])
+                    stopped = steps.failure is not None
+                finally:
+                    if stopped:  # the run stops before the later keys' rows: as if they never came (one
+                        # key at a time, they would not have been made)
+                        for key in new:
+                            if key not in self._entered:
+                                keyed.keyed.forget(key)
+                    if self._entered_last is not None:  # the key shown: the last one explained
+                        keyed.current, keyed.current_key = self._entered_last[1], self._entered_last[0]
                 if steps.failure is not None:
                     break
         finally:
             self._write_pending()
         return steps.failure if steps.failure is not None else bad_row
 
-    def _explain_key(self, key: Key, rows: list[GoodRow], numbers: dict[int, tuple[Key, int]]) -> None:
+    @property
+    def _joint(self) -> JointKeys:
+        if self._joint_keys is None:
+            assert self.steps is not None
+            self._joint_keys = JointKeys(self.keyed, self.steps, self._explain_key, self._enter)
+        return self._joint_keys
+
+    def _explain_key(self, part: KeyPart) -> None:
+        """One key's rows of the micro-batch, on their own (its model calls)."""
+        steps = self.steps
+        assert steps is not None
+        leave = self._enter(part)
+        try:
+            steps.explain(part[2])
+        finally:
+            leave()
+
+    def _enter(self, part: KeyPart) -> Callable[[], None]:
+        """Point the steps (and the key shown) at ``part``'s key; returns what points them back, counting
+        the key's rows explained meanwhile in the run's."""
         parts, steps = self.parts, self.steps
         assert parts is not None and steps is not None
-        run = self.keyed.get(key)
-        own = [row._replace(number=numbers[row.number][1]) for row in rows]
+        key, run, own, rows = part
+        self._entered.add(key)
+        self._entered_last = (key, run)
+        self.keyed.current, self.keyed.current_key = run, key
         steps.input_rows = {mine.number: row.number for mine, row in zip(own, rows)}
         steps.parts = RunParts(explainer=run.explainer, progress=run.progress, checker=parts.checker,
                                watch=run.watch, writer=KeyWriter(self._records, key, steps.input_rows))
         before = run.progress.rows
-        try:
-            steps.explain(own)
-        finally:
+
+        def leave() -> None:
+            assert parts is not None and steps is not None
             parts.progress.rows += run.progress.rows - before
             steps.parts = parts
+        return leave
 
     def _write_pending(self) -> None:
         """The micro-batch's records and change events, in the order of their input rows."""

@@ -34,6 +34,7 @@ from ipfi_cli.errors import InputError, IpfiError, UsageError
 from ipfi_cli.run.explain import ExplainSession
 from ipfi_cli.run.key_runs import Key, KeyedEvent, KeyRun, row_key
 from ipfi_cli.run.keyed import PerKeyExplainers
+from ipfi_cli.run.keyed_joint import KeyPart
 from ipfi_cli.run.observers import RunEnd, RunObserver
 from ipfi_cli.run.report import PlainReporter, Reporter
 from ipfi_cli.run.settings import ExplainSettings, RunParts, RunStatus
@@ -127,10 +128,11 @@ class ShardKeys(PerKeyExplainers):
         if self.result.first_skip is None:
             self.result.first_skip = (getattr(error, "row", None) or 0, str(error))
 
-    def _explain_key(self, key: Key, rows: list[Any], numbers: dict[int, tuple[Key, int]]) -> None:
+    def _enter(self, part: KeyPart) -> Callable[[], None]:
+        key, rows = part[0], part[3]
         self._first.setdefault(key, rows[0].number)
         self._last[key] = rows[-1].number
-        super()._explain_key(key, rows, numbers)
+        return super()._enter(part)
 
     def _write_pending(self) -> None:
         self.result.records.extend(self._records)
