@@ -9,6 +9,7 @@ from typing import Any
 from ipfi_cli.api._shared import _check_columns, _columns_of, _default_loss
 from ipfi_cli.api.streams import IncrementalPFI, _check_seed
 from ipfi_cli.core.losses import Loss
+from ipfi_cli.core.params import DEFAULT_ALPHA
 
 
 class IncrementalSAGE(IncrementalPFI):
@@ -74,7 +75,8 @@ class IncrementalSAGE(IncrementalPFI):
     _method = "sage"
 
     def __init__(self, model: Any, columns: Sequence[str] | None = None, *, loss: str | Loss | None = None,
-                 alpha: float = 0.001, n_repeats: int = 1, n_inner: int | None = None, sampling: str = "geometric",
+                 alpha: float = DEFAULT_ALPHA, n_repeats: int = 1, n_inner: int | None = None,
+                 sampling: str = "geometric",
                  reservoir_size: int = 100, groups: Mapping[str, Sequence[str]] | None = None,
                  seed: int | None = None, smoothing: str = "exponential", removal: str = "marginal",
                  empty: str = "imputed") -> None:

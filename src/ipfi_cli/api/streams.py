@@ -23,6 +23,7 @@ from ipfi_cli.api._shared import (
 from ipfi_cli.core import incremental as core_incremental
 from ipfi_cli.core.losses import Loss
 from ipfi_cli.core.paired import BothRemovals
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.models.adapters import as_predictor
 
 #: explained rows after which :meth:`IncrementalPFI.explain_one` checks that the answers can be right
@@ -105,7 +106,7 @@ class IncrementalPFI:
     """
 
     def __init__(self, model: Any, columns: Sequence[str] | None = None, *, loss: str | Loss | None = None,
-                 alpha: float = 0.001, n_repeats: int = 10, sampling: str = "geometric",
+                 alpha: float = DEFAULT_ALPHA, n_repeats: int = 10, sampling: str = "geometric",
                  reservoir_size: int = 100, features: Sequence[str] | None = None,
                  groups: Mapping[str, Sequence[str]] | None = None, seed: int | None = None,
                  smoothing: str = "exponential", removal: str = "marginal",

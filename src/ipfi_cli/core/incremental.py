@@ -61,6 +61,7 @@ from ipfi_cli.core.micro_batch import (
     prepare_numeric,
     prepare_rows,
 )
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.core.perturbed import PerturbedPredictions
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.removal import ConditionalSampler, make_conditional_sampler
@@ -122,7 +123,7 @@ class IPFIEstimator:
         columns: Sequence[str],
         *,
         loss: str | Loss = "zero-one",
-        alpha: float = 0.001,
+        alpha: float = DEFAULT_ALPHA,
         n_repeats: int = 10,
         sampling: str = "geometric",
         reservoir_size: int = 100,

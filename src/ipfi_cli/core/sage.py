@@ -81,6 +81,7 @@ import numpy as np
 from ipfi_cli.core.incremental import IPFIEstimator
 from ipfi_cli.core.losses import Loss, Output, get_loss
 from ipfi_cli.core.micro_batch import PendingRows, add_losses
+from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.core.perturbed import as_predictions, loss_targets
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.sage_batch import SAGEResult, batch_sage
@@ -143,7 +144,7 @@ class ISAGEEstimator(IPFIEstimator):
         columns: Sequence[str],
         *,
         loss: str | Loss = "zero-one",
-        alpha: float = 0.001,
+        alpha: float = DEFAULT_ALPHA,
         n_repeats: int = 1,
         n_inner: int | None = None,
         sampling: str = "geometric",
