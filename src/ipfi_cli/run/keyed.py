@@ -34,6 +34,7 @@ from ipfi_cli.run.checks import all_zero_warning, check_output_names, labels_mat
 from ipfi_cli.run.explaining import Say
 from ipfi_cli.run.key_runs import Key, KeyedEvent, KeyedExplainer, KeyedWatch, KeyRun, KeyWriter, key_label, row_key
 from ipfi_cli.run.keyed_joint import JointKeys, KeyPart
+from ipfi_cli.run.keyed_steps import KeyedSteps
 from ipfi_cli.run.observers import Snapshot
 from ipfi_cli.run.settings import Progress, RunParts, RunStatus
 from ipfi_cli.run.steps import RowSteps
@@ -47,24 +48,6 @@ if TYPE_CHECKING:
     from ipfi_cli.run.resume import StateKeeper
     from ipfi_cli.run.rows import GoodRow, RowChecker
     from ipfi_cli.run.settings import ExplainSettings
-
-
-class KeyedSteps(RowSteps):
-    """:class:`~ipfi_cli.run.steps.RowSteps` on one key's rows, numbered as the key's; a row the
-    model fails on is named by its number in the whole input (:attr:`input_rows`)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.input_rows: dict[int, int] = {}  # the key's row number -> the input's, for the rows being explained
-
-    def _located(self, row: GoodRow) -> GoodRow:
-        return row._replace(number=self.input_rows.get(row.number, row.number))
-
-    def _bad_model_row(self, row: GoodRow, error: BaseException) -> None:
-        super()._bad_model_row(self._located(row), error)
-
-    def _nonfinite_loss(self, row: GoodRow) -> RunError:
-        return super()._nonfinite_loss(self._located(row))
 
 
 class PerKeyExplainers:

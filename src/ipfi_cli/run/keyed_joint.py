@@ -29,7 +29,7 @@ from ipfi_cli.errors import IpfiError, ServiceError
 if TYPE_CHECKING:
     from ipfi_cli.core.micro_batch import PendingRows, Traces
     from ipfi_cli.run.key_runs import Key, KeyedExplainer, KeyRun
-    from ipfi_cli.run.keyed import KeyedSteps
+    from ipfi_cli.run.keyed_steps import KeyedSteps
     from ipfi_cli.run.rows import GoodRow
 
 #: a key's part of the micro-batch: its pieces, its rows numbered as the key's, and the input's rows
