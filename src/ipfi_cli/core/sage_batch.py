@@ -99,7 +99,7 @@ def batch_sage(
     >>> X = np.random.default_rng(0).normal(size=(500, 2))
     >>> result = batch_sage(FunctionPredictor(lambda B: 2 * B[:, 0]), X, 2 * X[:, 0], ["a", "b"],
     ...                     loss="squared", n_permutations=400, background=X[:100], seed=0)
-    >>> np.round(result.values, 1).tolist()    # 2**2 * Var(a) = 4 (here the sample's 3.8), 0
+    >>> (np.round(result.values, 1) + 0.0).tolist()    # 2**2 * Var(a) = 4 (the sample's 3.8), 0 (+ 0.0: no -0.0)
     [3.8, 0.0]
     """
     columns = [str(c) for c in columns]
