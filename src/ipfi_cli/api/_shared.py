@@ -10,14 +10,17 @@ from typing import Any
 import numpy as np
 
 from ipfi_cli.core import batch as core_batch
-from ipfi_cli.core.losses import Loss, Output, default_loss, get_loss
+from ipfi_cli.core.losses import Loss, Output, default_loss, get_loss, prediction_shift
+from ipfi_cli.errors import ModelError
 from ipfi_cli.models.adapters import as_predictor
+from ipfi_cli.models.loading import GuardedPredictor
+from ipfi_cli.run.checks import labels_match_nothing
+from ipfi_cli.run.labels import LabelMatcher, declared_task, model_classes_from_answer, model_classes_from_first_row
+from ipfi_cli.run.setup import RenamedInputs
 
 
 def _task(model: Any, loss: Loss | None) -> bool:
     """True for classification: what the model says, else what the loss implies."""
-    from ipfi_cli.run.labels import declared_task
-
     task = declared_task(getattr(model, "model", model))
     if task is not None:
         return task != "regression"
@@ -28,14 +31,12 @@ def _task(model: Any, loss: Loss | None) -> bool:
 
 def _default_loss(model: Any, loss: str | Loss | None) -> Loss:
     """The loss to use, checked against the model before the first row (the command line's check)."""
-    from ipfi_cli.errors import ModelError
     from ipfi_cli.run.labels import LossFitError, check_loss, declared_task
 
     chosen = get_loss(loss) if loss is not None else None
     predictor = as_predictor(model)
     if chosen is not None and chosen.relative and not isinstance(loss, Loss):
         # "prediction-shift": needs no label, and its form depends on the model's output
-        from ipfi_cli.core.losses import prediction_shift
 
         return prediction_shift(bool(predictor.is_classifier), predictor.classes, bool(predictor.has_proba))
     classification = _task(model, chosen)
@@ -56,8 +57,6 @@ def _matcher(model: Any, loss: Loss, first_row: Mapping[str, Any] | None = None)
     Regression labels must be finite numbers; a missing label is refused for every model. A
     classifier that does not list its classes (river, a served model, a function) shows them in its
     answer on ``first_row``, as on the command line's first row (``'yes'`` then finds ``True``)."""
-    from ipfi_cli.run.labels import LabelMatcher, model_classes_from_answer, model_classes_from_first_row
-
     if loss.relative:
         return None
     if loss.output is Output.VALUE:
@@ -87,12 +86,8 @@ def _predictor(model: Any, keys: Mapping[str, Any] | None = None) -> Any:
     """The model as the core calls it: its own exceptions raised as
     :class:`~ipfi_cli.errors.ModelCallError`; with ``keys`` (text name -> the rows' own key, for
     rows keyed by ints) the model gets records keyed as it learned them."""
-    from ipfi_cli.models.loading import GuardedPredictor
-
     predictor: Any = GuardedPredictor(as_predictor(model))
     if keys:
-        from ipfi_cli.run.setup import RenamedInputs
-
         predictor = RenamedInputs(predictor, dict(keys))
     return predictor
 
@@ -123,7 +118,6 @@ def _matched(matcher: Any, y: Sequence[Any]) -> list[Any]:
     :class:`~ipfi_cli.run.labels.LabelError` naming its row, labels none of which the model has
     :class:`ModelError`."""
     from ipfi_cli.errors import ModelError
-    from ipfi_cli.run.checks import labels_match_nothing
 
     if matcher is None:
         return list(y)

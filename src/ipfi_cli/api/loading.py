@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ipfi_cli.models.http_options import MAX_ANSWER_BYTES, HttpOptions, resolve_protocol
+from ipfi_cli.models.loading import load_predictor
+
 
 def load_model(source: str, *, trust: Sequence[str] | None = None, learn: bool = False,
                protocol: str | None = None, headers: Mapping[str, str] | None = None, timeout: float = 30.0,
@@ -46,11 +49,8 @@ def load_model(source: str, *, trust: Sequence[str] | None = None, learn: bool =
     ...
     ipfi_cli.models.files.ModelFileError: no/such/model.joblib: no such model file
     """
-    from ipfi_cli.models.loading import load_predictor
-
     if source.startswith(("http://", "https://")):
         from ipfi_cli.models.http import HttpModelError
-        from ipfi_cli.models.http_options import MAX_ANSWER_BYTES, HttpOptions, resolve_protocol
 
         try:
             resolve_protocol(source, protocol)

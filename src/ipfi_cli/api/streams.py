@@ -21,10 +21,13 @@ from ipfi_cli.api._shared import (
     _predictor,
 )
 from ipfi_cli.core import incremental as core_incremental
-from ipfi_cli.core.losses import Loss
+from ipfi_cli.core.explainer import make_explainer
+from ipfi_cli.core.losses import Loss, unmeasurable
 from ipfi_cli.core.paired import BothRemovals
 from ipfi_cli.core.params import DEFAULT_ALPHA
+from ipfi_cli.errors import ModelError
 from ipfi_cli.models.adapters import as_predictor
+from ipfi_cli.run.checks import labels_match_nothing
 
 #: explained rows after which :meth:`IncrementalPFI.explain_one` checks that the answers can be right
 _CHECK_ROWS = 25
@@ -173,7 +176,6 @@ class IncrementalPFI:
         _build(self._method, self.model, ["_"], self.loss, options)
 
     def _start(self, columns: Sequence[Any], *, inferred: bool = False) -> Any:
-        from ipfi_cli.errors import ModelError
         from ipfi_cli.models.introspect import learned_features, unseen_inputs
 
         keys = list(columns)
@@ -267,7 +269,6 @@ class IncrementalPFI:
                 self._check_first_row(core, x, label)
             estimates = core.explain_one(x, label)
         if core.n_explained and not np.isfinite(estimates).all():
-            from ipfi_cli.core.losses import unmeasurable
             from ipfi_cli.errors import ModelError
 
             raise ModelError(unmeasurable(self.loss, float("inf"), core.n_explained) or "not finite")
@@ -402,7 +403,6 @@ class IncrementalPFI:
         (200 for a model that learns, which starts out wrong); call it at the end of a short stream."""
         from ipfi_cli.core.losses import unmeasurable
         from ipfi_cli.errors import ModelError
-        from ipfi_cli.run.checks import labels_match_nothing
 
         if self._labels is not None and self._labels.none_matched:
             raise ModelError(_api_text(labels_match_nothing(self._labels)))
@@ -470,6 +470,4 @@ class IncrementalPFI:
 def _build(method: str, model: Any, columns: list[str], loss: Loss, options: dict[str, Any],
            keys: dict[str, Any] | None = None) -> Any:
     """The core explainer of ``method`` from the registry (``removal="both"``: two side by side)."""
-    from ipfi_cli.core.explainer import make_explainer
-
     return make_explainer(method, _predictor(model, keys), columns, loss=loss, **options)

@@ -20,7 +20,8 @@ from ipfi_cli.api._shared import (
     _text_keys,
 )
 from ipfi_cli.core import batch as core_batch
-from ipfi_cli.core.losses import Loss
+from ipfi_cli.core.losses import Loss, UnmeasurableError
+from ipfi_cli.errors import ModelError
 
 
 def batch_pfi(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] | None = None,
@@ -78,9 +79,6 @@ def batch_pfi(model: Any, X: Any, y: Sequence[Any], *, columns: Sequence[str] | 
     >>> result.importances_mean.round(0) + 0.0   # 2 * 3**2 * Var(x0) = 18 for x0; nothing for x1 (not -0)
     array([18.,  0.])
     """
-    from ipfi_cli.core.losses import UnmeasurableError
-    from ipfi_cli.errors import ModelError
-
     X, keys = _text_keys(X)
     rows, names = _table(X, columns, model)
     chosen = _default_loss(model, loss)

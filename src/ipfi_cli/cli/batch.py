@@ -48,8 +48,10 @@ from ipfi_cli.cli.options import (
     value,
 )
 from ipfi_cli.cli.signature import build, option, with_options
+from ipfi_cli.cli.ui import TerminalReporter, show_batch_table, show_sage_table
 from ipfi_cli.core.params import DEFAULT_REPEATS
 from ipfi_cli.io.targets import data_files
+from ipfi_cli.text import quoted
 
 if TYPE_CHECKING:  # the run's values are imported when the command runs (only the run's modules load)
     from ipfi_cli.run.batch import BatchMethod, Spread
@@ -111,7 +113,6 @@ def batch(**o: Any) -> None:
                   {"DATA": data_files(o["data"]), "--model": o["model"]},
                   written_at_end=("--output", "--metrics-textfile"))
     with reporting(o["debug"]):
-        from ipfi_cli.cli.ui import TerminalReporter, show_batch_table, show_sage_table
         from ipfi_cli.run.batch import BatchSettings, run_batch
 
         inputs, chosen = file_input(o), file_selection(o)
@@ -135,8 +136,6 @@ def batch(**o: Any) -> None:
 def parse_inner(inner: str | None) -> int | str | None:
     """``--inner``: a number of background rows drawn per coalition, ``"all"`` (every background row
     averaged, Covert et al.'s game) or ``None`` (not given: explain's default, see :func:`sage_inner`)."""
-    from ipfi_cli.text import quoted
-
     if inner is None:
         return None
     if inner.strip().lower() == "all":

@@ -9,6 +9,7 @@ import typer
 
 from ipfi_cli.cli.explain_checks import check_change_options
 from ipfi_cli.cli.signature import option
+from ipfi_cli.run.watch import WatchSettings
 
 if TYPE_CHECKING:
     from ipfi_cli.run.watch import WatchSettings
@@ -55,7 +56,6 @@ def watch_settings(*, detect: bool, change_delta: float, min_change: float, even
     check_change_options(change_delta, ndcg_threshold)
     if not (detect or events or reference or fail_on_change or stop_on_change or webhook):
         return None
-    from ipfi_cli.run.watch import WatchSettings
 
     return WatchSettings(delta=change_delta, min_change=min_change, events=events, reference=reference,
                          ndcg_threshold=ndcg_threshold, top_k=top_k, fail_on_change=fail_on_change,

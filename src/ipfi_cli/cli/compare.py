@@ -58,6 +58,7 @@ from ipfi_cli.cli.options import (
     value,
 )
 from ipfi_cli.cli.signature import build, option, with_options
+from ipfi_cli.cli.ui import TerminalReporter, show_learning_comparison, show_static_comparison
 from ipfi_cli.core.params import DEFAULT_ALPHA, DEFAULT_REPEATS, DEFAULT_RESERVOIR_SIZE, DEFAULT_SAMPLING
 from ipfi_cli.io.targets import data_files
 
@@ -183,7 +184,6 @@ def compare(**o: Any) -> None:
                   {"DATA": data_files(o["data"]), "--model": o["model"]},
                   written_at_end=("--output", "--traces", "--metrics-textfile"))
     with reporting(o["debug"]):
-        from ipfi_cli.cli.ui import TerminalReporter, show_learning_comparison, show_static_comparison
         from ipfi_cli.evaluation.command import run_compare
         from ipfi_cli.run.compare import CompareSettings
 

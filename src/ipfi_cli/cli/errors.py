@@ -19,6 +19,10 @@ from typing import Any
 import typer
 
 from ipfi_cli.errors import IpfiError, UsageError, first_line
+from ipfi_cli.io.writers import silence_stdout
+from ipfi_cli.run import signals
+from ipfi_cli.run.signals import hold_until_exit
+from ipfi_cli.text import message_line
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # data, model or runtime error; also: the output pipe was closed (e.g. `| head`)
@@ -48,8 +52,6 @@ def usage_error(message: str, option: str | None = None) -> Exception:
 def say(message: str, kind: str | None = None) -> None:
     """One line on stderr, prefixed ``ipfi:`` (and ``error:``/``warning:`` when given); a very long
     one loses its middle (:func:`~ipfi_cli.text.message_line`)."""
-    from ipfi_cli.text import message_line
-
     prefix = f"ipfi: {kind}: " if kind else "ipfi: "
     try:
         print(prefix + message_line(message), file=sys.stderr, flush=True)
@@ -60,8 +62,6 @@ def say(message: str, kind: str | None = None) -> None:
 @contextlib.contextmanager
 def reporting(debug: bool = False) -> Iterator[None]:
     """Run a command body: known errors become one stderr line and an exit code."""
-    from ipfi_cli.io.writers import silence_stdout
-
     previous = _sigterm_as_interrupt()
     try:
         yield
@@ -96,7 +96,6 @@ def interrupted(message: str | None) -> typer.Exit:
     """Ctrl-C or SIGTERM stopped a command: say ``message`` (``None``: the command's run said it
     already), note it, and return the exit to raise (130)."""
     global _interruption_said
-    from ipfi_cli.run.signals import hold_until_exit
 
     hold_until_exit()  # what is said now is said whole
     if message is not None:
@@ -116,7 +115,6 @@ def _sigterm_as_interrupt() -> Any:
     or in the ``ipfi`` process, whose handlers :mod:`ipfi_cli.run.signals` installed first)."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    from ipfi_cli.run import signals
 
     if signals.installed():
         return None

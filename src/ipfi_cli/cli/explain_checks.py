@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from ipfi_cli.cli.errors import usage_error
 from ipfi_cli.cli.options import check_outputs, split_names
+from ipfi_cli.errors import UsageError
+from ipfi_cli.io.targets import data_files
 from ipfi_cli.run.settings import CHECKPOINT_EVERY, DEFAULT_LABEL_WAIT
 
 
@@ -54,7 +56,6 @@ def check_files(*, input: str | None, model: str | None, labels: str | None, ref
     may name it."""
     import os
 
-    from ipfi_cli.io.targets import data_files
 
     resumed = state if state and os.path.exists(state) else None
     check_outputs({"--output": output, "--state": state, "--meta": meta, "--events": events,
@@ -83,7 +84,6 @@ def check_label_options(*, labels: str | None, id_column: str | None, labels_fol
                           "--id" if id_column is not None else "--labels-follow" if labels_follow else "--label-wait")
     if labels is None:
         return
-    from ipfi_cli.errors import UsageError
     from ipfi_cli.run.late_labels import LabelWait
 
     if not id_column:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeAlias
 
 import typer
 
+from ipfi_cli.cli.explain_checks import half_life_seconds_of
 from ipfi_cli.cli.options import (
     PANEL_ESTIMATOR,
     DropOpt,
@@ -92,8 +93,6 @@ def method_spec(method: Any, removal: Any, conditional_sampler: Any, smoothing: 
                 empty_coalition: Any, time_column: str | None, half_life: str | None, running_mean: bool) -> MethodSpec:
     """The explainer's method and smoothing as one value (``--half-life`` read as seconds, checked with
     ``--time-column`` and ``--running-mean``); iPFI's own settings are :func:`~ipfi_cli.cli.options.pfi_params`."""
-    from ipfi_cli.cli.explain_checks import half_life_seconds_of
-
     return MethodSpec(name=value(method), smoothing=value(smoothing), removal=value(removal),
                       conditional_sampler=value(conditional_sampler), inner=inner,
                       empty_coalition=value(empty_coalition), time_column=time_column,

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ipfi_cli.cli.explain_checks import key_columns_of
 from ipfi_cli.cli.signature import option
 from ipfi_cli.run.settings import KeySpec
 
@@ -45,6 +46,4 @@ KEY_OPTIONS = [option("by", ByOpt, None), option("max_keys", MaxKeysOpt, None), 
 def key_spec(by: str | None, max_keys: int | None, workers: int | None, scheduler: str | None) \
         -> tuple[tuple[str, ...], KeySpec]:
     """The panel as values: the key columns (checked; empty without ``--by``) and how their keys run."""
-    from ipfi_cli.cli.explain_checks import key_columns_of
-
     return tuple(key_columns_of(by, max_keys) or ()), KeySpec(max_keys=max_keys, workers=workers, scheduler=scheduler)

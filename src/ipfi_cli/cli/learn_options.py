@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ipfi_cli.cli.errors import usage_error
 from ipfi_cli.cli.model_options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ANSWER_MB,
@@ -77,7 +78,5 @@ def model_spec(model: str | None, model_url: str | None, protocol: Protocol, hea
 
 def check_save_model(save_model: str | None, learn: bool) -> None:
     """``--save-model`` needs ``--learn``."""
-    from ipfi_cli.cli.errors import usage_error
-
     if save_model and not learn:
         raise usage_error("needs --learn (without it the model does not change)", "--save-model")

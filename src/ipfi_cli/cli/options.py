@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeAlias
 
 import typer
 
+from ipfi_cli.cli.errors import usage_error
 from ipfi_cli.core.choices import BOUNDS_METHODS, EMPTY_COALITION_NAMES, LOSS_NAMES, METHOD_NAMES, SAMPLING_NAMES
 from ipfi_cli.core.params import PFIParams
 from ipfi_cli.errors import UsageError
+from ipfi_cli.io.targets import input_clash, target_problem
 from ipfi_cli.run.plan import InputSpec, Selection
 
 PICKLE_WARNING = ("Loading a joblib/pickle model file runs code stored in it: only load files you trust "
@@ -275,7 +277,6 @@ def selection(target: str | None, task: Any, loss: Any, features: Sequence[str] 
     """What to explain against what, as one value (``--group`` parsed; ``by``: explain's key columns); no
     ``--target`` with a loss that needs labels is a usage error, before the model is loaded."""
     if target is None and value(loss) != "prediction-shift":
-        from ipfi_cli.errors import UsageError
         from ipfi_cli.run.setup import no_target_message
 
         raise UsageError(no_target_message(value(loss)))
@@ -286,8 +287,6 @@ def selection(target: str | None, task: Any, loss: Any, features: Sequence[str] 
 
 def pfi_params(alpha: float, repeats: int, sampling: Any, reservoir_size: int) -> PFIParams:
     """iPFI's settings, checked once; a bad one is a usage error naming its option (Typer's, exit 2)."""
-    from ipfi_cli.cli.errors import usage_error
-
     try:
         return PFIParams(alpha=alpha, n_repeats=repeats, sampling=value(sampling), reservoir_size=reservoir_size)
     except ValueError as error:  # "alpha must be ...": the option, then what it must be
@@ -315,7 +314,6 @@ def check_outputs(outputs: dict[str, str | None], inputs: dict[str, str | Sequen
     run never fails at its end.
     """
     from ipfi_cli.cli.errors import usage_error
-    from ipfi_cli.io.targets import input_clash, target_problem
 
     for option in written_at_end:
         path = outputs.get(option)

@@ -33,8 +33,11 @@ from ipfi_cli.cli.options import (
     split_names,
     value,
 )
+from ipfi_cli.cli.ui import TerminalReporter
 from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.io.targets import data_files
+from ipfi_cli.io.writers import write_records
+from ipfi_cli.run.settings import ModelSpec, ReadSpec
 
 
 def pdp(
@@ -109,10 +112,7 @@ def pdp(
                           "(or the grid, with --grid)", "--warm-up")
     check_outputs({"--output": output}, {"INPUT": data_files(input), "--model": model})
     with reporting(debug):
-        from ipfi_cli.cli.ui import TerminalReporter
-        from ipfi_cli.io.writers import write_records
         from ipfi_cli.run.pdp import PDP_FIELDS, Curves, PDPSettings, pdp_records
-        from ipfi_cli.run.settings import ModelSpec, ReadSpec
 
         settings = PDPSettings(
             model=ModelSpec(model, trust=split_names(trust)),

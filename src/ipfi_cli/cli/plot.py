@@ -19,6 +19,8 @@ import typer
 from ipfi_cli.cli.errors import EXIT_ERROR, reporting, say, usage_error
 from ipfi_cli.cli.options import DebugOpt, QuietOpt, check_outputs, split_names
 from ipfi_cli.errors import InputError, OutputError
+from ipfi_cli.io.readers import open_rows
+from ipfi_cli.io.values import parse_value
 
 REFERENCE_METHODS = ("interval", "batch")
 #: fields that only the records of ``ipfi compare`` have together (see ipfi_cli.evaluation.records)
@@ -53,7 +55,6 @@ def read_traces(path: str, *, batch: bool = False) -> Any:
     ``batch``: ``ipfi batch``'s records (``feature``, ``importance``) are taken too."""
     import pandas as pd
 
-    from ipfi_cli.io.readers import open_rows
 
     with open_rows(path, hint=False) as reader:
         columns = reader.columns
@@ -106,7 +107,6 @@ def one_key(frame: Any, keys: list[str] | None, path: str) -> Any:
         example = " ".join(f"--key {c}={first[c]}" for c in key_columns)
         raise InputError(f"the traces of `explain --by` ({', '.join(key_columns)}): plot one key at a time, "
                          f"e.g. {example}", source=path)
-    from ipfi_cli.io.values import parse_value
 
     mask: Any = True
     for name, wanted in chosen.items():

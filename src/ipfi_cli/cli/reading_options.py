@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ipfi_cli.cli.errors import usage_error
 from ipfi_cli.cli.options import (
     PANEL_DISPLAY,
     PANEL_INPUT,
@@ -55,8 +56,6 @@ def read_spec(batch_size: int, on_bad_row: Any) -> ReadSpec:
 
 def display(verbose: bool, quiet: bool, no_live: bool, debug: bool) -> Display:
     """What the run says on stderr; ``--quiet`` with ``--verbose`` is a usage error."""
-    from ipfi_cli.cli.errors import usage_error
-
     if quiet and verbose:
         raise usage_error("use either --quiet or --verbose, not both", "--quiet")
     return Display(verbose=verbose, quiet=quiet, live=not no_live, debug=debug)

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ipfi_cli.cli.explain_checks import check_state_options
 from ipfi_cli.cli.signature import option
 from ipfi_cli.run.settings import CHECKPOINT_EVERY, StateSpec
 
@@ -35,7 +36,5 @@ STATE_OPTIONS = [option("state", StateOpt, None), option("checkpoint_every", Che
 
 def state_spec(state: str | None, checkpoint_every: int, skip_seen: bool) -> StateSpec | None:
     """The panel as one value (``None``: no ``--state``); its options without ``--state`` are usage errors."""
-    from ipfi_cli.cli.explain_checks import check_state_options
-
     check_state_options(state=state, checkpoint_every=checkpoint_every, skip_seen=skip_seen)
     return StateSpec(state, checkpoint_every=checkpoint_every, skip_seen=skip_seen) if state else None

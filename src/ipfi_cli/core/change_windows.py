@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ipfi_cli.errors import StateError
+
 
 def window_stats(values: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """``(n, means, sums of squared deviations)`` of a window's values, per column."""
@@ -43,8 +45,6 @@ def adwin_state(adwin: Any) -> dict[str, Any]:
     get_args, get_state = getattr(helper, "__getnewargs__", None), getattr(helper, "__getstate__", None)
     window = get_state() if get_state is not None else None
     if get_args is None or not isinstance(window, bytes):
-        from ipfi_cli.errors import StateError
-
         raise StateError(f"change detection cannot be saved in a --state file with river {river_version()}: its "
                          "ADWIN does not export its window as data (river 0.26 does); upgrade river, or run "
                          "without --state")

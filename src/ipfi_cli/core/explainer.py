@@ -27,6 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ipfi_cli.core.incremental import IPFIEstimator
+from ipfi_cli.errors import UsageError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -134,8 +137,6 @@ def _both_or_one(cls: type[IPFIEstimator], predictor: Predictor, columns: Sequen
 
 
 def _pfi(predictor: Predictor, columns: Sequence[str], **settings: Any) -> Explainer:
-    from ipfi_cli.core.incremental import IPFIEstimator
-
     settings.pop("n_inner", None)  # SAGE's
     settings.pop("empty", None)
     return _both_or_one(IPFIEstimator, predictor, columns, settings)
@@ -144,7 +145,6 @@ def _pfi(predictor: Predictor, columns: Sequence[str], **settings: Any) -> Expla
 def _sage(predictor: Predictor, columns: Sequence[str], *, features: Sequence[str] | None = None,
           groups: Mapping[str, Sequence[str]] | None = None, **settings: Any) -> Explainer:
     from ipfi_cli.core.sage import ISAGEEstimator
-    from ipfi_cli.errors import UsageError
 
     grouped = {c for members in (groups or {}).values() for c in members}
     if features is not None and set(features) | grouped != set(columns):

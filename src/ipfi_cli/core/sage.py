@@ -97,6 +97,7 @@ from ipfi_cli.core.sage_game import (
 )
 from ipfi_cli.core.smoothing import make_smoother
 from ipfi_cli.core.state_fields import generator_state, within
+from ipfi_cli.errors import UsageError
 
 __all__ = ["ORDER_STREAM", "ISAGEEstimator", "SAGEResult", "batch_sage"]
 
@@ -170,8 +171,6 @@ class ISAGEEstimator(IPFIEstimator):
                          reservoir_size=reservoir_size, groups=groups, seed=seed, smoothing=smoothing,
                          removal=removal, conditional_sampler=conditional_sampler)
         if self._remover is not None and not self._remover.any_subset:
-            from ipfi_cli.errors import UsageError
-
             raise UsageError(f"SAGE removes whole coalitions; the {self._remover.name} sampler removes one "
                              "feature at a time: use the gaussian sampler", "--conditional-sampler")
         self._losses_tracker = make_smoother(smoothing, self.alpha, 2)  # marginal loss, model loss

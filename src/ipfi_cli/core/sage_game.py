@@ -18,6 +18,7 @@ from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.losses import Loss, Output
 from ipfi_cli.core.smoothing import make_smoother
 from ipfi_cli.core.state_fields import array, within
+from ipfi_cli.errors import UsageError
 
 
 def player_columns(columns: Sequence[str], groups: Mapping[str, Sequence[str]] | None) -> dict[str, list[int]]:
@@ -54,8 +55,6 @@ def check_loss(loss: Loss) -> None:
     label (what the log loss's model output is). The label-free ``prediction-shift`` on probabilities
     compares each prediction with the row's own, which no mean prediction stands for."""
     if loss.output is Output.PROBA and loss.relative:
-        from ipfi_cli.errors import UsageError
-
         raise UsageError(f"SAGE needs the model's marginal prediction, which the {loss.name} loss (on predicted "
                          "probabilities, against the row's own) does not give: use the zero-one, log, absolute or "
                          "squared loss", "--loss")

@@ -30,6 +30,7 @@ from ipfi_cli.core.changes import ChangeDetector, ChangeEvent, RankingEvent
 from ipfi_cli.core.incremental import IPFIEstimator
 from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.evaluation.drift import agrawal_function_drift
+from ipfi_cli.models import FunctionPredictor
 
 #: river's Agrawal columns, in its order
 AGRAWAL_COLUMNS = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
@@ -115,8 +116,6 @@ def change_scenario(scenario: str, *, seed: int = 0, n_repeats: int = 10, n_rows
                     **detector_options: Any) -> ChangeRun:
     """Explain a scenario's stream with iPFI (``explain_many`` in micro-batches of ``batch`` rows,
     the model replaced at ``at``) and feed every row to a :class:`ChangeDetector`."""
-    from ipfi_cli.models import FunctionPredictor
-
     X, y, (before, after) = scenario_stream(scenario, seed, n_rows, at, swap)
     explainer = IPFIEstimator(FunctionPredictor(before), AGRAWAL_COLUMNS, loss="zero-one", alpha=alpha,
                                n_repeats=n_repeats, seed=seed)

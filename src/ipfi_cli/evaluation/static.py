@@ -36,7 +36,7 @@ import numpy as np
 from ipfi_cli.core import batch_pfi
 from ipfi_cli.core.batch import as_block
 from ipfi_cli.core.explainer import make_explainer
-from ipfi_cli.core.losses import Loss
+from ipfi_cli.core.losses import Loss, get_loss
 from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.evaluation.metrics import ErrorSummary, importance_error, summarise
@@ -212,7 +212,6 @@ def compare_static(
         sampling_slot(s)  # an unknown sampling fails before any work
 
     if method == "sage" and n_inner is None:
-        from ipfi_cli.core.losses import get_loss
         from ipfi_cli.core.sage_game import default_inner
 
         n_inner = default_inner(get_loss(loss), empty)

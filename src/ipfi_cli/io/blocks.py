@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ipfi_cli.io.values import NOT_PANDAS_NA, NUMBER, Row
+from ipfi_cli.io.values import NOT_PANDAS_NA, NUMBER, Row, number_parser
 
 #: characters a plain decimal number field is made of (one field per line of the scanned text)
 _NOT_PLAIN = re.compile(r"[^0-9.eE+\-\n]")
@@ -252,7 +252,6 @@ def parse_block(data: bytes, n_lines: int, names: Sequence[str], kinds: Sequence
             if values is None:
                 return None
             floats[name] = values
-    from ipfi_cli.io.values import number_parser
 
     block = RowBlock(names, columns, floats, number_of or number_parser(na_values), kinds, first_number, first_line,
                      text_converters)

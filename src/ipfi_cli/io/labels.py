@@ -12,7 +12,8 @@ import threading
 from typing import Any, BinaryIO
 
 from ipfi_cli.errors import InputError
-from ipfi_cli.io.readers import RowReader
+from ipfi_cli.io.readers import RowReader, open_rows
+from ipfi_cli.io.values import detect_format
 
 #: put on the queue after the last pair (or after the error that ended the stream)
 END = object()
@@ -56,8 +57,6 @@ class LabelStream:
 
     def __init__(self, path: str, id_column: str, target: str, *, follow: bool, format: str | None = None,
                  reader_options: dict[str, Any] | None = None) -> None:
-        from ipfi_cli.io.readers import open_rows
-
         options = reader_options or {}
         self.followed: FollowedFile | None = None
         if follow:
@@ -65,7 +64,6 @@ class LabelStream:
                 self.followed = FollowedFile(path)
             except OSError as error:
                 raise InputError(f"cannot open the labels file ({error.strerror or error})", source=path) from None
-            from ipfi_cli.io.values import detect_format
 
             self.reader = RowReader(self.followed, name=path, format=detect_format(path, format),  # type: ignore[arg-type]
                                     close=True, **options)

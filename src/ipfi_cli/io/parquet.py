@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError, UsageError
+from ipfi_cli.io.blocks import RowBlock
 from ipfi_cli.io.parquet_files import decode_partitions, parquet_files, pyarrow_for_parquet
 from ipfi_cli.io.values import (
     DEFAULT_NA_VALUES,
@@ -61,8 +62,6 @@ def _same(value: Any) -> Any:
 
 def _micro_batch(pieces: list[Row | RowBlock]) -> list[Row] | RowBlock:
     """One micro-batch from rows and blocks: a block when it is blocks alone that join, else rows."""
-    from ipfi_cli.io.blocks import RowBlock
-
     if all(isinstance(p, RowBlock) for p in pieces):
         joined = RowBlock.join(pieces)  # type: ignore[arg-type]
         if joined is not None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from ipfi_cli.errors import OutputError
 from ipfi_cli.io.targets import new_file_mode
+from ipfi_cli.io.urls import failure_reason, shown_url, split_credentials
 
 #: a Prometheus label name (``__`` is reserved for Prometheus itself)
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -210,7 +211,6 @@ def push(url: str, metrics: MetricSet, job: str, grouping: Mapping[str, str], ti
     from prometheus_client import push_to_gateway
     from prometheus_client.exposition import default_handler
 
-    from ipfi_cli.io.urls import failure_reason, shown_url, split_credentials
 
     try:
         bare, authorization = split_credentials(url)

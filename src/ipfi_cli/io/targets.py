@@ -33,6 +33,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any
 
+from ipfi_cli.errors import InputError, OutputError
+
 #: the characters that make an input path a glob (Parquet input)
 _GLOB_CHARS = set("*?[")
 
@@ -114,7 +116,6 @@ def data_files(path: str | None) -> list[str]:
     if not path or path == "-":
         return []
     if os.path.isdir(path) or (not os.path.exists(path) and _GLOB_CHARS & set(path)):
-        from ipfi_cli.errors import InputError
         from ipfi_cli.io.parquet_files import parquet_files
 
         try:
@@ -152,8 +153,6 @@ def output_name(path: str | os.PathLike[str] | None) -> str:
 
 def cannot_write(path: str | os.PathLike[str] | None, error: OSError) -> Exception:
     """The :class:`~ipfi_cli.errors.OutputError` for a failed write (a full disk: ``No space left on device``)."""
-    from ipfi_cli.errors import OutputError
-
     return OutputError(f"{output_name(path)}: cannot write ({error.strerror or type(error).__name__})")
 
 

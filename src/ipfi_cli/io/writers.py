@@ -43,7 +43,9 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any, BinaryIO, Protocol
 
+from ipfi_cli.errors import IpfiError, OutputError
 from ipfi_cli.io.targets import NamedOutput, atomic_write, cannot_write
+from ipfi_cli.text import terminal_safe
 
 
 def trace_columns(names: Sequence[str], bounds: bool = False, key_columns: Sequence[str] = ()) -> list[str]:
@@ -110,7 +112,6 @@ def terminal_text(stream: Any) -> Callable[[str], str] | None:
         return None
     if not tty:
         return None
-    from ipfi_cli.text import terminal_safe
 
     return terminal_safe
 
@@ -346,8 +347,6 @@ def write_records(output: str | None, fmt: str | None, fields: Sequence[str],
     row) or ``KeyboardInterrupt``, the records before it are still written to ``output`` (as a
     whole file, as explain's output keeps them), and then the error is raised; otherwise an
     error leaves ``output`` as it was."""
-    from ipfi_cli.errors import IpfiError, OutputError
-
     chosen = output_format_for(output, fmt)
     stopped: list[BaseException] = []
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ipfi_cli.core.losses import Output
 from ipfi_cli.errors import ModelError
+from ipfi_cli.models.boosting import fitted_categories
 
 
 def _proba_of(probabilities: np.ndarray, classes: Sequence[Any], targets: np.ndarray | None) -> np.ndarray:
@@ -309,8 +310,6 @@ def as_predictor(model: Any, *, use_many: bool = False) -> Any:
     if hasattr(model, "predict_one"):
         return RiverPredictor(model, use_many=use_many)
     if hasattr(model, "predict") and (hasattr(model, "fit") or hasattr(model, "get_params")):
-        from ipfi_cli.models.boosting import fitted_categories
-
         return SklearnPredictor(model, fitted_categories(model))  # XGBoost/LightGBM fitted on categoricals
     if callable(model):
         return FunctionPredictor(model)

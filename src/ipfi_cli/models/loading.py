@@ -14,6 +14,9 @@ from typing import Any
 
 from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.errors import IpfiError, ModelCallError, ModelError, first_line
+from ipfi_cli.models.adapters import RiverPredictor, SklearnPredictor, as_predictor
+from ipfi_cli.models.files import load_model
+from ipfi_cli.models.sources import open_model
 
 
 class GuardedPredictor:
@@ -105,9 +108,6 @@ def load_predictor(path: str, *, learn: bool = False, trust: Sequence[str] | Non
     With ``learn``, the model must learn one row at a time (river's ``learn_one``).
     ``trust``: the types a ``.skops`` file may hold (``--trust``).
     """
-    from ipfi_cli.models.files import load_model
-    from ipfi_cli.models.sources import open_model
-
     opened = open_model(path, http=http)  # ONNX, MLflow or served models; None for a model file
     if opened is not None:
         if learn:
@@ -123,8 +123,6 @@ def wrap_model(model: Any, *, name: str | None = None, learn: bool = False,
                warnings: Sequence[str] = ()) -> LoadedModel:
     """A model object (scikit-learn, river, a function) as a :class:`LoadedModel`; errors name it
     (``name``: how messages call it, by default ``<TypeName>``)."""
-    from ipfi_cli.models.adapters import RiverPredictor, SklearnPredictor, as_predictor
-
     name = name if name is not None else f"<{type(model).__name__}>"
     try:
         predictor = as_predictor(model)

@@ -21,6 +21,7 @@ import numpy as np
 from ipfi_cli.core.losses import Output
 from ipfi_cli.errors import ModelError
 from ipfi_cli.models.adapters import SklearnPredictor
+from ipfi_cli.models.files import ModelFileError
 
 MLFLOW_MISSING = "loading MLflow models needs mlflow: pip install 'ipfi-cli[mlflow]' (or: pip install mlflow)"
 URI_SCHEMES = ("models:/", "runs:/")
@@ -82,8 +83,6 @@ class PyfuncPredictor:
 
 def load_mlflow(spec: str) -> tuple[Any, Any, str]:
     """Load an MLflow model; returns ``(model, predictor, kind)``. Errors name ``spec``."""
-    from ipfi_cli.models.files import ModelFileError
-
     try:
         import mlflow  # noqa: F401
         from mlflow.models import Model

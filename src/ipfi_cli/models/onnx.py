@@ -32,6 +32,7 @@ import numpy as np
 from ipfi_cli.core.losses import Output
 from ipfi_cli.errors import ModelError
 from ipfi_cli.models.adapters import _proba_of, predict_records_as_block
+from ipfi_cli.models.files import ModelFileError
 
 ONNX_MISSING = "running .onnx models needs onnxruntime: pip install 'ipfi-cli[onnx]' (or: pip install onnxruntime)"
 
@@ -234,8 +235,6 @@ def load_onnx(path: str) -> tuple[Any, OnnxPredictor]:
 
     The session's intra-op threads follow ``OMP_NUM_THREADS`` when set (``--threads`` sets it).
     """
-    from ipfi_cli.models.files import ModelFileError
-
     try:
         import onnxruntime as ort
     except ImportError:

@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from ipfi_cli.models.http_options import HttpOptions
+from ipfi_cli.models.mlflow import is_mlflow_model, load_mlflow
 
 ONNX_SUFFIX = ".onnx"
 
@@ -42,11 +43,8 @@ def open_model(spec: str, *, http: HttpOptions | None = None) -> tuple[Any, Any,
 
         session, predictor = load_onnx(spec)
         return session, predictor, "ONNX", []
-    from ipfi_cli.models.mlflow import is_mlflow_model
 
     if is_mlflow_model(spec):
-        from ipfi_cli.models.mlflow import load_mlflow
-
         model, predictor, kind = load_mlflow(spec)
         return model, predictor, kind, []
     return None

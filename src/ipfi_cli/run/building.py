@@ -14,6 +14,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import OutputError, UsageError
+from ipfi_cli.io.values import reader_options
+from ipfi_cli.io.writers import open_trace_writer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -75,7 +77,6 @@ def join_labels(s: ExplainSettings) -> Callable[[RowReader], Any] | None:
 
     def join(features: RowReader) -> Any:
         from ipfi_cli.io.labels import LabelStream
-        from ipfi_cli.io.values import reader_options
         from ipfi_cli.run.late_labels import JoinedReader, LabelWait
 
         labels = LabelStream(late.source, late.id_column, s.selection.target or "", follow=late.follow,
@@ -147,8 +148,6 @@ def check_saveable(explainer: Explainer, option: str) -> None:
 
 def open_writer(s: ExplainSettings, names: Sequence[str]) -> Any:
     """The trace writer of a run without ``--state``, its header flushed (for ``tail -f``)."""
-    from ipfi_cli.io.writers import open_trace_writer
-
     try:
         writer = open_trace_writer(s.output.path, names, format=s.output.format, bounds=s.output.bounds,
                                    key_columns=s.selection.by or ())

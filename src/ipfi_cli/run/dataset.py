@@ -21,6 +21,7 @@ from ipfi_cli.run import setup
 from ipfi_cli.run.checks import labels_match_nothing
 from ipfi_cli.run.plan import InputSpec, RunPlan, Selection, plan_run
 from ipfi_cli.run.report import Reporter
+from ipfi_cli.run.rows import rows_frame
 
 
 @dataclass
@@ -218,7 +219,6 @@ def screen_rows(rows: list[Any], predictor: Any, columns: list[str], output: Out
     if not rows:
         return rows
     from ipfi_cli.core.batch import as_block
-    from ipfi_cli.run.rows import rows_frame
 
     block = as_block(rows_frame(rows, columns), columns)
     labels = [r.label for r in rows]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import first_line
+from ipfi_cli.io.writers import silence_stdout
 from ipfi_cli.run.building import run_title
 from ipfi_cli.run.observers import RunEnd
 from ipfi_cli.run.settings import RunParts, RunStatus
@@ -61,8 +62,6 @@ class RunEnding:
         ``between_batches``: an interruption came between micro-batches (not a forced one);
         ``interrupted_note``: the status line of an interruption, instead of the usual one.
         Returns the status (a closed pipe, or ``--meta`` unwritable, change it)."""
-        from ipfi_cli.io.writers import silence_stdout
-
         self.reader = parts.reader
         notes: list[tuple[str, str | None]] = []
         try:

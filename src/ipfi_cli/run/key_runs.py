@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.core.keyed import KeyedExplainers
 from ipfi_cli.io.writers import key_values
+from ipfi_cli.run.rows import missing_key
 from ipfi_cli.run.settings import Progress
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ def row_key(values: dict[str, Any] | None, by: Sequence[str]) -> Key | None:
     >>> row_key({"region": "eu", "x": 1.0}, ["region"]), row_key({"x": 1.0}, ["region"])
     (('eu',), None)
     """
-    from ipfi_cli.run.rows import missing_key
-
     if values is None:
         return None
     key = tuple(values.get(c) for c in by)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError, IpfiError, UsageError
+from ipfi_cli.models.hashing import workers_must_hash_alike
 from ipfi_cli.run.explain import ExplainSession
 from ipfi_cli.run.key_runs import Key, KeyedEvent, KeyRun, row_key
 from ipfi_cli.run.keyed import PerKeyExplainers
@@ -200,7 +201,6 @@ class SpreadKeyedSession(ExplainSession):
         super().__init__(settings, reporter, observers, explaining=self.keys)
 
     def _stream(self, reader: Any) -> RunStatus:
-        from ipfi_cli.models.hashing import workers_must_hash_alike
         from ipfi_cli.run.distributed import dask_client, gather_tasks
 
         plan, parts, ending = self.plan, self.parts, self.ending

@@ -34,7 +34,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ipfi_cli.core.losses import Loss, Output
-from ipfi_cli.errors import InputError, ModelError
+from ipfi_cli.errors import InputError, ModelError, ServiceError
+from ipfi_cli.models.adapters import river_task
 from ipfi_cli.text import quoted
 
 #: text spellings of the two bool classes
@@ -298,9 +299,6 @@ def model_classes_from_answer(predictor: Any, x: dict[str, Any]) -> list[Any] | 
     """The classes a model that does not list them (a served model, a pyfunc) shows in its answer on
     one row: every class when the answer named them (``{class: probability}``), else the answer itself,
     or both bools when it is a bool (so ``no`` finds ``False`` too)."""
-    from ipfi_cli.core.losses import Output
-    from ipfi_cli.errors import ServiceError
-
     try:
         predicted = predictor.predict_records([x], Output.LABEL, None)[0]
     except ServiceError:  # the model cannot be reached: said at once, about no row
@@ -323,8 +321,6 @@ def model_classes_from_answer(predictor: Any, x: dict[str, Any]) -> list[Any] | 
 def declared_task(model: Any) -> str | None:
     """``classification`` or ``regression`` when the model says which it is, else ``None``."""
     if hasattr(model, "predict_one"):
-        from ipfi_cli.models.adapters import river_task
-
         return river_task(model)
     if hasattr(model, "predict") and (hasattr(model, "fit") or hasattr(model, "get_params")):
         from sklearn.base import is_classifier, is_regressor

@@ -29,7 +29,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ipfi_cli.core.state_fields import StateFieldError, within
 from ipfi_cli.errors import StateError, UsageError
+from ipfi_cli.version import __version__
 
 #: settings that may differ between the shards of one stream
 PER_SHARD = ("--seed",)
@@ -53,7 +55,6 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
     ``explained``, the rows the merged estimate averages."""
     from ipfi_cli.core.mergeable import SplitByTime, merge_states
     from ipfi_cli.io.run_state import StateLock, load_state, save_state
-    from ipfi_cli.version import __version__
 
     if len(paths) < 2:
         raise StateError("give at least two state files to merge")
@@ -135,7 +136,6 @@ def merge_state_files(paths: Sequence[str], output: str, *, seed: int | None = N
 def _check_fields(path: str, state: dict[str, Any]) -> None:
     """The fields of a shard's state that the merge reads, checked (one line naming the file and the field)."""
     from ipfi_cli.core.mergeable import check_shard
-    from ipfi_cli.core.state_fields import StateFieldError, within
     from ipfi_cli.io.run_state import StateFileError
     from ipfi_cli.run.state_checks import check_state
 

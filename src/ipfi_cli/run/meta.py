@@ -6,6 +6,8 @@ import datetime as _dt
 import time
 from typing import TYPE_CHECKING, Any
 
+from ipfi_cli.io.targets import write_json
+
 if TYPE_CHECKING:
     from ipfi_cli.run.plan import RunPlan
     from ipfi_cli.run.resume import StateKeeper
@@ -51,8 +53,6 @@ def write_meta(path: str, *, plan: RunPlan, settings: ExplainSettings, parts: Ru
     """Write a run's ``--meta`` file (JSON, atomically) to ``path``; ``pushed``: whether the metrics
     reached ``--pushgateway`` (``None``: no push was asked for); ``counts``: what the run lost or left
     out (``"labels"``, ``"webhook"``, ``"lost"``: see :meth:`~ipfi_cli.run.ending.RunEnding.lost_counts`)."""
-    from ipfi_cli.io.targets import write_json
-
     s, explainer, progress = settings, parts.explainer, parts.progress
     names = explainer.names
     meta_settings = s.flat()

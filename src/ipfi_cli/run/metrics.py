@@ -63,6 +63,7 @@ from typing import Any, Protocol
 
 from ipfi_cli.errors import UsageError
 from ipfi_cli.io.prometheus import Family, check_label_name
+from ipfi_cli.version import __version__
 
 __all__ = ["OWN_LABELS", "WEBHOOK_OUTCOMES", "StreamNumbers", "batch_families", "build_families",
            "comparison_families", "end_families", "label_families", "parse_labels", "ranks", "served_families",
@@ -104,8 +105,6 @@ def ranks(values: Sequence[float]) -> list[int]:
 
 
 def build_families(command: str, loss: str | None, settings: Any) -> list[Family]:
-    from ipfi_cli.version import __version__
-
     families = [Family("ipfi_build_info", "info", "The ipfi that runs.",
                        samples=[((), {"version": __version__, "python": platform.python_version()})])]
     if loss is not None:

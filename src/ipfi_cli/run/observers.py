@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol, runtime_checkable
 
 from ipfi_cli.errors import OutputError
+from ipfi_cli.io.targets import NamedOutput
 
 #: seconds between snapshots while a ``--learn`` micro-batch runs or the input is idle
 SNAPSHOT_INTERVAL = 0.25
@@ -135,8 +136,6 @@ class EventsFile:
     """
 
     def __init__(self, path: str, *, keep: int | None = None) -> None:
-        from ipfi_cli.io.targets import NamedOutput
-
         self.path = path
         self.written = keep or 0  # events in the file
         self._stream: IO[bytes] | None = None

@@ -19,8 +19,12 @@ from typing import Any
 
 from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.errors import InputError, IpfiError, ModelCallError, RunError, ServiceError
+from ipfi_cli.models.loading import load_predictor
+from ipfi_cli.run.labels import LabelMatcher
 from ipfi_cli.run.plan import InputSpec
+from ipfi_cli.run.rows import RowChecker
 from ipfi_cli.run.settings import ModelSpec, ReadSpec
+from ipfi_cli.run.setup import check_readable, model_columns
 from ipfi_cli.text import quoted
 
 PDP_FIELDS = ["row", "feature", "grid", "pd"]
@@ -114,8 +118,6 @@ def _class(predictor: Any, settings: PDPSettings) -> Any:
         raise RunError("--class needs a model that gives class probabilities")
     classes = predictor.classes
     if classes:
-        from ipfi_cli.run.labels import LabelMatcher
-
         # the rule labels follow: --class 1 finds the class 1.0, --class dole finds Dole, yes the 1 of a 0/1 model
         found = LabelMatcher(classification=True, classes=classes).find(wanted)
         if found is None:
@@ -135,9 +137,6 @@ def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | 
     refused as explain, batch and compare refuse it: ``the input has no rows``.
     """
     from ipfi_cli.core.pdp import IPDPEstimator
-    from ipfi_cli.models.loading import load_predictor
-    from ipfi_cli.run.setup import check_readable, model_columns
-
     s = settings
     loaded = load_predictor(s.model.path, trust=s.model.trust)
     if say is not None:
@@ -177,7 +176,6 @@ def pdp_records(settings: PDPSettings, say: Callable[[str, str | None], None] | 
 def _loop(s: PDPSettings, reader: Any, pdp: Any, columns: list[str],
           say: Callable[[str, str | None], None] | None = None) -> Iterator[dict[str, Any]]:
 
-    from ipfi_cli.run.rows import RowChecker
 
     source = reader.name
     checker = RowChecker(source=source, target=s.target or "", columns=columns, to_label=lambda label: None,

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from ipfi_cli.errors import InputError, RunError
+from ipfi_cli.io.readers import RowReader, open_rows
+from ipfi_cli.io.values import reader_options
+from ipfi_cli.run.checks import CategoryCheck, check_inputs
+from ipfi_cli.run.rows import RowChecker
 
 if TYPE_CHECKING:
     from ipfi_cli.core.losses import Loss
@@ -45,15 +49,11 @@ class InputSpec:
 
     def reader_options(self) -> dict[str, Any]:
         """:func:`~ipfi_cli.io.readers.open_rows`'s reading options (bad ones are usage errors)."""
-        from ipfi_cli.io.values import reader_options
-
         return reader_options(self.na_values, self.no_default_na, self.delimiter, self.decimal,
                               skip_initial_space=self.skip_initial_space)
 
     def open(self, *, hint: bool = True) -> RowReader:
         """The reader of the input, its ``--text`` columns set (reads nothing yet)."""
-        from ipfi_cli.io.readers import RowReader, open_rows
-
         if self.rows is not None:  # read as the JSONL lines they would be in a file
             from ipfi_cli.io.objects import JsonlRows
 
@@ -115,9 +115,6 @@ class RunPlan:
                     say: Callable[[str, str | None], None] | None = None) -> RowChecker:
         """A :class:`~ipfi_cli.run.rows.RowChecker` for this plan's rows (``say`` gets its warnings)."""
         from ipfi_cli.run import setup
-        from ipfi_cli.run.checks import CategoryCheck
-        from ipfi_cli.run.rows import RowChecker
-
         categories = CategoryCheck(self.categories, source=self.source,
                                    csv=self.input_format == "csv" and not self.skip_initial_space,
                                    allow=self.allow_unknown_categories, say=say) if self.categories else None
@@ -146,7 +143,6 @@ def plan_run(loaded: LoadedModel, inputs: InputSpec, selection: Selection, *, le
     it owns the input's reader from then on.
     """
     from ipfi_cli.run import setup
-    from ipfi_cli.run.checks import check_inputs
 
     for line in loaded.warnings:
         say(line, "warning")

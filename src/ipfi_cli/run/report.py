@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import IO, Any, Protocol
 
 from ipfi_cli.run.observers import ENDED, RunEnd, RunStart, Snapshot
+from ipfi_cli.text import message_line
 
 __all__ = ["ENDED", "PROG", "RECENT_ROWS", "PlainReporter", "RateMeter", "RecentLoss", "Reporter", "RunClock", "RunEnd",
            "RunStart", "Snapshot"]
@@ -62,7 +63,6 @@ class PlainReporter:
 
     def _write(self, text: str) -> None:
         stream = self.stream if self.stream is not None else sys.stderr
-        from ipfi_cli.text import message_line
 
         try:
             print(message_line(text), file=stream, flush=True)

@@ -18,9 +18,12 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from ipfi_cli.errors import InputError, StateError
+from ipfi_cli.core.state_fields import StateFieldError, within
+from ipfi_cli.errors import InputError, OutputError, StateError
+from ipfi_cli.io.writers import WRITERS, output_format_for, trace_header
 from ipfi_cli.run.signals import DeferredSignals, defer_signals
 from ipfi_cli.run.state_checks import check_state, run_settings, settings_differences
+from ipfi_cli.version import __version__
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -70,7 +73,6 @@ class StateKeeper:
     def open(cls, path: str, *, skip_seen: bool) -> StateKeeper:
         """The keeper of ``path``: continuing from it if it exists (the ipfi version checked first)."""
         from ipfi_cli.io.run_state import StateLock, load_state, remove_stale_temporaries
-        from ipfi_cli.version import __version__
 
         lock = StateLock(path)
         lock.acquire()  # before reading: another run on this state may be writing it
@@ -125,7 +127,6 @@ class StateKeeper:
         import copy
         from dataclasses import replace
 
-        from ipfi_cli.core.state_fields import StateFieldError, within
         from ipfi_cli.io.run_state import StateFileError
 
         self.settings = now = run_settings(plan, settings, parts)
@@ -189,9 +190,7 @@ class StateKeeper:
         or (continuing) the traces file cut back to where the state says it ends."""
         import sys
 
-        from ipfi_cli.errors import OutputError
         from ipfi_cli.io.trace_output import TrackedOutput, reopen_traces
-        from ipfi_cli.io.writers import WRITERS, output_format_for
 
         path = s.output.path if s.output.path and s.output.path != "-" else None
         try:
@@ -201,7 +200,6 @@ class StateKeeper:
                     tracked = reopen_traces(path, output["size"], output["crc"])
                 else:  # stdout: the continuation, for appending to the earlier output (cut back when a file)
                     from ipfi_cli.io.trace_output import continue_stdout_traces
-                    from ipfi_cli.io.writers import trace_header
 
                     sys.stdout.flush()
                     self.stdout_note = continue_stdout_traces(output["size"], output["crc"], trace_header(

@@ -12,10 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ipfi_cli.core.losses import Loss
-from ipfi_cli.errors import InputError, ModelError, UsageError
+from ipfi_cli.core.groups import resolve_groups
+from ipfi_cli.core.losses import Loss, default_loss, get_loss, prediction_shift
+from ipfi_cli.errors import InputError, ModelError, RunError, UsageError
+from ipfi_cli.models.categories import learned_categories
 from ipfi_cli.models.loading import LoadedModel
-from ipfi_cli.run.labels import _FALSE, _TRUE, LabelMatcher
+from ipfi_cli.run.labels import (
+    _FALSE,
+    _TRUE,
+    LabelMatcher,
+    LossFitError,
+    check_loss,
+    declared_task,
+    model_classes_from_answer,
+    model_classes_from_first_row,
+)
 from ipfi_cli.text import quoted
 
 TASKS = ("auto", "classification", "regression")
@@ -36,13 +47,8 @@ def choose_loss(loaded: LoadedModel, classification: bool, loss: str | None) -> 
     A loss that cannot measure this model (zero-one or log loss on a regressor, absolute or
     squared error on text classes) is refused here, before the first row, naming the fix.
     """
-    from ipfi_cli.core.losses import default_loss, get_loss
-    from ipfi_cli.run.labels import LossFitError, check_loss, declared_task
-
     chosen = get_loss(loss) if loss else default_loss(classification)
     if chosen.relative:  # label-free: its form follows the model (see core.losses.prediction_shift)
-        from ipfi_cli.core.losses import prediction_shift
-
         return prediction_shift(classification, loaded.predictor.classes, loaded.predictor.has_proba)
     try:
         check_loss(chosen, classification, declared_task(loaded.model), loaded.predictor.classes,
@@ -115,7 +121,6 @@ class BinaryLabels(LabelMatcher):
             return label
         if isinstance(label, str) and label.strip().lower() in _TRUE + _FALSE:  # the model told no classes yet
             return label.strip().lower() in _TRUE
-        from ipfi_cli.errors import RunError
 
         raise RunError(f"{self.path}: river's {self.name} is a binary classifier that learns True/False labels; "
                        f"the labels read like {label!r}: map them to true/false, or use a multi-class model such "
@@ -139,7 +144,6 @@ def first_row_hook(loaded: LoadedModel, matcher: LabelMatcher,
     (``'True'`` to ``True``, ``1`` to ``'1'``)."""
     if not matcher.classification or matcher.classes is not None:
         return None
-    from ipfi_cli.run.labels import model_classes_from_answer, model_classes_from_first_row
 
     def learn_classes(values: dict[str, Any]) -> None:
         row = {c: values[c] for c in columns if c in values}
@@ -308,7 +312,6 @@ def select_features(columns: Sequence[str], features: Sequence[str] | None, drop
         selected = [c for c in base if c not in set(drop)]
         if not selected and not groups:
             raise UsageError("every feature is dropped: nothing left to explain", "--drop")
-    from ipfi_cli.core.groups import resolve_groups
 
     try:
         resolve_groups(list(columns), selected, groups)
@@ -333,7 +336,6 @@ def input_categories(loaded: LoadedModel, columns: Sequence[str]) -> dict[str, A
     A river model learns its categories as it goes: none."""
     if loaded.kind == "river":
         return {}
-    from ipfi_cli.models.categories import learned_categories
 
     names: dict[str, str] = getattr(loaded.predictor, "names", None) or {}
     found = learned_categories(loaded.model, loaded.predictor, [names.get(c, c) for c in columns])

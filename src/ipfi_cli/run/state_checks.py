@@ -14,6 +14,11 @@ import hashlib
 import os
 from typing import TYPE_CHECKING, Any
 
+from ipfi_cli.core.state_fields import StateFieldError, fields, within
+from ipfi_cli.io.writers import output_format_for
+from ipfi_cli.models.hashing import depends_on_hashing
+from ipfi_cli.models.sources import model_digest
+
 if TYPE_CHECKING:
     from ipfi_cli.run.plan import RunPlan
     from ipfi_cli.run.settings import ExplainSettings, RunParts
@@ -48,9 +53,6 @@ _OMITTED_SETTINGS: dict[str, Any] = {
 
 def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str, Any]:
     """Everything that must be the same for a run to continue another: option -> value."""
-    from ipfi_cli.io.writers import output_format_for
-    from ipfi_cli.models.sources import model_digest
-
     params, read = parts.explainer.params(), s.inputs
     own = {OPTION_NAMES.get(key, "--" + key.replace("_", "-")): value for key, value in params.items()
            if key not in ("method", "columns", "names", "groups", "loss", "smoothing")}  # smoothing: --half-life etc.
@@ -84,8 +86,6 @@ def run_settings(plan: RunPlan, s: ExplainSettings, parts: RunParts) -> dict[str
 def _hash_seed(model: str) -> dict[str, Any]:
     """``PYTHONHASHSEED`` for a model whose numbers may depend on string hashing (in their last digits),
     whatever its value (a state saved without it ran under 0, ipfi's earlier pin)."""
-    from ipfi_cli.models.hashing import depends_on_hashing
-
     return {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "random")} if depends_on_hashing(model) else {}
 
 def settings_differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -103,7 +103,6 @@ def check_state(path: str, state: dict[str, Any]) -> None:
     """Check the parts of a state and the run's counters as they are read (a state crafted with a valid
     checksum may hold anything): a :class:`~ipfi_cli.io.run_state.StateFileError` names the field. The
     explainer's and the change watch's own fields are checked by their ``load_state_dict``."""
-    from ipfi_cli.core.state_fields import StateFieldError, fields, within
     from ipfi_cli.io.run_state import StateFileError
 
     try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ipfi_cli.errors import InputError
+from ipfi_cli.io.readers import open_rows
 
 if TYPE_CHECKING:
     from ipfi_cli.core.explainer import Explainer
@@ -37,8 +38,6 @@ class WatchSettings:
 def read_reference(path: str, names: Sequence[str]) -> list[float]:
     """An importance vector in ``names`` order from ``ipfi batch``'s CSV (``feature,importance``)
     or from a trace file (``row`` and one column per feature: its last record)."""
-    from ipfi_cli.io.readers import open_rows
-
     with open_rows(path, hint=False) as reader:
         columns = reader.columns
         rows = []
