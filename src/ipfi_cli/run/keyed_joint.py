@@ -76,18 +76,8 @@ class JointKeys:
                     pending.append((part, None))
                     continue
                 pending.append((part, explainer.prepare([r.values for r in part[2]], [r.label for r in part[2]])))
-        except IpfiError as error:  # a value the explainer cannot take: found row by row
-            self._cancel(pending)
-            if isinstance(error, ServiceError):
-                raise
-            self._one_by_one(parts)
-            return
-        except BaseException:
-            self._cancel(pending)
-            raise
-        try:
             predictions = self._predict([p for _, p in pending if p is not None and len(p.targets)])
-        except IpfiError as error:  # the model failed on a row of some key: each finds its own
+        except IpfiError as error:  # a value an explainer cannot take, or a row the model fails on: found key by key
             self._cancel(pending)
             if isinstance(error, ServiceError):  # the model cannot be reached: about no row
                 raise
