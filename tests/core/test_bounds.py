@@ -206,3 +206,67 @@ def test_bounds_after_each_row_of_a_micro_batch_equal_the_row_by_row_ones(method
             got.append(many.last_row_bounds)
             begin += size
         assert np.concatenate(got).tobytes() == expected.tobytes(), cuts
+
+
+def _rows_explainer(kind: str, n_features: int, model: FunctionPredictor):
+    from ipfi_cli.core.mergeable import MergeablePFI
+
+    columns = [f"x{i}" for i in range(n_features)]
+    common = {"n_repeats": 3, "reservoir_size": 7, "seed": 4}
+    if kind == "realisations":
+        return IPFIEstimator(model, columns, alpha=0.05, bounds_method="realisations", **common)
+    if kind == "realisations-uniform":
+        return IPFIEstimator(model, columns, alpha=0.05, bounds_method="realisations", sampling="uniform", **common)
+    if kind == "mean":
+        return IPFIEstimator(model, columns, smoothing="mean", **common)
+    if kind == "running-mean":
+        return MergeablePFI(model, columns, bounds_method="normal", **common)
+    assert kind == "half-life"
+    return MergeablePFI(model, columns, half_life=5.0, **common)
+
+
+@pytest.mark.parametrize("kind", ["realisations", "realisations-uniform", "mean", "running-mean", "half-life"])
+@pytest.mark.parametrize("n_features", [1, 4])
+def test_bounds_after_chosen_rows_of_a_micro_batch_equal_a_call_that_ends_there(kind, n_features):
+    """explain_many(bounds_delta=..., bounds_rows=...) of the realisations' bounds, the running means' and
+    forward decay's gives, at the rows asked for, the bounds bound_array gives after that row when the rows
+    come one at a time (each call ending at a record: what a run with --bounds did, a model call per
+    record): bit for bit, NaN at the others, however the rows are split into calls."""
+    rng = np.random.default_rng(8)
+    weights = rng.normal(size=n_features)
+    model = FunctionPredictor(lambda X: (X @ weights > 0).astype(int))
+    n_rows = 120
+    X = rng.normal(size=(n_rows, n_features))
+    y = (X @ weights + rng.normal(scale=0.8, size=n_rows) > 0).astype(int)
+    times = np.cumsum(rng.exponential(2.0, size=n_rows))  # event times, for forward decay (half-life 5)
+    columns = [f"x{i}" for i in range(n_features)]
+
+    def call(explainer, begin, end, **bounds):
+        extra = {"times": times[begin:end].tolist()} if kind == "half-life" else {}
+        return explainer.explain_many(X[begin:end], y[begin:end], **extra, **bounds)
+
+    one = _rows_explainer(kind, n_features, model)
+    expected = []
+    for row in range(n_rows):
+        if kind == "half-life":
+            one.explain_one(dict(zip(columns, X[row])), y[row], time=times[row])
+        else:
+            one.explain_one(dict(zip(columns, X[row])), y[row])
+        expected.append(one.bound_array(0.1))
+    expected = np.array(expected)
+    assert np.isnan(expected[:2]).all() and np.isfinite(expected[20:]).all()
+    asked = [row for row in range(n_rows) if row % 3 == 2 or row in (0, 1, 119)]
+    for cuts in ([n_rows], [1, 119], [2, 50, 68], [7] * 17 + [1], [70, 50]):
+        many, got, begin = _rows_explainer(kind, n_features, model), [], 0
+        for size in cuts:
+            rows = [row - begin for row in asked if begin <= row < begin + size]
+            call(many, begin, begin + size, bounds_delta=0.1, bounds_rows=rows)
+            got.append(many.last_row_bounds)
+            begin += size
+        got_all = np.concatenate(got)
+        assert got_all[asked].tobytes() == expected[asked].tobytes(), cuts
+        assert np.isnan(np.delete(got_all, asked, axis=0)).all()
+        # the estimates themselves are those of the calls without bounds
+        plain = _rows_explainer(kind, n_features, model)
+        call(plain, 0, n_rows)
+        assert plain.importance_array().tobytes() == many.importance_array().tobytes()

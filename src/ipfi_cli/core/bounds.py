@@ -57,9 +57,9 @@ not today's PFI.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from statistics import NormalDist
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -67,7 +67,7 @@ from ipfi_cli.core.choices import BOUNDS_METHODS
 from ipfi_cli.core.influence import DonorInfluence
 from ipfi_cli.core.smoothing import WeightedMoments
 
-__all__ = ["BOUNDS_METHODS", "RealisationSpread", "half_width", "needs_realisations"]
+__all__ = ["BOUNDS_METHODS", "RealisationSpread", "RowBounds", "half_width", "needs_realisations"]
 
 
 def needs_realisations(method: str) -> bool:
@@ -295,3 +295,39 @@ def row_bounds(moments: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], m
     if first_is_stored:
         widths = np.concatenate([np.full((1, widths.shape[1]), np.nan), widths])
     return widths
+
+
+class BoundsSource(Protocol):
+    """An explainer :class:`RowBounds` asks for its bounds."""
+
+    names: list[str]
+
+    def bound_array(self, delta: float = 0.05, method: str | None = None) -> np.ndarray: ...
+
+
+class RowBounds:
+    """The bounds after chosen rows of one :meth:`~ipfi_cli.core.incremental.IPFIEstimator.explain_many`
+    call (offsets ``rows``; ``None``: all), each taken by ``e.bound_array(delta)`` as soon as its row is
+    folded in, the fold cut there (:meth:`cuts`; the model's one call is not): the smoothing and the
+    realisations are then as after a call that ends at that row, so these are that call's bounds, to the
+    bit. ``out`` holds them, a row per row of the call, NaN on the others."""
+
+    def __init__(self, e: BoundsSource, delta: float, rows: Sequence[int] | None, n_rows: int,
+                 first_is_stored: bool) -> None:
+        self.e, self.delta = e, delta
+        self.out = np.full((n_rows, len(e.names)), np.nan)
+        self.wanted = np.zeros(n_rows + 1, dtype=bool)  # one more: a fold past the rows asks for nothing
+        self.wanted[np.arange(n_rows) if rows is None else np.asarray(rows, dtype=np.intp)] = True
+        self.row = int(first_is_stored)  # the call's offset of the next row folded in
+
+    def cuts(self, count: int) -> list[int]:
+        """Where to cut the fold of the next ``count`` rows (ends, relative to them): after each wanted row,
+        and at the end."""
+        ends = (np.flatnonzero(self.wanted[self.row:self.row + count]) + 1).tolist()
+        return ends if ends and ends[-1] == count else [*ends, count]
+
+    def folded(self, count: int) -> None:
+        """``count`` more rows are folded in: the bounds now, if the last one's are wanted."""
+        self.row += count
+        if self.wanted[self.row - 1]:
+            self.out[self.row - 1] = self.e.bound_array(self.delta)

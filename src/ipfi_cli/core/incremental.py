@@ -37,7 +37,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from ipfi_cli.core import ipfi_state
-from ipfi_cli.core.bounds import MAX_BOUNDS_ALPHA, RealisationSpread, needs_realisations, tracker_bounds
+from ipfi_cli.core.bounds import MAX_BOUNDS_ALPHA, RealisationSpread, RowBounds, needs_realisations, tracker_bounds
 from ipfi_cli.core.groups import resolve_groups
 from ipfi_cli.core.ipfi_stream import (
     check_removable,
@@ -239,7 +239,8 @@ class IPFIEstimator:
         return self.importance_array()
 
     def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray, *,
-                     return_contributions: bool = False, bounds_delta: float | None = None) -> Any:
+                     return_contributions: bool = False, bounds_delta: float | None = None,
+                     bounds_rows: Sequence[int] | None = None) -> Any:
         """Explain consecutive rows of a *static* model; returns estimates, shape ``(T, G)``.
 
         With a batch predictor all rows' evaluations go to the model in one call (per
@@ -253,10 +254,10 @@ class IPFIEstimator:
         on a row that was not explained (the stream's first).
 
         With ``bounds_delta`` (where :attr:`bounds_per_row` allows it), :attr:`last_row_bounds`
-        holds afterwards the bounds after each row, shape ``(T, G)``: what :meth:`bound_array`
-        would have given after that row, to the bit.
+        holds afterwards the bounds after each row (of the offsets ``bounds_rows``, if given; NaN
+        on the others), shape ``(T, G)``: what :meth:`bound_array` gives after that row, to the bit.
         """
-        return explain_many(self, rows, targets, return_contributions, bounds_delta)
+        return explain_many(self, rows, targets, return_contributions, bounds_delta, bounds_rows)
 
     def prepare(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray
                 ) -> PendingRows:
@@ -323,11 +324,9 @@ class IPFIEstimator:
 
     @property
     def bounds_per_row(self) -> bool:
-        """Whether :meth:`explain_many` can give the bounds after each row (``bounds_delta``): the
-        chebyshev and normal bounds of this class's exponential smoothing, whose moments the
-        tracker records row by row (the realisations' bounds follow state it does not record)."""
-        return (type(self) is IPFIEstimator and type(self._tracker) is ExponentialMean
-                and self.bounds_method in ("chebyshev", "normal") and self._spread is None)
+        """Whether :meth:`explain_many` can give the bounds after each row (``bounds_delta``): where
+        the rows are folded in by this class's fold, which can stop after any row (iSAGE's cannot)."""
+        return type(self)._fold_pending is IPFIEstimator._fold_pending
 
     def _save_stream_state(self) -> tuple[Any, ...]:
         return save_stream(self)
@@ -338,6 +337,7 @@ class IPFIEstimator:
     #: whether :func:`prepare_numeric` computes this class's numbers: a subclass that changes a row's
     #: evaluation or its folding sets it to False (or overrides :meth:`_prepare_numeric`, as iSAGE does)
     _array_path: ClassVar[bool] = True
+    _row_bounds: RowBounds | None = None  # the bounds after chosen rows, while explain_many takes them
 
     def _floats_stored(self) -> bool:
         """The array path applies: the plain estimator (marginal removal, exponential or mean smoothing), a

@@ -47,6 +47,7 @@ and :meth:`DonorInfluence.fold_many`.
 from __future__ import annotations
 
 import copy
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -293,8 +294,13 @@ class DonorInfluence:
         if self.total_weight == 0.0:
             return np.full(self.n, np.nan), np.full(self.n, np.inf)
         phi = np.asarray(estimate, dtype=np.float64)
-        # in row order, so that the sums' rounding does not depend on where rows were kept (resumes)
-        kept = np.array([self.index[row] for row in sorted(self.index)], dtype=np.intp)
+        # in row order, so that the sums' rounding does not depend on where rows were kept (resumes); the
+        # rows drawn for and not yet folded in (a micro-batch's, its bounds taken row by row) hold nothing
+        # yet and are left out, as if they had not come
+        rows = sorted(self.index)
+        if self._pending:
+            rows = rows[:bisect_left(rows, self._pending[0][0])]
+        kept = np.array([self.index[row] for row in rows], dtype=np.intp)
         totals = self.closed + _products(self.sums[kept], self.weights[kept])
         a, b, c = totals[0] - totals[3], totals[1] - totals[4], totals[2] - totals[5]
         cross = a - 2 * phi * b + phi * phi * c

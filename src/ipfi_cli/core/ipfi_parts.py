@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from ipfi_cli.core.bounds import RealisationSpread
+    from ipfi_cli.core.bounds import RealisationSpread, RowBounds
     from ipfi_cli.core.layout import PermutationLayout
     from ipfi_cli.core.losses import Loss
     from ipfi_cli.core.perturbed import PerturbedPredictions
@@ -49,6 +49,7 @@ class EstimatorParts(Protocol):
     _remover: ConditionalSampler | None
     _group_columns: list[np.ndarray]
     _spread: RealisationSpread | None
+    _row_bounds: RowBounds | None  # the bounds after chosen rows of an explain_many call, while it runs
     _rng: np.random.Generator
     _sampler: Reservoir | None
     _loss_sum: float

@@ -88,13 +88,14 @@ class MergeablePFI(IPFIEstimator):
 
     def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray,
                      targets: Sequence[Any] | np.ndarray, *, times: Sequence[float | None] | None = None,
-                     return_contributions: bool = False, bounds_delta: float | None = None) -> Any:
+                     return_contributions: bool = False, bounds_delta: float | None = None,
+                     bounds_rows: Sequence[int] | None = None) -> Any:
         rows = rows if isinstance(rows, np.ndarray) else list(rows)
         if times is None:
             times = [None] * len(rows) if isinstance(rows, np.ndarray) else [self._time_of(x) for x in rows]
         self._times_for(list(times))
         return super().explain_many(rows, targets, return_contributions=return_contributions,
-                                    bounds_delta=bounds_delta)
+                                    bounds_delta=bounds_delta, bounds_rows=bounds_rows)
 
     def _time_of(self, x: Mapping[str, Any]) -> float | None:
         if self.time_column is None or self.half_life is None:

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from ipfi_cli.core.bounds import MAX_BOUNDS_ALPHA, check_delta, row_bounds
+from ipfi_cli.core.bounds import MAX_BOUNDS_ALPHA, RowBounds, check_delta, row_bounds
 from ipfi_cli.core.ipfi_parts import EstimatorParts
 from ipfi_cli.core.ipfi_stream import check_removable, ensure_sampler, store
 from ipfi_cli.core.losses import Output
@@ -68,7 +68,10 @@ class MicroBatchEstimator(EstimatorParts, Protocol):
     def predict(self, pending: PendingRows) -> np.ndarray: ...
 
     def explain_many(self, rows: Iterable[Mapping[str, Any]] | np.ndarray, targets: Sequence[Any] | np.ndarray, *,
-                     return_contributions: bool = False, bounds_delta: float | None = None) -> Any: ...
+                     return_contributions: bool = False, bounds_delta: float | None = None,
+                     bounds_rows: Sequence[int] | None = None) -> Any: ...
+
+    def bound_array(self, delta: float = 0.05, method: str | None = None) -> np.ndarray: ...
 
     def _prepare(self, rows: np.ndarray | list[list[Any]], targets: list[Any], buffer: np.ndarray | None
                  ) -> PendingRows: ...
@@ -111,9 +114,14 @@ def fold_many(explainer: MicroBatchEstimator, losses: np.ndarray, out: np.ndarra
     unperturbed = losses[:, 0]
     per_repeat = (losses[:, 1:] - losses[:, :1]).reshape(len(losses), e.n_repeats, len(e.names))
     per_row = np.add.reduce(per_repeat, axis=1) / e.n_repeats  # = last_contribution, row by row
-    out[...] = e._tracker.update_many(per_row)
-    if e._spread is not None:
-        e._spread.update_many(per_repeat)
+    begin, bounds = 0, e._row_bounds
+    for end in [len(losses)] if bounds is None else bounds.cuts(len(losses)):  # cut where a row's bounds are due
+        out[begin:end] = e._tracker.update_many(per_row[begin:end])
+        if e._spread is not None:
+            e._spread.update_many(per_repeat[begin:end])
+        if bounds is not None:
+            bounds.folded(end - begin)
+        begin = end
     e.last_contributions = per_repeat[-1].copy()
     e.last_loss = float(unperturbed[-1])
     add_losses(e, unperturbed)
@@ -126,6 +134,8 @@ def fold_rows(e: MicroBatchEstimator, losses: np.ndarray, out: np.ndarray, contr
     """:func:`fold_many` row by row with ``e._fold`` (another smoothing, or a subclass's own fold)."""
     for t, step in enumerate(losses):
         e._fold(step)
+        if e._row_bounds is not None:
+            e._row_bounds.folded(1)
         out[t] = e._tracker.mean
         contributions[t], row_losses[t] = e.last_contribution, e.last_loss
 
@@ -166,6 +176,8 @@ def explain_rows(e: MicroBatchEstimator, value_rows: list[list[Any]], targets: l
         traces.estimates[t] = e.explain_one(dict(zip(e.columns, v)), y)
         if e.n_explained > explained:
             traces.contributions[t], traces.losses[t] = e.last_contribution, e.last_loss
+            if e._row_bounds is not None:
+                e._row_bounds.folded(1)
     return traces
 
 
@@ -223,38 +235,53 @@ def finish_rows(e: MicroBatchEstimator, pending: PendingRows, predictions: Any) 
 
 
 def explain_many(e: MicroBatchEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarray,
-                 targets: Sequence[Any] | np.ndarray, return_contributions: bool, bounds_delta: float | None) -> Any:
-    """``e.explain_many``: all or nothing (a failure restores the stream state before the call)."""
+                 targets: Sequence[Any] | np.ndarray, return_contributions: bool, bounds_delta: float | None,
+                 bounds_rows: Sequence[int] | None = None) -> Any:
+    """``e.explain_many``: all or nothing (a failure restores the stream state before the call).
+
+    With ``bounds_delta``, ``e.last_row_bounds`` gets the bounds after each row (those of ``bounds_rows``, the
+    others' NaN): the exponential smoothing's chebyshev and normal bounds from the moments its tracker records
+    row by row (:func:`~ipfi_cli.core.bounds.row_bounds`), any other's by :meth:`bound_array` when the fold
+    reaches the row (:class:`RowBounds`)."""
     if bounds_delta is not None and not e.bounds_per_row:
-        raise ValueError(f"bounds after each row are kept for the chebyshev and normal bounds of iPFI with "
-                         f"exponential smoothing, not for {type(e).__name__} with {e.bounds_method!r}")
+        raise ValueError(f"bounds after each row are not kept for {type(e).__name__}")
     numeric, value_rows, n_rows = as_rows(e, rows, targets)
     targets = list(targets)
     saved = e._save_stream_state()
-    first_is_stored = e.n_seen == 0  # the stream's first row is stored, not explained
-    recorder = e._tracker if bounds_delta is not None else None
-    if recorder is not None:
-        check_delta(bounds_delta)  # type: ignore[arg-type]
-        assert isinstance(recorder, ExponentialMean)  # bounds_per_row
+    first_is_stored = e.n_seen == 0 and n_rows > 0  # the stream's first row is stored, not explained
+    recorder = e._tracker if bounds_delta is not None and _records_moments(e) else None
+    if bounds_delta is not None:
+        check_delta(bounds_delta)
+    if isinstance(recorder, ExponentialMean):
         recorder.history = []  # after the saved copy: a failed call restores a tracker without it
+    elif bounds_delta is not None:
+        e._row_bounds = RowBounds(e, bounds_delta, bounds_rows, n_rows, first_is_stored)
     try:
         if numeric is None and not e.use_batch:
             traces = explain_rows(e, value_rows, targets)
         else:
             traces = explain_blocks(e, numeric, value_rows, targets)
-        if bounds_delta is not None:
+        if isinstance(recorder, ExponentialMean) and bounds_delta is not None:
             too_smooth = e.smoothing == "exponential" and e.alpha > MAX_BOUNDS_ALPHA
-            assert recorder is not None and bounds_delta is not None
             e.last_row_bounds = row_bounds(recorder.moments_history(), e.bounds_method, bounds_delta, n_rows,
-                                           first_is_stored and n_rows > 0, too_smooth)
+                                           first_is_stored, too_smooth)
+        elif e._row_bounds is not None:
+            e.last_row_bounds = e._row_bounds.out
     except Exception:
         # all or nothing: a failing model call leaves the explainer as it was before the call
         e._restore_stream_state(saved)
         raise
     finally:
-        if recorder is not None:
+        if isinstance(recorder, ExponentialMean):
             recorder.history = None
+        e._row_bounds = None
     return tuple(traces) if return_contributions else traces.estimates
+
+
+def _records_moments(e: MicroBatchEstimator) -> bool:
+    """Whether the bounds after each row come from the moments the tracker records: the exponential
+    smoothing's chebyshev and normal bounds (the realisations' read state it does not record)."""
+    return type(e._tracker) is ExponentialMean and e.bounds_method in ("chebyshev", "normal") and e._spread is None
 
 
 def explain_blocks(e: MicroBatchEstimator, numeric: np.ndarray | None, value_rows: list[list[Any]], targets: list[Any]

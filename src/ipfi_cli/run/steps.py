@@ -106,11 +106,9 @@ class RowSteps:
         """Rows ``begin:end`` of ``good`` in one call; False when the model failed on one of them
         (found and skipped, or made the run's failure, by bisecting the part's rows)."""
         explainer, watch = self.parts.explainer, self.parts.watch
-        per_row = self._bounds_per_row()
         try:
             result = explainer.explain_many(good.inputs[begin:end], good.labels[begin:end],
-                                            return_contributions=watch is not None,
-                                            **({"bounds_delta": self.settings.output.delta} if per_row else {}))
+                                            return_contributions=watch is not None, **self._bounds_asked(end - begin))
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:  # the explainer is as before the call: find the row
@@ -121,7 +119,7 @@ class RowSteps:
         first_line = None if block.first_line is None else block.first_line + begin
         row_at = lambda offset: GoodRow(numbers[offset], None if first_line is None else first_line + offset,  # noqa: E731
                                         block.row_values(begin + offset), good.labels[begin + offset])
-        row_bounds = getattr(explainer, "last_row_bounds", None) if per_row else None
+        row_bounds = getattr(explainer, "last_row_bounds", None) if self._bounds_per_row() else None
         if watch is None:
             self._emit_rows(numbers, result, row_at, row_bounds)
         else:
@@ -174,8 +172,7 @@ class RowSteps:
         per_row = self._bounds_per_row()
         try:
             result = explainer.explain_many([p.values for p in part], [p.label for p in part],
-                                            return_contributions=watch is not None,
-                                            **({"bounds_delta": self.settings.output.delta} if per_row else {}))
+                                            return_contributions=watch is not None, **self._bounds_asked(len(part)))
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:  # locate the row the model (or its label) failed on
@@ -247,12 +244,21 @@ class RowSteps:
             self.failure = InputError(message)
 
     def _bounds_per_row(self) -> bool:
-        """With ``--bounds``, whether the explainer gives the bounds after each row of a call (the
-        chebyshev and normal bounds of iPFI), so micro-batches need not be cut at records."""
+        """With ``--bounds``, whether the explainer gives the bounds after each row of a call (iPFI's, by
+        any method and smoothing), so micro-batches need not be cut at records."""
         explainer = self.parts.explainer
         # the class must have it: a wrapper that hands attributes on to an inner explainer has not
         return bool(self.settings.output.bounds and getattr(type(explainer), "bounds_per_row", None) is not None
                     and explainer.bounds_per_row)  # type: ignore[attr-defined]
+
+    def _bounds_asked(self, n_rows: int) -> dict[str, Any]:
+        """What a call on the next ``n_rows`` rows asks the explainer for besides the estimates: with
+        :meth:`_bounds_per_row`, the bounds after the rows whose records are due (their offsets)."""
+        if not self._bounds_per_row():
+            return {}
+        every, done = self.settings.output.every, self.parts.progress.rows
+        return {"bounds_delta": self.settings.output.delta,
+                "bounds_rows": [offset for offset in range(n_rows) if (done + offset + 1) % every == 0]}
 
     def _emit(self, part: list[GoodRow], array: Any, row_bounds: Any = None) -> None:
         """Write the due records of an explained part; a non-finite loss stops the run there."""
