@@ -267,3 +267,62 @@ def test_shards_split_by_time_are_refused_and_shards_split_at_random_are_not():
         shard_of = rng.integers(0, n_shards, len(times))
         trackers = [smooth(times[shard_of == k], values[shard_of == k], 300.0).state_dict() for k in range(n_shards)]
         check_not_split_by_time(trackers)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+@pytest.mark.parametrize("half_life", [None, 3.0, 0.01])  # 0.01: the landmark moves inside micro-batches
+def test_decayed_mean_folds_a_micro_batch_to_the_bits_of_row_by_row_at_any_split(n, half_life):
+    """update_many over any grouping of the rows into calls, and across a state saved and loaded between
+    two (a resume), gives update's means and state row by row, to the bit (expected: update row by row).
+    Values of three magnitudes, times a little out of order."""
+    rng = np.random.default_rng(11)
+    T = 700
+    values = rng.normal(size=(T, n)) * rng.choice([1e-3, 1.0, 1e3], size=(T, 1))
+    times = np.cumsum(rng.exponential(1.0, size=T))
+    times[rng.random(T) < 0.05] -= 2.0
+    given = times.tolist() if half_life is not None else [None] * T
+    one = DecayedMean(n, half_life=half_life)
+    with np.errstate(over="ignore"):
+        expected = np.array([one.update(v, t).copy() for v, t in zip(values, given)])
+    if half_life == 0.01:
+        assert one.landmark > LANDMARK_STEP * half_life  # moved, more than once
+    fields = ("mean", "_sum_sq_dev", "weight", "sum_sq_weights", "count", "landmark", "first_time", "last_time")
+    for cuts in ([T], [1, T - 1], [63, 64, 65, 508], [5] * 140, [300, 1, 399]):
+        many, got, begin = DecayedMean(n, half_life=half_life), [], 0
+        for size in cuts:
+            with np.errstate(over="ignore"):
+                got.append(many.update_many(values[begin:begin + size], given[begin:begin + size]))
+            begin += size
+            if begin == 301:  # a resume: the state as plain data, into a new tracker
+                resumed = DecayedMean(n, half_life=half_life)
+                resumed.load_state_dict(plain_state.loads(plain_state.dumps(many.state_dict())))
+                many = resumed
+        assert np.concatenate(got).tobytes() == expected.tobytes(), cuts
+        for name in fields:
+            assert np.asarray(getattr(many, name)).tobytes() == np.asarray(getattr(one, name)).tobytes(), (cuts, name)
+    with pytest.raises(ValueError, match="event time"):
+        DecayedMean(n, half_life=1.0).update_many(values[:3], [0.0, None, 2.0])
+
+
+@pytest.mark.parametrize("half_life", [None, 600.0])
+def test_a_mergeable_explainer_folds_micro_batches_of_numbers_as_arrays(monkeypatch, half_life):
+    """Micro-batches of numbers are drawn (prepare_numeric) and smoothed (update_many) as arrays, not row
+    by row, with the numbers of explain_one (expected: explain_one, row by row) at any micro-batch size."""
+    X, y, times = _numeric_stream()
+    rows = [{"a": float(r[0]), "b": float(r[1]), "c": float(r[2]), "t": float(t)} for r, t in zip(X, times)]
+    one = _mergeable(half_life)
+    expected = np.array([one.explain_one(row, int(label)) for row, label in zip(rows, y)])
+    expected_bounds = one.bound_array(0.1)
+
+    def no_row(*args, **kwargs):
+        raise AssertionError("a row folded on its own")
+
+    monkeypatch.setattr(DecayedMean, "update", no_row)
+    for size in (1, 50, 240):
+        many = _mergeable(half_life)
+        got = []
+        for i in range(0, len(X), size):
+            extra = {"times": times[i:i + size].tolist()} if half_life is not None else {}
+            got.append(many.explain_many(X[i:i + size], y[i:i + size].tolist(), **extra))
+        assert np.concatenate(got).tobytes() == expected.tobytes(), size
+        assert many.bound_array(0.1).tobytes() == expected_bounds.tobytes()

@@ -67,10 +67,7 @@ from ipfi_cli.core.predictor import Predictor
 from ipfi_cli.core.removal import ConditionalSampler, make_conditional_sampler
 from ipfi_cli.core.row_values import row_values
 from ipfi_cli.core.samplers import Reservoir
-from ipfi_cli.core.smoothing import ExponentialMean, RunningMean, make_smoother
-
-#: the trackers whose update_many folds a micro-batch to update's bits
-_ARRAY_TRACKERS = (ExponentialMean, RunningMean)
+from ipfi_cli.core.smoothing import make_smoother
 
 
 class IPFIEstimator:
@@ -317,10 +314,14 @@ class IPFIEstimator:
 
     def _fold_pending(self, losses: np.ndarray, pending: PendingRows, out: np.ndarray, contributions: np.ndarray,
                       row_losses: np.ndarray) -> None:
-        """Fold consecutive rows' losses: as arrays (:func:`fold_many`) for the exponential smoothing,
-        else row by row with :meth:`_fold` (a subclass may fold otherwise, to the same bits)."""
-        array_fold = type(self._tracker) in _ARRAY_TRACKERS and type(self)._fold is IPFIEstimator._fold
+        """Fold consecutive rows' losses: as arrays (:func:`fold_many`) where :meth:`_fold` is this class's or
+        has its array twin (:meth:`_track_many`), else row by row (a subclass may fold otherwise, to the same bits)."""
+        array_fold = type(self)._fold is IPFIEstimator._fold or type(self)._track_many is not IPFIEstimator._track_many
         (fold_many if array_fold else fold_rows)(self, losses, out, contributions, row_losses)
+
+    def _track_many(self, contributions: np.ndarray) -> np.ndarray:
+        """The smoothing of consecutive rows' contributions ``(T, G)``: the estimates after each, to update's bits."""
+        return self._tracker.update_many(contributions)
 
     @property
     def bounds_per_row(self) -> bool:
@@ -340,10 +341,9 @@ class IPFIEstimator:
     _row_bounds: RowBounds | None = None  # the bounds after chosen rows, while explain_many takes them
 
     def _floats_stored(self) -> bool:
-        """The array path applies: the plain estimator (marginal removal, exponential or mean smoothing), a
-        block predictor, and the reservoir (if any yet) holds floats."""
+        """The array path applies: the plain estimator (marginal removal, any smoothing), a block predictor,
+        and the reservoir (if any yet) holds floats."""
         return (self._array_path and self._remover is None
-                and type(self._tracker) in _ARRAY_TRACKERS
                 and self.use_batch and (self._sampler is None or self._sampler.rows.dtype == np.float64))
 
     # -- results ----------------------------------------------------------------------------

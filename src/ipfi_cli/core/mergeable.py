@@ -124,6 +124,12 @@ class MergeablePFI(IPFIEstimator):
         self._loss_sum += unperturbed
         self._tracker.update(np.add.reduce(contributions, axis=0) / self.n_repeats, time)
 
+    def _track_many(self, contributions: np.ndarray) -> np.ndarray:
+        """:meth:`_fold`'s smoothing for consecutive rows, at their times (the micro-batch's array fold)."""
+        times = self._fold_times[self._fold_next:self._fold_next + len(contributions)]
+        self._fold_next += len(contributions)
+        return self._tracker.update_many(contributions, times)
+
     # -- state --------------------------------------------------------------------------------------
     def settings_dict(self) -> dict[str, Any]:
         settings = super().settings_dict()

@@ -84,6 +84,8 @@ class MicroBatchEstimator(EstimatorParts, Protocol):
     def _fold_pending(self, losses: np.ndarray, pending: PendingRows, out: np.ndarray, contributions: np.ndarray,
                       row_losses: np.ndarray) -> None: ...
 
+    def _track_many(self, contributions: np.ndarray) -> np.ndarray: ...
+
 
 def prepare_numeric(explainer: MicroBatchEstimator, rows: np.ndarray, targets: list[Any], begin: int,
                     buffer: np.ndarray | None) -> tuple[np.ndarray, Any]:
@@ -116,7 +118,7 @@ def fold_many(explainer: MicroBatchEstimator, losses: np.ndarray, out: np.ndarra
     per_row = np.add.reduce(per_repeat, axis=1) / e.n_repeats  # = last_contribution, row by row
     begin, bounds = 0, e._row_bounds
     for end in [len(losses)] if bounds is None else bounds.cuts(len(losses)):  # cut where a row's bounds are due
-        out[begin:end] = e._tracker.update_many(per_row[begin:end])
+        out[begin:end] = e._track_many(per_row[begin:end])
         if e._spread is not None:
             e._spread.update_many(per_repeat[begin:end])
         if bounds is not None:
