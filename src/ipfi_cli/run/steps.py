@@ -84,8 +84,8 @@ class RowSteps:
 
     def explain_block(self, good: GoodBlock) -> None:
         """Explain a block of good rows parsed in bulk (a static model): its inputs go to the
-        explainer as arrays, cut where a record needs the bounds after its own row (as
-        :meth:`_explain_static` cuts). Where the rows need more (event times, a model that fails
+        explainer as arrays, cut where a record needs the bounds after its own row and the explainer
+        cannot give them (as :meth:`_explain_static` cuts). Where the rows need more (event times, a model that fails
         on one of them, the stream's first row), they take the row path, with the same numbers."""
         explainer = self.parts.explainer
         if (self.settings.model.learn or explainer.n_seen == 0 or self.failure is not None
@@ -142,7 +142,8 @@ class RowSteps:
 
     def _explain_static(self, good: list[GoodRow]) -> None:
         """Explain a micro-batch of a static model in as few model calls as its width allows;
-        with bounds a record needs the bounds after its own row, so the batch is cut there."""
+        with bounds a record needs the bounds after its own row: where the explainer cannot give them
+        after each row of a call (:meth:`_bounds_per_row`), the batch is cut there."""
         s = self.settings
         begin = 0
         cut = s.output.bounds and not self._bounds_per_row()
