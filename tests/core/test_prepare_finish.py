@@ -109,3 +109,19 @@ def test_prepare_needs_a_model_that_predicts_blocks():
     explainer = IPFIEstimator(records, COLUMNS, loss="squared", seed=1)
     with pytest.raises(ValueError, match="supports_batch"):
         explainer.prepare([{"a": 1.0, "b": 2.0, "c": 3.0}], [1.0])
+
+
+@pytest.mark.parametrize("method", ["chebyshev", "realisations"])
+def test_finish_gives_the_bounds_after_the_rows_explain_many_gives(method):
+    """finish(bounds_delta=..., bounds_rows=...) sets last_row_bounds as explain_many does (expected:
+    explain_many on a twin), so keys prepared together and finished one by one keep their records' bounds."""
+    X, y = _data(90, 3)
+    a, b = (IPFIEstimator(_model(), COLUMNS, loss="squared", seed=2, n_repeats=3, bounds_method=method)
+            for _ in range(2))
+    for begin, end in ((0, 40), (40, 90)):
+        rows = [o for o in range(end - begin) if (begin + o + 1) % 6 == 0]
+        b.explain_many(X[begin:end], y[begin:end], bounds_delta=0.1, bounds_rows=rows)
+        pending = a.prepare(X[begin:end], y[begin:end])
+        a.finish(pending, a.predict(pending), bounds_delta=0.1, bounds_rows=rows)
+        assert a.last_row_bounds.tobytes() == b.last_row_bounds.tobytes()
+        assert np.isfinite(a.last_row_bounds[rows[-1]]).all()

@@ -62,7 +62,7 @@ def explain(monkeypatch, data: Path, model: Path, options: list[str], *, cut: bo
     with monkeypatch.context() as patch:
         patch.setattr(IPFIEstimator, "explain_many", counted)
         if cut:
-            patch.setattr(RowSteps, "_bounds_per_row", lambda self: False)
+            patch.setattr(RowSteps, "_bounds_per_row", lambda self, explainer=None: False)
         result = CliRunner().invoke(app, ["explain", str(data), "-m", str(model), "-t", "target", "--bounds",
                                           "--every", "7", "-M", "3", "-L", "20", "--seed", "2", "-q", *options],
                                     catch_exceptions=False)
@@ -84,3 +84,25 @@ def test_bounds_of_every_kind_need_no_cut_at_records(monkeypatch, datasets, data
         got, calls = explain(monkeypatch, data, model, [*KINDS[kind], "--batch-size", batch_size], cut=False)
         assert got == expected, (kind, batch_size)
         assert calls <= -(-rows // int(batch_size)) + 1, (kind, batch_size, calls)  # a call per micro-batch
+
+
+@pytest.mark.parametrize("kind", ["chebyshev", *KINDS])
+def test_keyed_runs_with_bounds_explain_the_keys_together(monkeypatch, datasets, kind):
+    """``--by`` with ``--bounds``: every key's rows of a micro-batch go to the model in one call (each key's
+    explainer folds its rows in up to its due records; ``--running-mean``/``--half-life`` keys, whose
+    explainers read event times, in a call per key), with the bytes of one key at a time cut at records."""
+    data, model = datasets["cancer"]
+    options = ["--by", "key", "--batch-size", "50", *KINDS.get(kind, [])]
+    keyed = data.with_name("keyed.csv")
+    lines = data.read_text().splitlines()
+    keyed.write_text("\n".join([lines[0] + ",key"] + [f"{line},{'abc'[i % 3]}" for i, line in enumerate(lines[1:])])
+                     + "\n")
+    expected, cut_calls = explain(monkeypatch, keyed, model, options, cut=True)
+    assert cut_calls >= (len(lines) - 1) // 7  # one key at a time, a call per record
+    assert "_bound" in expected.splitlines()[0] and len(expected.splitlines()) > 70
+    got, calls = explain(monkeypatch, keyed, model, options, cut=False)
+    assert got == expected
+    if kind in ("chebyshev", "realisations"):
+        assert calls == 0  # no key on its own: prepare, one model call for the keys, finish
+    else:  # the smoothings that merge have their own explain_many (event times): a call per key, none per record
+        assert calls <= 3 * -(-(len(lines) - 1) // 50)

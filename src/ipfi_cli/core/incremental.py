@@ -60,6 +60,7 @@ from ipfi_cli.core.micro_batch import (
     prepare,
     prepare_numeric,
     prepare_rows,
+    with_row_bounds,
 )
 from ipfi_cli.core.params import DEFAULT_ALPHA
 from ipfi_cli.core.perturbed import PerturbedPredictions
@@ -284,12 +285,14 @@ class IPFIEstimator:
             return np.empty(0)
         return self._predictions.predict_block(self.model, pending.block, self.columns, pending.targets)
 
-    def finish(self, pending: PendingRows, predictions: Any) -> Traces:
+    def finish(self, pending: PendingRows, predictions: Any, *, bounds_delta: float | None = None,
+               bounds_rows: Sequence[int] | None = None) -> Traces:
         """Second step: fold the predictions of ``pending.block`` in; returns the rows' :class:`Traces`
-        (estimates, contributions, unperturbed losses). Should it fail, the explainer is as before
-        :meth:`prepare`."""
+        (estimates, contributions, unperturbed losses), and with ``bounds_delta`` sets :attr:`last_row_bounds`
+        as :meth:`explain_many` does. Should it fail, the explainer is as before :meth:`prepare`."""
         try:
-            return self._finish(pending, predictions)
+            return with_row_bounds(self, bounds_delta, bounds_rows, pending.n_rows, pending.first > 0,
+                                   lambda: self._finish(pending, predictions))
         except Exception:
             self.cancel(pending)
             raise

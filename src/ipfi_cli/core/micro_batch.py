@@ -12,7 +12,7 @@ previous micro-batch is being folded. For rows of numbers, :func:`prepare_numeri
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -239,45 +239,58 @@ def finish_rows(e: MicroBatchEstimator, pending: PendingRows, predictions: Any) 
 def explain_many(e: MicroBatchEstimator, rows: Iterable[Mapping[str, Any]] | np.ndarray,
                  targets: Sequence[Any] | np.ndarray, return_contributions: bool, bounds_delta: float | None,
                  bounds_rows: Sequence[int] | None = None) -> Any:
-    """``e.explain_many``: all or nothing (a failure restores the stream state before the call).
-
-    With ``bounds_delta``, ``e.last_row_bounds`` gets the bounds after each row (those of ``bounds_rows``, the
-    others' NaN): the exponential smoothing's chebyshev and normal bounds from the moments its tracker records
-    row by row (:func:`~ipfi_cli.core.bounds.row_bounds`), any other's by :meth:`bound_array` when the fold
-    reaches the row (:class:`RowBounds`)."""
+    """``e.explain_many``: all or nothing (a failure restores the stream state before the call); the bounds
+    after its rows by :func:`with_row_bounds`."""
     if bounds_delta is not None and not e.bounds_per_row:
         raise ValueError(f"bounds after each row are not kept for {type(e).__name__}")
     numeric, value_rows, n_rows = as_rows(e, rows, targets)
     targets = list(targets)
     saved = e._save_stream_state()
     first_is_stored = e.n_seen == 0 and n_rows > 0  # the stream's first row is stored, not explained
-    recorder = e._tracker if bounds_delta is not None and _records_moments(e) else None
-    if bounds_delta is not None:
-        check_delta(bounds_delta)
-    if isinstance(recorder, ExponentialMean):
-        recorder.history = []  # after the saved copy: a failed call restores a tracker without it
-    elif bounds_delta is not None:
-        e._row_bounds = RowBounds(e, bounds_delta, bounds_rows, n_rows, first_is_stored)
-    try:
+
+    def explain() -> Traces:
         if numeric is None and not e.use_batch:
-            traces = explain_rows(e, value_rows, targets)
-        else:
-            traces = explain_blocks(e, numeric, value_rows, targets)
-        if isinstance(recorder, ExponentialMean) and bounds_delta is not None:
-            too_smooth = e.smoothing == "exponential" and e.alpha > MAX_BOUNDS_ALPHA
-            e.last_row_bounds = row_bounds(recorder.moments_history(), e.bounds_method, bounds_delta, n_rows,
-                                           first_is_stored, too_smooth)
-        elif e._row_bounds is not None:
-            e.last_row_bounds = e._row_bounds.out
+            return explain_rows(e, value_rows, targets)
+        return explain_blocks(e, numeric, value_rows, targets)
+    try:
+        traces = with_row_bounds(e, bounds_delta, bounds_rows, n_rows, first_is_stored, explain)
     except Exception:
         # all or nothing: a failing model call leaves the explainer as it was before the call
         e._restore_stream_state(saved)
         raise
+    return tuple(traces) if return_contributions else traces.estimates
+
+
+def with_row_bounds(e: MicroBatchEstimator, delta: float | None, rows: Sequence[int] | None, n_rows: int,
+                    first_is_stored: bool, fold: Callable[[], Traces]) -> Traces:
+    """``fold()`` (which folds ``n_rows`` rows in, the first only stored if ``first_is_stored``); with ``delta``,
+    ``e.last_row_bounds`` gets the bounds after each row (those of the offsets ``rows``, the others' NaN): the
+    exponential smoothing's chebyshev and normal bounds from the moments its tracker records row by row
+    (:func:`~ipfi_cli.core.bounds.row_bounds`), any other's by ``e.bound_array`` when the fold reaches the row
+    (:class:`~ipfi_cli.core.bounds.RowBounds`)."""
+    if delta is None:
+        return fold()
+    if not e.bounds_per_row:
+        raise ValueError(f"bounds after each row are not kept for {type(e).__name__}")
+    check_delta(delta)
+    recorder = e._tracker if _records_moments(e) else None
+    if isinstance(recorder, ExponentialMean):
+        recorder.history = []  # after the caller's saved copy: a failed call restores a tracker without it
+    else:
+        e._row_bounds = RowBounds(e, delta, rows, n_rows, first_is_stored)
+    try:
+        traces = fold()
+        if isinstance(recorder, ExponentialMean):
+            too_smooth = e.smoothing == "exponential" and e.alpha > MAX_BOUNDS_ALPHA
+            e.last_row_bounds = row_bounds(recorder.moments_history(), e.bounds_method, delta, n_rows,
+                                           first_is_stored, too_smooth)
+        elif e._row_bounds is not None:
+            e.last_row_bounds = e._row_bounds.out
+        return traces
     finally:
         if isinstance(recorder, ExponentialMean):
             recorder.history = None
         e._row_bounds = None
-    return tuple(traces) if return_contributions else traces.estimates
 
 
 def _records_moments(e: MicroBatchEstimator) -> bool:

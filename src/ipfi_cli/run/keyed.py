@@ -142,12 +142,10 @@ class PerKeyExplainers:
         for good_row in good:
             by_key.setdefault(numbers[good_row.number][0], []).append(good_row)
         # one model call for every key (in groups of at most --max-keys, all live while pending); with
-        # --bounds a record needs the bounds after its own row: one key at a time, cut at records
-        joint = not self.settings.output.bounds
-        group = (keyed.keyed.max_keys or len(by_key)) if joint else 1
+        # --bounds each key's explainer gives the bounds after the rows whose records are due
+        group = keyed.keyed.max_keys or len(by_key)
         items = list(by_key.items())
-        if joint:
-            self._joint.probe({key: rows[0] for key, rows in items if not keyed.keyed.seen(key)})
+        self._joint.probe({key: rows[0] for key, rows in items if not keyed.keyed.seen(key)})
         try:
             for start in range(0, len(items), max(1, group)):
                 new = [key for key, _ in items[start:start + group] if not keyed.keyed.seen(key)]
@@ -157,10 +155,7 @@ class PerKeyExplainers:
                 self._entered.clear()
                 stopped = True
                 try:
-                    if joint:
-                        self._joint.explain(key_parts)
-                    else:
-                        self._explain_key(key_parts[0])
+                    self._joint.explain(key_parts)
                     stopped = steps.failure is not None
                 finally:
                     if stopped:  # the run stops before the later keys' rows: as if they never came (one

@@ -72,8 +72,9 @@ class JointKeys:
         try:
             for part in parts:
                 explainer = part[1].explainer
-                if not joinable(explainer) or len(part[2]) > _rows_per_call(explainer):
-                    pending.append((part, None))
+                if (not joinable(explainer) or len(part[2]) > _rows_per_call(explainer)
+                        or self.steps.settings.output.bounds and not self.steps._bounds_per_row(explainer)):
+                    pending.append((part, None))  # its own calls (with --bounds, cut at its records)
                     continue
                 pending.append((part, explainer.prepare([r.values for r in part[2]], [r.label for r in part[2]])))
             predictions = self._predict([p for _, p in pending if p is not None and len(p.targets)])
@@ -98,8 +99,9 @@ class JointKeys:
                     return
                 continue
             explainer = part[1].explainer
+            asked = self.steps.bounds_asked(len(part[2]), explainer, part[1].progress.rows)  # its due records'
             try:
-                traces = explainer.finish(ready, predictions.get(id(ready)))
+                traces = explainer.finish(ready, predictions.get(id(ready)), **asked)
             except IpfiError:  # a label the loss cannot take (finish cancelled this key): found row by row
                 self._cancel(pending[at + 1:])
                 self._one_by_one([p for p, _ in pending[at:]])
@@ -111,18 +113,19 @@ class JointKeys:
                 explainer.n_model_calls += 1
                 explainer.n_predictions += len(ready.block)
             try:
-                self._emit(part, traces)
+                self._emit(part, traces, explainer.last_row_bounds if asked else None)
             except BaseException:  # a non-finite loss stops the run here: the later keys saw nothing
                 self._cancel(pending[at + 1:])
                 raise
 
-    def _emit(self, part: KeyPart, traces: Traces) -> None:
-        """A key's records and change events, as :meth:`~ipfi_cli.run.steps.RowSteps._explain_part` writes them."""
+    def _emit(self, part: KeyPart, traces: Traces, row_bounds: Any = None) -> None:
+        """A key's records (``row_bounds``: the bounds after each row, with ``--bounds``) and change events, as
+        :meth:`~ipfi_cli.run.steps.RowSteps._explain_part` writes them."""
         steps, own = self.steps, part[2]
         restore = self.emitting(part)
         try:
             watch = steps.parts.watch
-            steps._emit(own, traces.estimates)
+            steps._emit(own, traces.estimates, row_bounds)
             if watch is not None:
                 events = watch.rows([p.number for p in own], traces.contributions, traces.losses, traces.estimates)
                 if events:

@@ -108,7 +108,7 @@ class RowSteps:
         explainer, watch = self.parts.explainer, self.parts.watch
         try:
             result = explainer.explain_many(good.inputs[begin:end], good.labels[begin:end],
-                                            return_contributions=watch is not None, **self._bounds_asked(end - begin))
+                                            return_contributions=watch is not None, **self.bounds_asked(end - begin))
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:  # the explainer is as before the call: find the row
@@ -173,7 +173,7 @@ class RowSteps:
         per_row = self._bounds_per_row()
         try:
             result = explainer.explain_many([p.values for p in part], [p.label for p in part],
-                                            return_contributions=watch is not None, **self._bounds_asked(len(part)))
+                                            return_contributions=watch is not None, **self.bounds_asked(len(part)))
         except ServiceError:  # the model cannot be reached: about no row
             raise
         except IpfiError as error:  # locate the row the model (or its label) failed on
@@ -244,20 +244,22 @@ class RowSteps:
         else:
             self.failure = InputError(message)
 
-    def _bounds_per_row(self) -> bool:
-        """With ``--bounds``, whether the explainer gives the bounds after each row of a call (iPFI's, by
-        any method and smoothing), so micro-batches need not be cut at records."""
-        explainer = self.parts.explainer
+    def _bounds_per_row(self, explainer: Any = None) -> bool:
+        """With ``--bounds``, whether the explainer (default: the run's) gives the bounds after each row of a
+        call (iPFI's, by any method and smoothing), so micro-batches need not be cut at records."""
+        explainer = self.parts.explainer if explainer is None else explainer
         # the class must have it: a wrapper that hands attributes on to an inner explainer has not
         return bool(self.settings.output.bounds and getattr(type(explainer), "bounds_per_row", None) is not None
-                    and explainer.bounds_per_row)  # type: ignore[attr-defined]
+                    and explainer.bounds_per_row)
 
-    def _bounds_asked(self, n_rows: int) -> dict[str, Any]:
-        """What a call on the next ``n_rows`` rows asks the explainer for besides the estimates: with
-        :meth:`_bounds_per_row`, the bounds after the rows whose records are due (their offsets)."""
-        if not self._bounds_per_row():
+    def bounds_asked(self, n_rows: int, explainer: Any = None, done: int | None = None) -> dict[str, Any]:
+        """What a call on the next ``n_rows`` rows asks ``explainer`` (default: the run's, ``done`` rows
+        written by default) for besides the estimates: with :meth:`_bounds_per_row`, the bounds after the rows
+        whose records are due (their offsets)."""
+        if not self._bounds_per_row(explainer):
             return {}
-        every, done = self.settings.output.every, self.parts.progress.rows
+        every = self.settings.output.every
+        done = self.parts.progress.rows if done is None else done
         return {"bounds_delta": self.settings.output.delta,
                 "bounds_rows": [offset for offset in range(n_rows) if (done + offset + 1) % every == 0]}
 
