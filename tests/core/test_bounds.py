@@ -219,13 +219,20 @@ def _rows_explainer(kind: str, n_features: int, model: FunctionPredictor):
         return IPFIEstimator(model, columns, alpha=0.05, bounds_method="realisations", sampling="uniform", **common)
     if kind == "mean":
         return IPFIEstimator(model, columns, smoothing="mean", **common)
+    if kind == "records":  # a model of one record at a time: explain_many goes row by row
+        by_record = FunctionPredictor(lambda r: int(sum(r[c] * w for c, w in zip(columns, model.weights)) > 0),
+                                      vectorized=False)
+        return IPFIEstimator(by_record, columns, alpha=0.05, bounds_method="realisations", **common)
+    if kind == "chebyshev":  # the moments recorded row by row, the rows not asked for NaN
+        return IPFIEstimator(model, columns, alpha=0.05, **common)
     if kind == "running-mean":
         return MergeablePFI(model, columns, bounds_method="normal", **common)
     assert kind == "half-life"
     return MergeablePFI(model, columns, half_life=5.0, **common)
 
 
-@pytest.mark.parametrize("kind", ["realisations", "realisations-uniform", "mean", "running-mean", "half-life"])
+@pytest.mark.parametrize("kind", ["realisations", "realisations-uniform", "mean", "running-mean", "half-life",
+                                  "records", "chebyshev"])
 @pytest.mark.parametrize("n_features", [1, 4])
 def test_bounds_after_chosen_rows_of_a_micro_batch_equal_a_call_that_ends_there(kind, n_features):
     """explain_many(bounds_delta=..., bounds_rows=...) of the realisations' bounds, the running means' and
@@ -235,6 +242,7 @@ def test_bounds_after_chosen_rows_of_a_micro_batch_equal_a_call_that_ends_there(
     rng = np.random.default_rng(8)
     weights = rng.normal(size=n_features)
     model = FunctionPredictor(lambda X: (X @ weights > 0).astype(int))
+    model.weights = weights
     n_rows = 120
     X = rng.normal(size=(n_rows, n_features))
     y = (X @ weights + rng.normal(scale=0.8, size=n_rows) > 0).astype(int)
@@ -266,6 +274,8 @@ def test_bounds_after_chosen_rows_of_a_micro_batch_equal_a_call_that_ends_there(
         got_all = np.concatenate(got)
         assert got_all[asked].tobytes() == expected[asked].tobytes(), cuts
         assert np.isnan(np.delete(got_all, asked, axis=0)).all()
+        with pytest.raises(ValueError, match="offsets"):
+            call(many, 0, 3, bounds_delta=0.1, bounds_rows=[3])
         # the estimates themselves are those of the calls without bounds
         plain = _rows_explainer(kind, n_features, model)
         call(plain, 0, n_rows)

@@ -297,6 +297,16 @@ def row_bounds(moments: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], m
     return widths
 
 
+def wanted_rows(rows: Sequence[int] | None, n_rows: int) -> np.ndarray:
+    """A mask of the offsets ``rows`` (``None``: all) among ``n_rows``; a ``ValueError`` for one outside."""
+    wanted = np.zeros(n_rows, dtype=bool)
+    offsets = np.arange(n_rows) if rows is None else np.asarray(rows, dtype=np.intp).reshape(-1)
+    if len(offsets) and not (offsets.min() >= 0 and offsets.max() < n_rows):
+        raise ValueError(f"bounds_rows are offsets of the call's rows, from 0 to {n_rows - 1}")
+    wanted[offsets] = True
+    return wanted
+
+
 class BoundsSource(Protocol):
     """An explainer :class:`RowBounds` asks for its bounds."""
 
@@ -316,8 +326,7 @@ class RowBounds:
                  first_is_stored: bool) -> None:
         self.e, self.delta = e, delta
         self.out = np.full((n_rows, len(e.names)), np.nan)
-        self.wanted = np.zeros(n_rows + 1, dtype=bool)  # one more: a fold past the rows asks for nothing
-        self.wanted[np.arange(n_rows) if rows is None else np.asarray(rows, dtype=np.intp)] = True
+        self.wanted = wanted_rows(rows, n_rows + 1)  # one more: a fold past the rows asks for nothing
         self.row = int(first_is_stored)  # the call's offset of the next row folded in
 
     def cuts(self, count: int) -> list[int]:

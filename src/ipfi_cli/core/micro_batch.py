@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from ipfi_cli.core.bounds import MAX_BOUNDS_ALPHA, RowBounds, check_delta, row_bounds
+from ipfi_cli.core.bounds import MAX_BOUNDS_ALPHA, RowBounds, check_delta, row_bounds, wanted_rows
 from ipfi_cli.core.ipfi_parts import EstimatorParts
 from ipfi_cli.core.ipfi_stream import check_removable, ensure_sampler, store
 from ipfi_cli.core.losses import Output
@@ -273,6 +273,7 @@ def with_row_bounds(e: MicroBatchEstimator, delta: float | None, rows: Sequence[
     if not e.bounds_per_row:
         raise ValueError(f"bounds after each row are not kept for {type(e).__name__}")
     check_delta(delta)
+    wanted = wanted_rows(rows, n_rows)
     recorder = e._tracker if _records_moments(e) else None
     if isinstance(recorder, ExponentialMean):
         recorder.history = []  # after the caller's saved copy: a failed call restores a tracker without it
@@ -284,6 +285,7 @@ def with_row_bounds(e: MicroBatchEstimator, delta: float | None, rows: Sequence[
             too_smooth = e.smoothing == "exponential" and e.alpha > MAX_BOUNDS_ALPHA
             e.last_row_bounds = row_bounds(recorder.moments_history(), e.bounds_method, delta, n_rows,
                                            first_is_stored, too_smooth)
+            e.last_row_bounds[~wanted] = np.nan  # computed for every row at once: only those asked for
         elif e._row_bounds is not None:
             e.last_row_bounds = e._row_bounds.out
         return traces
