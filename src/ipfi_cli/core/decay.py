@@ -187,8 +187,9 @@ class DecayedMean(WeightedMoments):
         calls. The weights' sums and the sum of squared deviations are running sums over the rows (between
         the landmark's moves); the mean's own recursion, ``mean + (w / W) (x - mean)``, whose rate changes
         every row, stays a loop over the rows: no array operation rounds as it does, and a decayed sum over
-        the weight instead (as :class:`~ipfi_cli.core.smoothing.ExponentialMean` keeps) would move estimates
-        near 0 by up to 1e-8 of themselves.
+        the weight instead (as :class:`~ipfi_cli.core.smoothing.ExponentialMean` keeps) would change 9 % of
+        the running mean's estimates on the agrawal sample beyond 1e-14 of themselves (those near 0 wholly:
+        0 against 1e-17).
 
         >>> a, b = DecayedMean(2, half_life=2.0), DecayedMean(2, half_life=2.0)
         >>> values, times = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.25]]), [0.0, 1.5, 4.0]
