@@ -267,3 +267,12 @@ def test_shards_split_by_time_are_refused_and_shards_split_at_random_are_not():
         shard_of = rng.integers(0, n_shards, len(times))
         trackers = [smooth(times[shard_of == k], values[shard_of == k], 300.0).state_dict() for k in range(n_shards)]
         check_not_split_by_time(trackers)
+
+
+def test_merged_reservoir_slots_not_filled_are_zeros():
+    """Two shards that filled 30 and 40 of 100 slots: the merged reservoir's last 30 slots hold
+    zeros, not the allocator's leftovers (they are saved with the merged state)."""
+    np.full((50, 100, 1), 1.5)  # freed at once: memory the next array of this size may reuse
+    a, b = np.full((50, 100, 1), 2.0), np.full((50, 100, 1), 3.0)
+    rows, filled = merge_reservoir_rows(a, 30, 30, b, 40, 40, np.random.default_rng(0))
+    assert filled == 70 and not rows[:, 70:].any()
