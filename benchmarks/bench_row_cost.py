@@ -50,6 +50,8 @@ import numpy as np  # noqa: E402
 M = 10
 #: the targets of the project's issue 41: a regular file, and the same file through a pipe
 FILE_TARGET, PIPE_TARGET = 1.3, 1.6
+#: a 2-row explain against python -c loading the same model (the same issue)
+STARTUP_TARGET = 1.2
 
 
 @dataclass
@@ -286,8 +288,8 @@ def main() -> None:
         print(f"\n== start-up ({cases[0].name}'s model)")
         print(f"   python -c 'joblib.load(model)'    {spread(load_cpu, ' s')}")
         print(f"   ipfi explain on 2 rows            {spread(tiny_cpu, ' s')}   ({' '.join(ipfi_name)})")
-        met = statistics.median(startup_ratios) <= 1.1
-        print(f"   ratio                             {spread(startup_ratios, 'x')}   target <= 1.1: "
+        met = statistics.median(startup_ratios) <= STARTUP_TARGET
+        print(f"   ratio                             {spread(startup_ratios, 'x')}   target <= {STARTUP_TARGET}: "
               f"{'MET' if met else 'MISSED'} (median)")
         print(f"   the same as python -m ipfi_cli    {spread(tiny_m_cpu, ' s')}   ratio "
               f"{spread([t / b for t, b in zip(tiny_m_cpu, load_cpu)], 'x')}")

@@ -326,3 +326,12 @@ def test_a_mergeable_explainer_folds_micro_batches_of_numbers_as_arrays(monkeypa
             got.append(many.explain_many(X[i:i + size], y[i:i + size].tolist(), **extra))
         assert np.concatenate(got).tobytes() == expected.tobytes(), size
         assert many.bound_array(0.1).tobytes() == expected_bounds.tobytes()
+
+
+def test_merged_reservoir_slots_not_filled_are_zeros():
+    """Two shards that filled 30 and 40 of 100 slots: the merged reservoir's last 30 slots hold
+    zeros, not the allocator's leftovers (they are saved with the merged state)."""
+    np.full((50, 100, 1), 1.5)  # freed at once: memory the next array of this size may reuse
+    a, b = np.full((50, 100, 1), 2.0), np.full((50, 100, 1), 3.0)
+    rows, filled = merge_reservoir_rows(a, 30, 30, b, 40, 40, np.random.default_rng(0))
+    assert filled == 70 and not rows[:, 70:].any()

@@ -168,3 +168,25 @@ def test_storage_turns_to_objects_when_a_string_arrives():
     explainer.explain_one({"a": 6.0, "b": 7.0}, 0.0)
     assert seen[-1].dtype == object
     assert set(seen[-1][2::2, 1].tolist()) <= {2.0, 4.0, "x"}       # rows with b replaced: earlier values
+
+
+def _reuse_memory_of(shape):
+    """Leave a freed block of the allocator's holding 1.5s where the next array of ``shape`` may land."""
+    np.full(shape, 1.5)  # freed at once: malloc hands the same chunk to the next request of its size
+
+
+@pytest.mark.parametrize("sampling", ["geometric", "uniform"])
+def test_slots_not_filled_are_zeros_not_leftover_memory(sampling):
+    """The reservoirs are saved whole with the state: a slot not filled yet must hold zeros (the
+    same bytes for the same seed, and nothing of the process's memory), whatever the allocator
+    hands over."""
+    shape = (10, 100, 9)
+    _reuse_memory_of(shape)
+    sampler = make_sampler(sampling, size=100, n_realisations=10, n_columns=9, dtype=np.float64)
+    rng = np.random.default_rng(0)
+    for row in np.arange(27.0).reshape(3, 9):
+        sampler.insert(rng, row)
+    rows = sampler.state_dict()["rows"]
+    assert sampler.filled == 3
+    assert not rows[:, 3:].any()
+    assert rows[:, :3].tolist() == [np.arange(27.0).reshape(3, 9).tolist()] * 10

@@ -1,4 +1,4 @@
-"""The evicted keys' states on disk: values in files, memory holding an index only."""
+"""The evicted keys' states on disk: values in one file, memory holding an index only."""
 
 from __future__ import annotations
 
@@ -7,21 +7,47 @@ from pathlib import Path
 import pytest
 
 from ipfi_cli.core.keyed import KeyedExplainers
-from ipfi_cli.io.spill import SpillStore
+from ipfi_cli.io.spill import VALUES, SpillStore
 
 
-def test_values_live_in_files_and_go_with_their_key(tmp_path):
+def test_values_live_in_one_file_and_go_with_their_key(tmp_path):
     store = SpillStore(folder=str(tmp_path))
     store[("eu",)] = b"a" * 1000
     store[("us",)] = b"b" * 10
-    store[("eu",)] = b"c" * 5  # written again: the same file
-    files = sorted(p for p in tmp_path.rglob("*.key"))
-    assert len(files) == 2 and sorted(p.stat().st_size for p in files) == [5, 10]
-    assert store[("eu",)] == b"ccccc" and set(store) == {("eu",), ("us",)}
+    store[("eu",)] = b"c" * 5  # written again: appended, the old bytes are garbage
+    (values,) = tmp_path.rglob(VALUES)
+    assert values.stat().st_size == 1015 == store.file_size
+    assert store[("eu",)] == b"ccccc" and store[("us",)] == b"b" * 10 and set(store) == {("eu",), ("us",)}
     del store[("us",)]
-    assert len(list(tmp_path.rglob("*.key"))) == 1
+    assert len(store) == 1 and ("us",) not in store
+    store[("empty",)] = b""
+    assert store[("empty",)] == b""
     store.close()
     assert not list(tmp_path.iterdir())
+
+
+def test_values_written_again_and_again_keep_the_file_near_the_live_values(tmp_path, monkeypatch):
+    """A key evicted every micro-batch is written every micro-batch: once the garbage outweighs the
+    live values (and the floor, here 1 kB), the live values are copied to a new file, in order, and
+    read back as they were."""
+    import ipfi_cli.io.spill as spill
+
+    monkeypatch.setattr(spill, "COMPACT_AT", 1000)
+    store = SpillStore(folder=str(tmp_path))
+    expected = {}
+    for round_ in range(200):
+        for k in range(5):
+            value = bytes([round_ % 256, k]) * (10 + (round_ * 7 + k) % 40)
+            store[(k,)] = expected[(k,)] = value
+        if round_ % 3 == 0:
+            del store[(round_ % 5,)]
+            del expected[(round_ % 5,)]
+        live = sum(len(v) for v in expected.values())
+        assert store.file_size <= 2 * max(live, 1000) + 100  # one value beyond the bound at most
+        assert {k: store[k] for k in store} == expected
+    (values,) = tmp_path.rglob(VALUES)
+    assert values.stat().st_size == store.file_size
+    store.close()
 
 
 def test_evicted_keys_are_on_disk_and_come_back_as_they_were(tmp_path):
@@ -40,7 +66,8 @@ def test_evicted_keys_are_on_disk_and_come_back_as_they_were(tmp_path):
     for i in range(30):
         keyed.get(i % 5).n += 1
     assert keyed.n_live == 2 and len(store) == 3
-    assert len(list(Path(tmp_path).rglob("*.key"))) == 3
+    (values,) = Path(tmp_path).rglob(VALUES)
+    assert values.stat().st_size == store.file_size > 0
     assert [keyed.get(k).n for k in range(5)] == [6, 6, 6, 6, 6]
 
 
@@ -53,7 +80,7 @@ def test_a_killed_runs_folder_is_removed_by_the_next_store_and_a_live_ones_kept(
     import subprocess
     import sys
 
-    code = ("import sys, time; from ipfi_cli.io.spill import SpillStore; s = SpillStore(sys.argv[1]); "
+    code = ("import sys, time; from ipfi_cli.io.spill import VALUES, SpillStore; s = SpillStore(sys.argv[1]); "
             "s[('k',)] = b'x' * 1000; print(s._folder.name, flush=True); time.sleep(60)")
     killed = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     live = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
@@ -65,7 +92,7 @@ def test_a_killed_runs_folder_is_removed_by_the_next_store_and_a_live_ones_kept(
         unlocked.mkdir()
         store = SpillStore(folder=str(tmp_path))
         assert not os.path.exists(dead_folder)
-        assert os.path.exists(live_folder) and list(Path(live_folder).glob("*.key"))
+        assert os.path.exists(live_folder) and (Path(live_folder) / VALUES).stat().st_size == 1000
         assert unlocked.exists()
         store.close()
     finally:

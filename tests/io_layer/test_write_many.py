@@ -58,6 +58,8 @@ def test_any_block(values):
 def test_rows_need_not_be_consecutive():
     values = np.arange(12, dtype=float).reshape(4, 3) / 7
     _same(values, rows=[3, 10, 11, 400])
+    _same(values, rows=range(5, 9))  # the numbers of a block's rows, sliced at the records due
+    _same(values, rows=range(2, 14, 3))
 
 
 def test_bounds_go_with_every_record():

@@ -118,3 +118,53 @@ def test_values_round_trip_exactly():
     assert got[:2] == [1, "a"] and type(got[0]) is int and np.isnan(got[2]) and got[3:] == [True, None, 2.5]
     with pytest.raises(TypeError, match="a set cannot be saved"):
         plain_state.dumps({"s": {1}})
+
+
+def _same_plain(a, b):
+    """Equal plain data, arrays by dtype, shape and bytes (NaN equal to NaN)."""
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape and (
+            a.tobytes() == b.tobytes() if a.dtype != object else _same_plain(a.tolist(), b.tolist()))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_plain(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same_plain(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and a != a:
+        return isinstance(b, float) and b != b
+    return type(a) is type(b) and a == b
+
+
+def test_packed_state_reads_back_as_the_state_files_do():
+    """An evicted key's bytes (pack/unpack, no .npz): the same plain data as the state file's
+    dumps/loads, for an explainer's real state after rows of sklearn's diabetes data, and for values
+    of every kind (0-d, empty, int, bool and float32 arrays, object rows)."""
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import Ridge
+
+    from ipfi_cli.core import IPFIEstimator
+    from ipfi_cli.models import SklearnPredictor
+
+    X, y = load_diabetes(return_X_y=True, as_frame=True)
+    model = Ridge().fit(X, y)
+    explainer = IPFIEstimator(SklearnPredictor(model), list(X.columns), n_repeats=3, seed=0)
+    explainer.explain_many(X.to_numpy()[:60], y.to_numpy()[:60])
+    rows = np.empty((2, 1, 3), dtype=object)
+    rows[0, 0], rows[1, 0] = [1, "a", float("nan")], [True, None, 2.5]
+    odd = {"zero_d": np.array(3.5), "empty": np.zeros((0, 4)), "ints": np.arange(5, dtype=np.int16).reshape(5, 1),
+           "flags": np.array([True, False]), "f32": np.arange(3, dtype=np.float32), "rows": rows,
+           "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)), "big": 2 ** 100}
+    for state in (explainer.state_dict(), odd):
+        back = plain_state.unpack(plain_state.pack(state))
+        assert _same_plain(back, plain_state.loads(plain_state.dumps(state)))
+    back = plain_state.unpack(plain_state.pack(odd))
+    back["ints"][0, 0] = 9  # each array is its own, writable (a restored explainer writes to them)
+    assert back["fortran"].tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+@pytest.mark.parametrize("damage", ["cut", "extended", "bit", "header", "not packed"])
+def test_packed_bytes_cut_or_changed_are_refused(damage):
+    data = plain_state.pack({"mean": np.arange(4.0), "n": 4})
+    changed = {"cut": data[:-1], "extended": data + b"\0", "bit": data[:-3] + bytes([data[-3] ^ 1]) + data[-2:],
+               "header": data.replace(b'"raw"', b'"rav"'), "not packed": plain_state.dumps({"n": 4})}[damage]
+    with pytest.raises(plain_state.StateFormatError):
+        plain_state.unpack(changed)

@@ -9,6 +9,7 @@ the model loaded in-process. They count the POSTs they receive: the reference fo
 from __future__ import annotations
 
 import json
+import socket
 import time
 from typing import Any
 
@@ -132,13 +133,24 @@ def test_a_refused_connection_is_an_outage_too(run, serve, data_csv, reference, 
     server = serve()
     port, url = server.port, server.url
     server.close()
+    # the port held meanwhile, bound but not listening (the kernel refuses connections to it): no
+    # other process of the test run can take it before the server comes back
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", port))
     back: list[WireServer] = []
-    timer = threading.Timer(2.0, lambda: back.append(serve(port=port)))
+
+    def come_back() -> None:
+        holder.close()
+        back.append(serve(port=port))
+
+    timer = threading.Timer(2.0, come_back)
     timer.start()
     try:
         result = run("explain", data_csv, "--model-url", url, *SERVED, "--no-live", "--retries", 0)
     finally:
         timer.join()
+        holder.close()
     # the server is asked for its metadata first: that waits as well
     assert result.exit_code == 0, result.stderr
     assert result.stdout == reference["explain"]

@@ -317,7 +317,8 @@ def merge_reservoir_rows(rows_a: np.ndarray, filled_a: int, seen_a: float, rows_
     """
     size = rows_a.shape[1]
     filled = min(size, filled_a + filled_b)
-    out = np.empty_like(rows_a if rows_a.dtype == object or rows_b.dtype != object else rows_b)
+    like = rows_a if rows_a.dtype == object or rows_b.dtype != object else rows_b
+    out = np.empty_like(like) if like.dtype == object else np.zeros_like(like)  # slots not filled: zeros, not leftovers
     total_a, total_b = max(int(round(seen_a)), filled_a), max(int(round(seen_b)), filled_b)
     for m in range(rows_a.shape[0]):
         if filled_a == 0 or filled_b == 0:

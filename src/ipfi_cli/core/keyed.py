@@ -66,9 +66,9 @@ class KeyedExplainers:
         explainer = self.factory(key)
         saved = self._saved.get(key)
         if saved is not None:
-            from ipfi_cli.core.plain_state import loads
+            from ipfi_cli.core.plain_state import unpack
 
-            explainer.load_state_dict(loads(saved))
+            explainer.load_state_dict(unpack(saved))
             version = _version(explainer)
             if version is None:
                 del self._saved[key]
@@ -88,10 +88,10 @@ class KeyedExplainers:
         if explainer is not None:
             return explainer
         saved = self._saved[key]  # a KeyError for a key never seen
-        from ipfi_cli.core.plain_state import loads
+        from ipfi_cli.core.plain_state import unpack
 
         explainer = self.factory(key)
-        explainer.load_state_dict(loads(saved))
+        explainer.load_state_dict(unpack(saved))
         return explainer
 
     def adopt(self, key: Hashable, explainer: Any) -> None:
@@ -106,12 +106,12 @@ class KeyedExplainers:
                 self._evict()
 
     def _evict(self) -> None:
-        from ipfi_cli.core.plain_state import dumps
+        from ipfi_cli.core.plain_state import pack
 
         key, explainer = self._live.popitem(last=False)
         loaded = self._clean.pop(key, None)
         if loaded is None or loaded != _version(explainer) or key not in self._saved:
-            self._saved[key] = dumps(explainer.state_dict())
+            self._saved[key] = pack(explainer.state_dict())
         self.evictions += 1
 
     def seen(self, key: Hashable) -> bool:
@@ -137,9 +137,9 @@ class KeyedExplainers:
         """The state of ``key``'s explainer (live or saved) as plain data."""
         if key in self._live:
             return cast(dict[str, Any], self._live[key].state_dict())
-        from ipfi_cli.core.plain_state import loads
+        from ipfi_cli.core.plain_state import unpack
 
-        return cast(dict[str, Any], loads(self._saved[key]))  # what _evict saved: a state_dict()
+        return cast(dict[str, Any], unpack(self._saved[key]))  # what _evict saved: a state_dict()
 
     def state_dict(self) -> dict[str, Any]:
         """Every key's state, in the order the keys first came (plain data)."""
@@ -147,13 +147,13 @@ class KeyedExplainers:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s data: every key saved, none live until it comes."""
-        from ipfi_cli.core.plain_state import dumps
+        from ipfi_cli.core.plain_state import pack
 
         self._live.clear()
         self._saved.clear()
         self._clean.clear()
         for key, value in state["keys"]:
-            self._saved[_key(key)] = dumps(value)
+            self._saved[_key(key)] = pack(value)
         self._order = dict.fromkeys(_key(key) for key, _ in state["keys"])
         self.evictions = int(state.get("evictions", 0))
 

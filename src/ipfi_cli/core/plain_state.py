@@ -156,3 +156,58 @@ def loads(data: bytes, *, format: str = "ipfi-state") -> Any:
         return from_plain(document, arrays)
     except Exception as error:  # noqa: BLE001 - a checksummed file that still fails: written by another tool
         raise StateFormatError(f"the state file cannot be read ({type(error).__name__})") from None
+
+
+# -- packed: a process's own bytes ---------------------------------------------------------------
+_PACKED = b"ipfi packed\n"
+
+
+def pack(state: Any) -> bytes:
+    """``state`` as bytes for this process to read back with :func:`unpack` (an evicted key's state
+    kept aside, :class:`~ipfi_cli.core.keyed.KeyedExplainers`): the same plain data as :func:`dumps`,
+    its arrays written raw after the document (no ``.npz`` archive to build and parse), sizes and a
+    checksum checked on reading. Not a file format: nothing outside the process reads it.
+
+    >>> import numpy as np
+    >>> back = unpack(pack({"n": 3, "mean": np.array([[0.5, np.nan]]), "k": (1, 2)}))
+    >>> back["n"], back["mean"].tolist(), back["k"]
+    (3, [[0.5, nan]], (1, 2))
+    """
+    arrays: dict[str, np.ndarray] = {}
+    document = json.dumps(to_plain(state, arrays), allow_nan=False, separators=(",", ":"),
+                          ensure_ascii=False).encode("utf-8")
+    # a0, a1, ... in order, in C order (np.ascontiguousarray would make a 0-d array 1-d)
+    contiguous = [a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays.values()]
+    layout = [[a.dtype.str, list(a.shape)] for a in contiguous]
+    raw = b"".join(a.tobytes() for a in contiguous)
+    digest = hashlib.sha256(document + raw).hexdigest()
+    header = json.dumps({"body": len(document), "arrays": layout, "raw": len(raw), "sha256": digest},
+                        separators=(",", ":")).encode("ascii")
+    return _PACKED + header + b"\n" + document + raw
+
+
+def unpack(data: bytes) -> Any:
+    """The state :func:`pack` wrote (each array a copy of its own, writable); raises
+    :class:`StateFormatError` when the bytes are not all there or were changed."""
+    end = data.find(b"\n", len(_PACKED)) if data.startswith(_PACKED) else -1
+    try:
+        if end < 0:
+            raise ValueError
+        header = json.loads(data[len(_PACKED):end])
+        body, raw, layout = int(header["body"]), int(header["raw"]), header["arrays"]
+    except (ValueError, KeyError, TypeError):
+        raise StateFormatError("kept state bytes are not readable (their header is not there)") from None
+    start = end + 1
+    if start + body + raw != len(data) or hashlib.sha256(data[start:]).hexdigest() != header.get("sha256"):
+        raise StateFormatError("kept state bytes were cut short or changed (their size or checksum does not match)")
+    document = json.loads(data[start:start + body])
+    arrays: dict[str, np.ndarray] = {}
+    offset = start + body
+    for i, (dtype_text, shape) in enumerate(layout):
+        dtype = np.dtype(dtype_text)
+        if dtype.kind not in "biuf":
+            raise StateFormatError(f"kept state bytes hold an array of dtype {dtype} (numbers only)")
+        count = math.prod(shape)
+        arrays[f"a{i}"] = np.frombuffer(data, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
+        offset += count * dtype.itemsize
+    return from_plain(document, arrays)

@@ -90,7 +90,10 @@ class Reservoir(ABC):
             raise ValueError(f"n_realisations must be at least 1, got {n_realisations}")
         self.size = int(size)
         self.n_realisations = int(n_realisations)
-        self.rows = np.empty((self.n_realisations, self.size, int(n_columns)), dtype=dtype)
+        # slots not filled yet are zeros (None for objects), never the allocator's leftovers: they are
+        # saved with the state, which must be the same bytes for the same seed and hold nothing else
+        shape = (self.n_realisations, self.size, int(n_columns))
+        self.rows = np.empty(shape, dtype=dtype) if np.dtype(dtype) == object else np.zeros(shape, dtype=dtype)
         self.filled = 0  # slots in use (the same in every realisation)
         self.n_seen = 0  # rows inserted so far
         self._realisation_ids = np.arange(self.n_realisations)

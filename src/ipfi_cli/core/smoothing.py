@@ -11,8 +11,8 @@ it starts matters for the first ``~1/alpha`` rows:
 Here every row's weight is ``alpha * (1 - alpha) ** age`` as in the paper, and the sum
 is divided by the sum of the weights: the decayed sum
 ``S_t = (1 - alpha) S_{t-1} + alpha x_t`` over the decayed weight ``W_t = (1 - alpha) W_{t-1} + alpha``,
-two linear recursions that a micro-batch runs as :func:`scipy.signal.lfilter` calls, to the bits of
-row by row. The result is a convex combination of the
+two linear recursions that a micro-batch runs as :func:`scipy.signal.lfilter` does (its compiled
+routine, :mod:`ipfi_cli.core.linear_filter`), to the bits of row by row. The result is a convex combination of the
 per-row contributions, so it is unbiased for a static model from the first explained
 row, no row weighs more than a recent one, and after ``~3/alpha`` rows it equals
 the paper's estimator. The variance is the weighted variance of the contributions
@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 
+from ipfi_cli.core.linear_filter import recursion_filter
 from ipfi_cli.core.state_fields import array, choice, integer, number
 
 
@@ -301,13 +302,15 @@ def make_smoother(name: str, alpha: float, n: int) -> ExponentialMean | RunningM
 
 
 #: micro-batches shorter than this run the recursion as a loop of the same operations (the same bits):
-#: a short run, or one that reads a few rows at a time, does not import scipy.signal (~80 ms of CPU)
+#: a short run, or one that reads a few rows at a time, loads no compiled routine (and where scipy's
+#: cannot be loaded on its own, does not import scipy.signal, ~70 ms of CPU)
 LOOP_ROWS = 64
 
 
 def _recursion(decay: float, inputs: np.ndarray, start: np.ndarray | float) -> np.ndarray:
     """``y_t = inputs_t + decay * y_{t-1}`` from ``y_{-1} = start`` along the first axis, every ``y_t``
-    (:func:`scipy.signal.lfilter`: ``decay * y`` and one addition per step, the same bits at any split;
+    (lfilter's routine, :func:`~ipfi_cli.core.linear_filter.recursion_filter`: ``decay * y`` and one
+    addition per step, the same bits at any split;
     under :data:`LOOP_ROWS` rows the same two operations in a loop)."""
     if len(inputs) < LOOP_ROWS:
         out = np.empty(inputs.shape, dtype=np.float64)
@@ -316,11 +319,4 @@ def _recursion(decay: float, inputs: np.ndarray, start: np.ndarray | float) -> n
             previous = decay * previous + inputs[t]
             out[t] = previous
         return out
-    from scipy.signal import lfilter
-
-    initial = np.asarray(decay * np.asarray(start, dtype=np.float64), dtype=np.float64)
-    if inputs.ndim == 1:
-        out, _ = lfilter([1.0], [1.0, -decay], inputs, zi=initial.reshape(1))
-    else:
-        out, _ = lfilter([1.0], [1.0, -decay], inputs, axis=0, zi=initial.reshape(1, -1))
-    return np.asarray(out, dtype=np.float64)
+    return recursion_filter()(decay, inputs, start)

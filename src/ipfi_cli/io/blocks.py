@@ -111,9 +111,18 @@ class RowBlock:
         return list(self._field(i))
 
     def row_values(self, offset: int) -> dict[str, Any]:
-        """Row ``offset``'s values, as the row reader gives them."""
-        return {name: self._number_of(f[offset]) if kind == NUMBER else f[offset]
-                for name, kind, f in zip(self.names, self._kinds, map(self._field, range(len(self.names))))}
+        """Row ``offset``'s values, as the row reader gives them (a number column's one field is
+        taken where it is: the whole column is not made a list for it)."""
+        return {name: self._number_of(self._one_field(i, offset)) if kind == NUMBER else self._field(i)[offset]
+                for i, (name, kind) in enumerate(zip(self.names, self._kinds))}
+
+    def _one_field(self, i: int, offset: int) -> Any:
+        """Field ``offset`` of column ``i`` as :meth:`_field` would give it (a number column's:
+        no converter applies)."""
+        fields = self._fields[i]
+        if isinstance(fields, (list, tuple)):
+            return fields[offset]
+        return fields[offset].as_py()
 
     def rows(self) -> list[Row]:
         """The block as the row reader's rows (built once)."""

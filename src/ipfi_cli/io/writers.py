@@ -222,16 +222,22 @@ class CsvTraceWriter(TraceWriter):
             return
         import orjson
 
-        flat = array.reshape(-1)
-        magnitude = np.abs(flat)
-        positional = (magnitude < 1e15) & ((magnitude >= 1e-4) | (flat == 0))
-        fields = orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
-        other = np.flatnonzero(~positional)
-        for i, value in zip(other.tolist(), flat[other].tolist()):
-            fields[i] = _csv_number(value).encode()
-        width = array.shape[1]
-        self._write(b"".join([b"%d,%s\n" % (row, b",".join(fields[t * width:(t + 1) * width]))
-                              for t, row in enumerate(rows)]))
+        magnitude = np.abs(array)
+        positional = (magnitude < 1e15) & ((magnitude >= 1e-4) | (array == 0))
+        # one line of text per row: "[[a,b],[c,d]]" cut at "],["
+        lines = orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY)[2:-2].split(b"],[")
+        other_rows, other_columns = np.nonzero(~positional)  # row by row, in order
+        if len(other_rows):
+            texts = [_csv_number(value).encode() for value in array[other_rows, other_columns].tolist()]
+            starts = np.flatnonzero(np.r_[True, other_rows[1:] != other_rows[:-1]]).tolist()
+            columns = other_columns.tolist()
+            for begin, end in zip(starts, [*starts[1:], len(columns)]):
+                t = int(other_rows[begin])
+                fields = lines[t].split(b",")
+                for k in range(begin, end):
+                    fields[columns[k]] = texts[k]
+                lines[t] = b",".join(fields)
+        self._write(b"".join([b"%d,%s\n" % (row, line) for row, line in zip(rows, lines)]))
         self.records += len(array)
 
 

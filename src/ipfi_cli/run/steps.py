@@ -283,7 +283,7 @@ class RowSteps:
             broken[0] = False  # the stream's first row has no estimate yet (NaN)
         stop = int(broken.argmax()) if broken.any() else len(numbers)
         every, done = s.output.every, progress.rows
-        due = [offset for offset in range(stop) if (done + offset + 1) % every == 0]
+        due = slice((-(done + 1)) % every, stop, every)  # the offsets o with (done + o + 1) % every == 0
         if not s.output.bounds:
             bound = None
         elif row_bounds is not None:
@@ -291,9 +291,10 @@ class RowSteps:
         else:
             bound = explainer.bound_array(s.output.delta).tolist()
         progress.rows = done + stop
-        if due:
-            writer.write_many([numbers[o] for o in due], array[due] if len(due) < len(array) else array, bound)
-            progress.last_written = numbers[due[-1]]
+        due_numbers = numbers[due]
+        if len(due_numbers):
+            writer.write_many(due_numbers, array[due], bound)
+            progress.last_written = due_numbers[-1]
         if stop < len(numbers):
             raise self._nonfinite_loss(row_at(stop))
         progress.last = (numbers[-1], array[-1].tolist())
