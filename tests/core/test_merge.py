@@ -335,3 +335,22 @@ def test_merged_reservoir_slots_not_filled_are_zeros():
     a, b = np.full((50, 100, 1), 2.0), np.full((50, 100, 1), 3.0)
     rows, filled = merge_reservoir_rows(a, 30, 30, b, 40, 40, np.random.default_rng(0))
     assert filled == 70 and not rows[:, 70:].any()
+
+
+def test_a_stream_of_thousands_of_half_lives_keeps_its_effective_count():
+    """A minute's half-life and a row a second for 9 hours (540 half-lives; the squared weights
+    overflowed at 512 and every bound was NaN from then on, exit 0). Rows evenly spaced make the
+    weights a geometric series of ratio r = 2 ** (-1/60): Kish's effective count tends to
+    (1 + r) / (1 - r) (sum r^k squared over sum r^2k), ~173.6; after thousands of rows the
+    remainder is below 1e-12 of it (tolerance 1e-9: the float sums' rounding over 32,400 rows)."""
+    tracker = DecayedMean(1, half_life=60.0)
+    times = np.arange(9 * 3600, dtype=float)
+    values = np.random.default_rng(0).normal(size=(len(times), 1))
+    counts = []
+    for begin in range(0, len(times), 500):
+        tracker.update_many(values[begin:begin + 500], times[begin:begin + 500].tolist())
+        counts.append(tracker.effective_count)
+    r = 2.0 ** (-1 / 60)
+    assert np.isfinite(counts).all() and np.isfinite(tracker.confidence_bound(0.05)).all()
+    assert abs(counts[-1] - (1 + r) / (1 - r)) < 1e-9 * (1 + r) / (1 - r)
+    assert tracker.landmark >= 9 * 3600 - LANDMARK_STEP * 60  # it moved on with the stream

@@ -19,9 +19,10 @@ Both keep the weighted mean, the weight ``W``, the weighted sum of squared devia
 in floating point the merged mean differs from the one-pass mean by rounding only (relative
 1e-12 in the tests).
 
-Weights ``2 ** ((t - L) / h)`` overflow after ~1,000 half-lives, so the landmark moves forward in
-steps of :data:`LANDMARK_STEP` half-lives (the sums are scaled by ``2 ** -step``; the mean is
-unchanged). Landmarks sit on that grid, so two states are aligned by scaling the older one.
+Weights ``2 ** ((t - L) / h)`` overflow after ~1,000 half-lives, and their squares (the bounds'
+effective count) after ~500, so the landmark moves forward in steps of :data:`LANDMARK_STEP`
+half-lives (the sums are scaled by ``2 ** -step``; the mean is unchanged). Landmarks sit on that
+grid, so two states are aligned by scaling the older one.
 
 >>> a, b, whole = DecayedMean(1, half_life=3600.0), DecayedMean(1, half_life=3600.0), DecayedMean(1, half_life=3600.0)
 >>> for t, x in [(0, 1.0), (1800, 3.0), (3600, 2.0), (7200, 5.0)]:
@@ -43,8 +44,10 @@ import numpy as np
 from ipfi_cli.core.smoothing import WeightedMoments
 from ipfi_cli.core.state_fields import StateFieldError, array, choice, integer, number
 
-#: the landmark moves forward in steps of this many half-lives (weights stay below 2**600)
-LANDMARK_STEP = 512
+#: the landmark moves forward in steps of this many half-lives: a weight stays below 2**256 and its
+#: square below 2**512 (with 512, a square reached 2**1024 = inf after 512 half-lives, and every
+#: bound of a longer stream was NaN). A state saved on the old grid of 512 is on this one too.
+LANDMARK_STEP = 256
 
 
 def parse_duration(text: str) -> float:
