@@ -76,6 +76,22 @@ def test_detect_format():
         detect_format(None, "xml")
 
 
+def test_a_txt_file_is_read_as_its_first_line_says(tmp_path):
+    """A .txt name says nothing of the format (JSON lines are exported as .txt too): the first line
+    decides, as on stdin and for other names (before, a JSONL .txt was read as CSV, and a run said
+    "no column 'target'; the columns are: {"age": 0.03, ...")."""
+    assert detect_format("rows.txt") is None and detect_format("rows.TXT.gz") is None
+    jsonl = tmp_path / "rows.txt"
+    jsonl.write_text('{"a": 1, "b": "x"}\n{"a": 2.5, "b": "y"}\n')
+    with open_rows(str(jsonl)) as reader:
+        assert [r.values for r in reader] == [{"a": 1, "b": "x"}, {"a": 2.5, "b": "y"}]
+        assert reader.format == "jsonl" and reader.columns == ["a", "b"]
+    piped = tmp_path / "piped.txt"
+    piped.write_text("a|b\n1|x\n")
+    with open_rows(str(piped)) as reader:
+        assert [r.values for r in reader] == [{"a": 1, "b": "x"}] and reader.format == "csv"
+
+
 # -- CSV ----------------------------------------------------------------------------------------
 def test_csv_quotes_bom_crlf_blank_lines_and_locations():
     data = b'\xef\xbb\xbfa,b\r\n1,"x,\ny"\r\n\r\n2,"say ""hi"""\n'

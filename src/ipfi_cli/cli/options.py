@@ -108,7 +108,8 @@ AllowUnknownCategoriesOpt = Annotated[bool, typer.Option(
     "column's importance would be 0 whatever the data hold.", rich_help_panel=PANEL_MODEL)]
 FormatOpt = Annotated[Optional[InputFormat], typer.Option(
     "--format", "-f", help="Input format. Default: from the file extension (Parquet also for a folder, a glob "
-    "or a file that starts with PAR1); on stdin, JSONL if the first line is a JSON object ({...}), else CSV.",
+    "or a file that starts with PAR1); on stdin and for other names (.txt), JSONL if the first line is a JSON "
+    "object ({...}), else CSV.",
     rich_help_panel=PANEL_INPUT, show_default=False)]
 TrustOpt = Annotated[Optional[list[str]], typer.Option(
     "--trust", help="For a .skops model: allow this type, which skops does not trust by default "
