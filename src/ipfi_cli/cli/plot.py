@@ -171,8 +171,9 @@ def plot(
     """
     from ipfi_cli.plotting import figure_path
 
-    output = str(figure_path(output))  # the file written: 'drift' is saved as drift.png
-    check_outputs({"--output": output}, {"TRACES": traces, "--interval-traces": interval_traces})
+    if output != "-":  # refused below: the image is a file
+        output = str(figure_path(output))  # the file written: 'drift' is saved as drift.png
+    check_outputs({"--output": output}, {"TRACES": traces, "--interval-traces": interval_traces}, streams=())
     with reporting(debug):
         from ipfi_cli.plotting import PlottingUnavailable, Series, plot_importance, pyplot
 
