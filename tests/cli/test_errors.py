@@ -10,8 +10,8 @@ from ipfi_cli.errors import InputError
 
 #: a column name as a hostile file may hold it: a screen clear, a clipboard write (OSC 52), a carriage return
 HOSTILE = "age\x1b[2J\x1b]52;c;aGk=\x07x\r"
-#: the same, as the messages show it (the one-line message strips the trailing carriage return)
-SHOWN = "age\\x1b[2J\\x1b]52;c;aGk=\\x07x"
+#: the same, as the messages show it
+SHOWN = "age\\x1b[2J\\x1b]52;c;aGk=\\x07x\\r"
 
 
 @pytest.mark.parametrize("error", [InputError(f"no column {HOSTILE}"), RuntimeError(f"no column {HOSTILE}")],
@@ -27,7 +27,9 @@ def test_the_debug_traceback_shows_datas_control_characters_escaped(capsys, erro
     assert "\x1b" not in err and "\x07" not in err and "\r" not in err, repr(err)
     assert err.startswith("Traceback (most recent call last):\n")
     assert "raise error" in err  # the source lines are still there, a line each
-    assert err.count(SHOWN) == 2  # the traceback's last line and the error line
+    *_, last, said = err.splitlines()
+    assert last.endswith(f": no column {SHOWN}")  # the traceback's last line: the whole message, escaped
+    assert said.startswith("ipfi: error: ") and "no column age\\x1b[2J\\x1b]52;c;aGk=\\x07x" in said
 
 
 def test_without_debug_there_is_one_line(capsys):
