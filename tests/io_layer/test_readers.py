@@ -120,6 +120,17 @@ def test_csv_wrong_number_of_fields_is_a_bad_row_and_reading_goes_on():
     assert rows[3].number == 4 and rows[3].values == {"a": 7, "b": 8}
 
 
+def test_rows_that_end_with_a_separator_the_header_lacks_are_named_so():
+    """An export that ends every data row with ',' but not its header: pandas shifts every column by one
+    (the first becomes the index) without a word; ipfi refuses each row, and its line says why."""
+    _, rows = read(b"a,b,c\n1,2,x,\n3,4,y,\n")
+    assert [str(r.error) for r in rows] == [
+        f"t.csv: row {n} (line {n + 1}): expected 3 fields (as in the header), got 4; the last one is empty: "
+        "does each row end with a separator the header does not?" for n in (1, 2)]
+    _, rows = read(b"a,b\n1,2,3\n")  # a real fourth value: no such guess
+    assert str(rows[0].error) == "t.csv: row 1 (line 2): expected 2 fields (as in the header), got 3"
+
+
 def test_csv_numeric_column_rejects_text_later():
     _, rows = read(b"age,c\n30,x\n,y\nabc,z\n41,w\n")
     assert rows[2].error.column == "age" and rows[2].error.row == 3 and rows[2].error.line == 4
