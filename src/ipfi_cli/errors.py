@@ -12,7 +12,7 @@ True
 
 from __future__ import annotations
 
-from ipfi_cli.text import quoted
+from ipfi_cli.text import quoted, terminal_safe
 
 
 class IpfiError(Exception):
@@ -98,10 +98,17 @@ class RunError(IpfiError):
 
 
 def first_line(error: BaseException) -> str:
-    """The first line of an error's message (its type's name if it has none).
+    """The line a user sees of an error (its type's name if it has none): another library's first
+    line; ipfi's own message whole, which is one line by design, with any line break or control
+    character of the data it quotes shown escaped (a header name "a<LF>b" cut the line at "a").
 
     >>> first_line(ValueError("Found unknown categories ['XX']\\nmore detail"))
     "Found unknown categories ['XX']"
+    >>> first_line(InputError("the columns are: a\\nb, y", source="f.csv"))
+    'f.csv: the columns are: a\\\\nb, y'
     """
+    if isinstance(error, IpfiError):
+        text = terminal_safe(str(error)).strip()
+        return text or type(error).__name__
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

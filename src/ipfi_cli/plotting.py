@@ -15,6 +15,7 @@ control characters escaped (a font has no glyph for ESC), ``$`` literal (not mat
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,20 @@ INSTALL_HINT = "plotting needs matplotlib: pip install 'ipfi-cli[plot]'"
 COLOURS = ["#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442", "#000000",
            "#8c564b", "#7f7f7f"]
 GREY = "#b0b0b0"
+
+
+def figure_path(path: str | os.PathLike[str]) -> Path:
+    """Where a figure asked for at ``path`` is saved: as given, or, for a name without an extension
+    (which picks the format), with ``.png``, as matplotlib's default saves it (``drift`` and
+    ``drift.`` as ``drift.png``), so a message names the file there is.
+
+    >>> [str(figure_path(p)) for p in ("drift", "drift.", "out/d.svg", "run.v2.pdf")]
+    ['drift.png', 'drift.png', 'out/d.svg', 'run.v2.pdf']
+    """
+    text = os.fspath(path)
+    if os.path.splitext(text)[1][1:]:
+        return Path(text)
+    return Path(text.rstrip(".") + ".png")
 
 
 class PlottingUnavailable(RuntimeError):
@@ -193,7 +208,7 @@ def _plot_importance(path: str | Path, names: Sequence[str], panels: Sequence[Se
     if title:
         fig.suptitle(figure_text(title), fontsize=11)
     fig.tight_layout()
-    path = Path(path)
+    path = figure_path(path)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
@@ -226,7 +241,7 @@ def plot_partial_dependence(path: str | Path, curves: dict[str, list[tuple[int, 
 def _plot_partial_dependence(path: str | Path, curves: dict[str, list[tuple[int, np.ndarray, np.ndarray]]],
                              title: str | None, dpi: int) -> Path:
     plt = pyplot()
-    path = Path(path)
+    path = figure_path(path)
     fig, axes = plt.subplots(1, len(curves), figsize=(4.0 * len(curves), 3.2), squeeze=False)
     for ax, (name, points) in zip(axes[0], curves.items()):
         for i, (row, grid, values) in enumerate(points):

@@ -67,6 +67,28 @@ def test_usage_errors(agrawal_small, hgb):
     assert invoke(*base, "--normalisation", "softmax").exit_code == 2
 
 
+@pytest.mark.parametrize("output", [(), ("-o", "-")], ids=["default", "dash"])
+def test_traces_to_stdout_beside_the_records_are_refused(agrawal_small, hgb, output):
+    """--traces - with the records on stdout too: refused before any work (before, exit 0 and two
+    tables of different columns one after the other on stdout, which no CSV reader takes)."""
+    result = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "-K", "1", "-M", "1", "--seed", "0",
+                    "--traces", "-", *output)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "ipfi: usage error: Invalid value for '--traces': '-' is standard output, where the records go "
+        "already; give --traces a file, or the records one with -o; see 'ipfi compare -h'"]
+
+
+def test_traces_to_stdout_with_the_records_in_a_file(agrawal_small, hgb, tmp_path):
+    out = tmp_path / "records.csv"
+    result = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "-K", "1", "-M", "1", "--seed", "0",
+                    "--traces", "-", "-o", out, "-q")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("method,row,salary")
+    assert out.read_text().startswith("method,feature,importance")
+
+
 def test_learning_compare_needs_a_learning_model(agrawal_small, hgb):
     result = invoke("compare", agrawal_small, "-m", hgb, "-t", "class", "--learn")
     assert result.exit_code == 1 and "--learn needs a model that learns" in result.stderr

@@ -167,6 +167,28 @@ def test_merge_refuses_its_states(files, tmp_path):
     refused(ipfi("merge", *states, "-o", hard), "--output", hard, (states[1], saved))
 
 
+@pytest.mark.parametrize(("command", "option"), [
+    ("explain", "--meta"), ("explain", "--state"), ("explain", "--metrics-textfile"), ("explain", "--save-model"),
+    ("batch", "--metrics-textfile"), ("compare", "--metrics-textfile"), ("merge", "--output"), ("plot", "--output")])
+def test_a_dash_for_an_output_that_is_a_file_is_refused(files, tmp_path, monkeypatch, command, option):
+    """'-' is standard output for the records (-o of explain, batch, compare, pdp; compare's --traces)
+    and standard error for --events. Other outputs are files: '-' is refused before any work (before,
+    --meta - and the others wrote a file named '-' in the current folder, merge -o - a state named
+    '-', plot -o - an image '-.png'); './-' still names such a file."""
+    data, model = files
+    monkeypatch.chdir(tmp_path)
+    args = {"explain": ["explain", data, "-m", model, *STATIC],
+            "batch": ["batch", data, "-m", model, *BATCH], "compare": ["compare", data, "-m", model, *BATCH],
+            "merge": ["merge", "a.state", "b.state"], "plot": ["plot", "traces.csv"]}[command]
+    if option == "--save-model":
+        args = ["explain", data, "-m", SAMPLE / "agrawal_hoeffding.pkl", "--learn", *STATIC]
+    result = ipfi(*args, option, "-")
+    assert result.exit_code == 2, result.stderr
+    assert f"'{option}': '-' is no file here: this option writes a file (./- names a file '-')" in message(result)
+    assert result.stdout == "" and not (tmp_path / "-").exists()
+    assert not (tmp_path / "-.png").exists() and not (tmp_path / "-.lock").exists()
+
+
 def test_stdin_devices_and_new_files_are_fine(files, tmp_path):
     data, model = files
     result = ipfi("explain", "-", "-m", model, *STATIC, "-o", os.devnull, "--meta", tmp_path / "new.json",

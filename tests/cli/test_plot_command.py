@@ -279,3 +279,28 @@ def test_text_keys_keep_their_spelling(tmp_path, monkeypatch):
         panels, title = drawn[-1]
         assert panels[0].rows.tolist() == list(range(1, 21)), spelled  # 20 rows per key, numbered by key
         assert title == f"shop={spelled}", title
+
+
+@pytest.mark.parametrize("name", ["drift", "drift."])
+def test_an_output_without_extension_is_named_as_written(tmp_path, name):
+    """matplotlib saves ``-o drift`` (and ``drift.``) as ``drift.png``: the line says that file, and the
+    collision check sees it (before: "wrote drift", a file that does not exist, and the traces
+    ``t.png`` could be overwritten by ``-o t``)."""
+    traces = tmp_path / "explain.csv"
+    traces.write_text("row,a,b\n1,,\n2,0.5,0.1\n3,0.4,0.2\n")
+    result = invoke("plot", traces, "-o", tmp_path / name)
+    assert result.exit_code == 0, result.output
+    written = tmp_path / "drift.png"
+    assert written.read_bytes()[:8] == PNG and not (tmp_path / name).exists()
+    assert result.stderr == f"ipfi: wrote {written} (1 panel(s), 2 features)\n"
+    curves = tmp_path / "curves.csv"
+    curves.write_text("row,feature,grid,pd\n3,a,0.0,0.1\n3,a,1.0,0.3\n")
+    result = invoke("plot", curves, "-o", tmp_path / "pd")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "pd.png").read_bytes()[:8] == PNG
+    assert result.stderr == f"ipfi: wrote {tmp_path / 'pd.png'} (1 partial-dependence panel(s))\n"
+    image_named_traces = tmp_path / "t.png"
+    image_named_traces.write_bytes(traces.read_bytes())
+    result = invoke("plot", image_named_traces, "-o", tmp_path / "t")
+    assert result.exit_code == 2 and "is the same file as TRACES" in result.stderr, result.output
+    assert image_named_traces.read_bytes() == traces.read_bytes()

@@ -154,6 +154,23 @@ def test_files_with_other_columns_are_refused_before_any_row(tmp_path):
         open_rows(str(folder))
 
 
+@pytest.mark.parametrize("name", ["a.csv", "a.jsonl.gz", "a.tsv"])
+def test_a_glob_of_csv_or_jsonl_files_says_that_a_glob_is_read_as_parquet(tmp_path, name):
+    """'logs/*.csv' is read as Parquet, as every glob is: the one line says so, naming the file, instead
+    of pyarrow's "Parquet magic bytes not found in footer" (a glob of .parquet files is read as before)."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / name).write_bytes(b"a,b\n1,2\n")
+    pattern = str(folder / ("*" + name[1:]))
+    with pytest.raises(InputError) as refused:
+        open_rows(pattern)
+    assert str(refused.value) == (f"{pattern}: matches {folder / name}, which is not a Parquet file: a pattern "
+                                  "is read as Parquet files; give CSV and JSONL files one at a time (or their "
+                                  "rows through standard input)")
+    pq.write_table(pa.table({"a": [1]}), folder / "b.parquet")
+    assert [r.values for r in open_rows(str(folder / "*.parquet"))] == [{"a": 1}]
+
+
 def test_text_option_reads_a_numeric_column_as_text(tmp_path):
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"zip": [2139, None], "x": [1.5, 2.0]}), path)

@@ -76,6 +76,22 @@ def test_detect_format():
         detect_format(None, "xml")
 
 
+def test_a_txt_file_is_read_as_its_first_line_says(tmp_path):
+    """A .txt name says nothing of the format (JSON lines are exported as .txt too): the first line
+    decides, as on stdin and for other names (before, a JSONL .txt was read as CSV, and a run said
+    "no column 'target'; the columns are: {"age": 0.03, ...")."""
+    assert detect_format("rows.txt") is None and detect_format("rows.TXT.gz") is None
+    jsonl = tmp_path / "rows.txt"
+    jsonl.write_text('{"a": 1, "b": "x"}\n{"a": 2.5, "b": "y"}\n')
+    with open_rows(str(jsonl)) as reader:
+        assert [r.values for r in reader] == [{"a": 1, "b": "x"}, {"a": 2.5, "b": "y"}]
+        assert reader.format == "jsonl" and reader.columns == ["a", "b"]
+    piped = tmp_path / "piped.txt"
+    piped.write_text("a|b\n1|x\n")
+    with open_rows(str(piped)) as reader:
+        assert [r.values for r in reader] == [{"a": 1, "b": "x"}] and reader.format == "csv"
+
+
 # -- CSV ----------------------------------------------------------------------------------------
 def test_csv_quotes_bom_crlf_blank_lines_and_locations():
     data = b'\xef\xbb\xbfa,b\r\n1,"x,\ny"\r\n\r\n2,"say ""hi"""\n'
@@ -102,6 +118,17 @@ def test_csv_wrong_number_of_fields_is_a_bad_row_and_reading_goes_on():
     assert str(rows[1].error) == "t.csv: row 2 (line 3): expected 2 fields (as in the header), got 1"
     assert str(rows[2].error) == "t.csv: row 3 (line 4): expected 2 fields (as in the header), got 3"
     assert rows[3].number == 4 and rows[3].values == {"a": 7, "b": 8}
+
+
+def test_rows_that_end_with_a_separator_the_header_lacks_are_named_so():
+    """An export that ends every data row with ',' but not its header: pandas shifts every column by one
+    (the first becomes the index) without a word; ipfi refuses each row, and its line says why."""
+    _, rows = read(b"a,b,c\n1,2,x,\n3,4,y,\n")
+    assert [str(r.error) for r in rows] == [
+        f"t.csv: row {n} (line {n + 1}): expected 3 fields (as in the header), got 4; the last one is empty: "
+        "does each row end with a separator the header does not?" for n in (1, 2)]
+    _, rows = read(b"a,b\n1,2,3\n")  # a real fourth value: no such guess
+    assert str(rows[0].error) == "t.csv: row 1 (line 2): expected 2 fields (as in the header), got 3"
 
 
 def test_csv_numeric_column_rejects_text_later():

@@ -60,6 +60,16 @@ def test_a_symbolic_link_as_lock_file_is_refused_and_its_target_kept(tmp_path):
     assert not (tmp_path / "nothing-here").exists()
 
 
+def test_a_state_in_a_folder_that_does_not_exist_says_so(tmp_path):
+    """`--state runs/a.state` (or `ipfi merge ... -o runs/a.state`) with no folder `runs`: the line says
+    the folder is missing; before, it said to remove a lock file that does not exist."""
+    for state in (tmp_path / "runs" / "a.state", tmp_path / "file.txt" / "a.state"):
+        (tmp_path / "file.txt").write_text("a file, not a folder\n")
+        message = refused(state, f"{state}: no folder {state.parent} to hold the state and its lock file")
+        assert "remove it" not in message
+        assert not (tmp_path / "runs").exists()
+
+
 def test_a_hard_link_or_a_fifo_as_lock_file_is_refused(tmp_path):
     precious = tmp_path / "precious.txt"
     precious.write_text("keep me\n")

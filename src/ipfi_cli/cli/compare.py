@@ -180,6 +180,9 @@ def compare(**o: Any) -> None:
     Static model: the rows are streamed in --orderings random orders with uniform and geometric sampling; each run's final estimate is compared with batch PFI (computed once) by the paper's error, summarised as median and IQR. Learning model (--learn): iPFI over the stream vs interval PFI every --interval rows, errors before and after --drift-at. One record per method, feature and ordering (or window) on stdout; a summary table on stderr; --traces FILE for `ipfi plot`.
     """
     monitor = build(monitor_settings, o)
+    if o["traces"] == "-" and o["output"] in (None, "-"):
+        raise usage_error("'-' is standard output, where the records go already; give --traces a file, or the "
+                          "records one with -o", "--traces")
     check_outputs({"--output": o["output"], "--traces": o["traces"], "--metrics-textfile": o["metrics_textfile"]},
                   {"DATA": data_files(o["data"]), "--model": o["model"]},
                   written_at_end=("--output", "--traces", "--metrics-textfile"))

@@ -22,7 +22,7 @@ from ipfi_cli.errors import IpfiError, UsageError, first_line
 from ipfi_cli.io.writers import silence_stdout
 from ipfi_cli.run import signals
 from ipfi_cli.run.signals import hold_until_exit
-from ipfi_cli.text import message_line
+from ipfi_cli.text import message_line, terminal_safe
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # data, model or runtime error; also: the output pipe was closed (e.g. `| head`)
@@ -76,7 +76,7 @@ def reporting(debug: bool = False) -> Iterator[None]:
         raise typer.Exit(EXIT_ERROR) from None
     except Exception as error:  # noqa: BLE001 - this is the command's last line of defence
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         if isinstance(error, IpfiError):
             say(first_line(error), "error")
         else:
@@ -86,6 +86,17 @@ def reporting(debug: bool = False) -> Iterator[None]:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _print_traceback() -> None:
+    """``--debug``: the exception being handled's traceback on stderr, each line's control characters
+    escaped as in the one-line messages (its last line is the error's message, which may quote a
+    file's column names or values). Split at line feeds only, so a carriage return is shown too."""
+    text = traceback.format_exc().rstrip("\n")
+    try:
+        print("\n".join(map(terminal_safe, text.split("\n"))), file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr closed: nothing more we can do
+        pass
 
 
 #: a command said in a line that Ctrl-C or SIGTERM stopped it (:func:`interrupted`)

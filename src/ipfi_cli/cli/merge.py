@@ -29,7 +29,7 @@ The shards ran ipfi explain with the same settings (the seed may differ) and a s
 """
     from ipfi_cli.run.merge import merge_state_files
 
-    check_outputs({"--output": output}, {"STATE": states})
+    check_outputs({"--output": output}, {"STATE": states}, streams=())
     with reporting(debug):
         run = merge_state_files(states, output, seed=seed)
         hold_until_exit()  # the merged state is written

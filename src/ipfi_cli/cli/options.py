@@ -108,7 +108,8 @@ AllowUnknownCategoriesOpt = Annotated[bool, typer.Option(
     "column's importance would be 0 whatever the data hold.", rich_help_panel=PANEL_MODEL)]
 FormatOpt = Annotated[Optional[InputFormat], typer.Option(
     "--format", "-f", help="Input format. Default: from the file extension (Parquet also for a folder, a glob "
-    "or a file that starts with PAR1); on stdin, JSONL if the first line is a JSON object ({...}), else CSV.",
+    "or a file that starts with PAR1); on stdin and for other names (.txt), JSONL if the first line is a JSON "
+    "object ({...}), else CSV.",
     rich_help_panel=PANEL_INPUT, show_default=False)]
 TrustOpt = Annotated[Optional[list[str]], typer.Option(
     "--trust", help="For a .skops model: allow this type, which skops does not trust by default "
@@ -301,8 +302,13 @@ def draw_seed(seed: int | None) -> int:
     return seed if seed is not None else secrets.randbelow(2**31)
 
 
+#: the outputs for which '-' is a stream: the records on standard output (and compare's --traces), --events
+#: on standard error; every other output is a file
+STREAM_OUTPUTS = ("--output", "--traces", "--events")
+
+
 def check_outputs(outputs: dict[str, str | None], inputs: dict[str, str | Sequence[str] | None], *,
-                  written_at_end: Sequence[str] = ()) -> None:
+                  written_at_end: Sequence[str] = (), streams: Sequence[str] = STREAM_OUTPUTS) -> None:
     """Refuse (usage error, exit 2) an output that is one of the command's inputs, or another
     output, before anything is opened for writing; files are compared by identity
     (:func:`~ipfi_cli.io.targets.input_clash`). Every command that writes files calls this.
@@ -311,9 +317,15 @@ def check_outputs(outputs: dict[str, str | None], inputs: dict[str, str | Sequen
     (``INPUT``, ``DATA``) is given as :func:`~ipfi_cli.io.targets.data_files`'s list. The outputs
     named in ``written_at_end`` are first written after the work (``--meta``, a batch's records):
     a target that cannot be written there (a missing folder, a directory) is refused now, so a long
-    run never fails at its end.
+    run never fails at its end. ``streams`` are the outputs that ``-`` may name (a command whose
+    ``--output`` is a file, such as ``merge``, gives none): for any other, ``-`` is refused, as it
+    would make a file named ``-``.
     """
     from ipfi_cli.cli.errors import usage_error
+
+    for option, path in outputs.items():
+        if path == "-" and option not in streams:
+            raise usage_error("'-' is no file here: this option writes a file (./- names a file '-')", option)
 
     for option in written_at_end:
         path = outputs.get(option)

@@ -30,7 +30,7 @@ TracesArg = Annotated[str, typer.Argument(
     help="Trace file (CSV or JSONL) from `ipfi explain` or `ipfi compare --traces`.", show_default=False,
     metavar="TRACES")]
 PlotOutputOpt = Annotated[str, typer.Option(
-    "--output", "-o", help="Image to write (PNG; the extension picks the format, e.g. .svg, .pdf).",
+    "--output", "-o", help="Image to write (PNG; the extension picks the format, e.g. .svg, .pdf; a name without one gets .png).",
     show_default=False, metavar="FILE")]
 PlotDriftOpt = Annotated[Optional[int], typer.Option(
     "--drift-at", help="Draw a vertical line at this row.", show_default=False, metavar="ROW")]
@@ -169,7 +169,11 @@ def plot(
 
     Solid lines for iPFI (one panel per iPFI trace), dashed for interval or batch PFI, a vertical line at --drift-at, the --top-k features coloured and the others grey. Needs matplotlib: pip install 'ipfi-cli\\[plot]'.
     """
-    check_outputs({"--output": output}, {"TRACES": traces, "--interval-traces": interval_traces})
+    from ipfi_cli.plotting import figure_path
+
+    if output != "-":  # refused below: the image is a file
+        output = str(figure_path(output))  # the file written: 'drift' is saved as drift.png
+    check_outputs({"--output": output}, {"TRACES": traces, "--interval-traces": interval_traces}, streams=())
     with reporting(debug):
         from ipfi_cli.plotting import PlottingUnavailable, Series, plot_importance, pyplot
 

@@ -82,9 +82,26 @@ def parquet_files(path: str) -> list[tuple[str, dict[str, str]]]:
         matches = sorted(f for f in glob.glob(path, recursive=True) if os.path.isfile(f))
         if not matches:
             raise InputError("no file matches the pattern", source=path)
+        other = next((f for f in matches if not _parquet_file(f)), None)
+        if other is not None:  # 'logs/*.csv': say so, not pyarrow's "magic bytes not found in footer"
+            raise InputError(f"matches {other}, which is not a Parquet file: a pattern is read as Parquet files; "
+                             "give CSV and JSONL files one at a time (or their rows through standard input)",
+                             source=path)
         base = _fixed_folder(path)
         return [(f, _partition_values(os.path.relpath(os.path.dirname(f), base))) for f in matches]
     raise InputError("no such file", source=path)
+
+
+def _parquet_file(path: str) -> bool:
+    """A file named as Parquet, or one that starts with Parquet's magic bytes (an unreadable one
+    counts: the reader names its problem)."""
+    if path.lower().endswith((".parquet", ".parq", ".pq")):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == MAGIC
+    except OSError:
+        return True
 
 
 def _fixed_folder(pattern: str) -> str:

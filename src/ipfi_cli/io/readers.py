@@ -309,6 +309,8 @@ class RowReader(JsonlRows, MicroBatches):
                 if last_line > line and any("\n" in f for f in fields):
                     hint = (f"; a quoted field runs from line {line} to line {last_line}: is a closing quote "
                             "missing?")
+                elif len(fields) == n_fields + 1 and not fields[-1]:  # '1,2,x,' under 'a,b,c'
+                    hint = "; the last one is empty: does each row end with a separator the header does not?"
                 yield self._bad(f"expected {n_fields} fields (as in the header), got {len(fields)}{hint}", line)
                 continue
             if converters is not None:  # fast path: every column's kind is known

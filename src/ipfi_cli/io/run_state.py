@@ -117,6 +117,11 @@ class StateLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | self._FLAGS, 0o666)
         except OSError as error:
+            if error.errno in (errno.ENOENT, errno.ENOTDIR):  # no folder there (a lock file is made if missing)
+                folder = os.path.dirname(os.path.abspath(self.state))
+                raise StateFileError(self.state, f"no folder {os.path.dirname(self.state) or folder} to hold the "
+                                                 "state and its lock file; make it, or give another path"
+                                     ) from None
             if error.errno == errno.ELOOP:
                 reason = "it is a symbolic link"
             else:

@@ -307,7 +307,7 @@ def parse_value(text: str, na_values: frozenset[str] = DEFAULT_NA_VALUES, decima
 
 def detect_format(path: str | None, explicit: str | None = None) -> str | None:
     """``csv`` or ``jsonl`` from ``explicit`` or the file name (``.gz``, ``.bz2``, ``.xz`` ignored); ``None``
-    if unknown."""
+    if unknown, as for ``.txt``, which holds either (the reader then goes by the first line)."""
     if explicit:
         key = explicit.lower()
         if key in ("ndjson", "json"):
@@ -320,7 +320,7 @@ def detect_format(path: str | None, explicit: str | None = None) -> str | None:
     name = _uncompressed_name(path)
     if name.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
-    if name.endswith((".csv", ".txt", ".tsv", ".tab")):
+    if name.endswith((".csv", ".tsv", ".tab")):
         return "csv"
     return None
 

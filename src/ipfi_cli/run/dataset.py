@@ -115,9 +115,9 @@ def load_dataset(loaded: LoadedModel, inputs: InputSpec, selection: Selection, r
     skipped = checker.skipped_summary()
     if skipped:
         reporter.message(skipped, "warning")
-    unknown = plan.labels.unknown_summary()
-    if unknown:
-        reporter.message(unknown, "warning")
+    for line in (plan.labels.unknown_summary(), plan.labels.spelling_summary()):
+        if line:
+            reporter.message(line, "warning")
     if plan.labels.none_matched:
         raise RunError(f"{plan.source}: {labels_match_nothing(plan.labels)}")
     rows = sample.rows()

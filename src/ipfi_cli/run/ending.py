@@ -191,9 +191,9 @@ class RunEnding:
                      empty_rows() if empty_rows is not None else None):
             if line:
                 notes.append((line, "note"))
-        unknown = plan.labels.unknown_summary()
-        if unknown:
-            notes.append((unknown, "warning"))
+        for line in (plan.labels.unknown_summary(), plan.labels.spelling_summary()):
+            if line:
+                notes.append((line, "warning"))
         notes.extend(self._method_notes(parts.explainer))
         if status is RunStatus.INTERRUPTED and not between_batches:  # a second Ctrl-C in a micro-batch
             kept = ("; " + self.state.kept_note() if self.state is not None else

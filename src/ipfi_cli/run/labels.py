@@ -118,6 +118,9 @@ class LabelMatcher:
         self._lookup: dict[Any, Any] = {}  # a class's own text (and number) -> the class
         self._aliases: dict[Any, Any] = {}  # lower-cased, stripped, yes/no ... -> the one class it can mean
         self._kind: type | None = None
+        #: text labels taken as they are (no class found them), by their case- and space-blind form: the
+        #: spellings seen (a model that learns its classes from them learns each as a class)
+        self.spellings: dict[str, set[str]] = {}
         if classes is not None:
             self.learn_classes(classes)
 
@@ -161,6 +164,7 @@ class LabelMatcher:
                 raise LabelError(f"the label {value} is not a finite number")
             return value
         if not self._lookup:
+            self._note_spelling(value)
             return value
         self.matched += 1
         found = self._find(value)
@@ -174,7 +178,32 @@ class LabelMatcher:
             except TypeError:  # unhashable (cannot come from a reader, but from Python it may)
                 pass
             return value
+        self._note_spelling(value)
         return self._as_kind(value)
+
+    def _note_spelling(self, value: Any) -> None:
+        """Remember a text label taken as it is, under its case- and space-blind form (a few spellings
+        each, for the first 10,000 forms: labels of a classifier are few)."""
+        if isinstance(value, str):
+            key = value.strip().lower()
+            seen = self.spellings.get(key)
+            if seen is None:
+                if len(self.spellings) < 10_000:
+                    self.spellings[key] = {value}
+            elif len(seen) < 5:
+                seen.add(value)
+
+    def spelling_summary(self, limit: int = 3) -> str | None:
+        """One line about text labels that differ only in case or surrounding spaces and were taken as
+        they are, so that a model learning its classes from them learns each as a class of its own
+        (``'setosa'`` and ``' SETOSA'``), or ``None``."""
+        apart = [sorted(spellings) for _, spellings in sorted(self.spellings.items()) if len(spellings) > 1]
+        if not apart:
+            return None
+        shown = ", ".join(_listed([quoted(v) for v in group]) for group in apart[:limit])
+        more = f" and {len(apart) - limit} more" if len(apart) > limit else ""
+        return (f"labels that differ only in case or surrounding spaces were taken as different classes: {shown}"
+                f"{more}; the model learns each spelling as a class of its own: write each class one way")
 
     def many(self, values: Sequence[Any]) -> list[Any] | None:
         """The labels of many rows, as calling this matcher on each would give them (with the
@@ -274,6 +303,11 @@ class LabelMatcher:
         classes = ", ".join(repr(c) for c in (self.classes or [])[:10])
         return (f"{rows:,} row(s) have a label the model never predicts: {shown}{more}; the model's classes are "
                 f"{classes}. Those rows count as errors; check that the labels are the model's")
+
+
+def _listed(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def model_classes_from_first_row(model: Any, x: dict[str, Any]) -> list[Any] | None:

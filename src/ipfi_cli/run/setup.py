@@ -225,15 +225,23 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
             raise ModelError(f"{loaded.path}: the model takes the target column {target!r} as an input")
         missing = [c for c in known if c not in inputs]
         spaced = {c: c.strip() for c in missing if c != c.strip() and c.strip() in inputs}
-        if missing and len(spaced) == len(missing) and len(set(spaced.values())) == len(spaced) \
-                and not set(spaced.values()) & set(known):
-            # pandas keeps a header's spaces (' workclass'), ipfi strips them: the model gets its own names
-            loaded.predictor = RenamedInputs(loaded.predictor, {v: k for k, v in spaced.items()})
-            if notes is not None:
+        formed = _same_in_another_form([c for c in missing if c not in spaced], inputs)
+        matched = {**spaced, **formed}
+        if missing and len(matched) == len(missing) and len(set(matched.values())) == len(matched) \
+                and not set(matched.values()) & set(known):
+            # pandas keeps a header's spaces (' workclass'), ipfi strips them; a header may spell 'café' with
+            # a combining accent (NFD) where the model's name has one code point (NFC): the model gets its names
+            loaded.predictor = RenamedInputs(loaded.predictor, {v: k for k, v in matched.items()})
+            if notes is not None and spaced:
                 shown = _preview([repr(c) for c in spaced])
                 notes.append(f"the model's column names have surrounding spaces ({shown}); they are matched "
                              "to the input's header names, which are read without them")
-            known = [spaced.get(c, c) for c in known]
+            if notes is not None and formed:
+                shown = _preview([repr(c) for c in formed])
+                notes.append(f"the model's column names {shown} are written in another Unicode form than the "
+                             "input's header names that look the same (composed or decomposed accents); they "
+                             "are matched to the input's header names")
+            known = [matched.get(c, c) for c in known]
         elif missing:
             hint = ""
             if any(c != c.strip() for c in missing):
@@ -276,6 +284,27 @@ def model_columns(loaded: LoadedModel, input_columns: Sequence[str], target: str
                      f"its input {shown}; check that this is the order it was fitted in (else choose the columns "
                      f"in that order with --features)")
     return columns
+
+
+def _same_in_another_form(missing: Sequence[str], inputs: Sequence[str]) -> dict[str, str]:
+    """The model's names among ``missing`` that one input column spells in another Unicode
+    normal form (``'café'`` as ``c a f e U+0301``), each with that column; a name two input columns
+    share in that way is left out (the run then names it as lacking).
+
+    >>> _same_in_another_form(["caf\u00e9", "x"], ["cafe\u0301", "y"]) == {"caf\u00e9": "cafe\u0301"}
+    True
+    """
+    import unicodedata
+
+    forms: dict[str, list[str]] = {}
+    for column in inputs:
+        forms.setdefault(unicodedata.normalize("NFC", column), []).append(column)
+    found = {}
+    for name in missing:
+        spellings = forms.get(unicodedata.normalize("NFC", name), [])
+        if len(spellings) == 1:
+            found[name] = spellings[0]
+    return found
 
 
 def _check_drop(known: Sequence[str], inputs: Sequence[str], drop: Sequence[str],
