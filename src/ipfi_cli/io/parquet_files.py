@@ -50,11 +50,7 @@ def is_parquet_input(path: str | None, format: str | None = None) -> bool:
         return True
     if not os.path.isfile(path):  # a named pipe or `<(command)`: reading its first bytes would take them
         return False
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == MAGIC
-    except OSError:
-        return False
+    return _has_magic(path, unreadable=False)
 
 
 def parquet_files(path: str) -> list[tuple[str, dict[str, str]]]:
@@ -95,13 +91,16 @@ def parquet_files(path: str) -> list[tuple[str, dict[str, str]]]:
 def _parquet_file(path: str) -> bool:
     """A file named as Parquet, or one that starts with Parquet's magic bytes (an unreadable one
     counts: the reader names its problem)."""
-    if path.lower().endswith((".parquet", ".parq", ".pq")):
-        return True
+    return path.lower().endswith((".parquet", ".parq", ".pq")) or _has_magic(path, unreadable=True)
+
+
+def _has_magic(path: str, *, unreadable: bool) -> bool:
+    """Whether the file starts with Parquet's magic bytes; ``unreadable`` when it cannot be read."""
     try:
         with open(path, "rb") as f:
             return f.read(4) == MAGIC
     except OSError:
-        return True
+        return unreadable
 
 
 def _fixed_folder(pattern: str) -> str:
