@@ -103,11 +103,16 @@ def _key(key: Any) -> Any:
 
 
 # -- bytes --------------------------------------------------------------------------------------
+def _document(state: Any, arrays: dict[str, np.ndarray]) -> bytes:
+    """``state``'s JSON document (UTF-8); its numeric arrays go to ``arrays``."""
+    return json.dumps(to_plain(state, arrays), allow_nan=False, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
+
+
 def dumps(state: Any, *, format: str = "ipfi-state") -> bytes:
     """The bytes of a state file holding ``state`` (see the module docstring)."""
     arrays: dict[str, np.ndarray] = {}
-    document = json.dumps(to_plain(state, arrays), allow_nan=False, separators=(",", ":"),
-                          ensure_ascii=False).encode("utf-8")
+    document = _document(state, arrays)
     archive = io.BytesIO()
     np.savez(archive, **arrays)  # type: ignore[arg-type]
     packed = archive.getvalue()
@@ -174,8 +179,7 @@ def pack(state: Any) -> bytes:
     (3, [[0.5, nan]], (1, 2))
     """
     arrays: dict[str, np.ndarray] = {}
-    document = json.dumps(to_plain(state, arrays), allow_nan=False, separators=(",", ":"),
-                          ensure_ascii=False).encode("utf-8")
+    document = _document(state, arrays)
     # a0, a1, ... in order, in C order (np.ascontiguousarray would make a 0-d array 1-d)
     contiguous = [a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays.values()]
     layout = [[a.dtype.str, list(a.shape)] for a in contiguous]
